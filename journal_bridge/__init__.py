@@ -1,0 +1,29 @@
+"""journal-bridge: an append-only run journal for LangGraph Server.
+
+Public names are imported lazily so that importing the package (for example
+from a graph module loaded by the server) pulls in only what is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "TrackingSummarizationMiddleware": "journal_bridge.tracking",
+    "open_store": "journal_bridge.store",
+    "RunEventStore": "journal_bridge.store",
+    "RunEvent": "journal_bridge.events",
+}
+
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'journal_bridge' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
