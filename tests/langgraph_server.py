@@ -1,0 +1,170 @@
+"""A real `langgraph dev` of this project, for end-to-end tests.
+
+Each server runs in its own temporary working directory (its in-memory state
+and the default SQLite journal land there), on a port chosen free at start.
+`langgraph dev` silently moves to another port when the chosen one is taken,
+so the port is read back from what the server prints, never assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+LANGGRAPH = Path(sys.executable).parent / "langgraph"
+
+_API_LINE = re.compile(r"API:\s*(?:\x1b\[[0-9;]*m)?(http://[^\s\x1b]+)")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def project_config(*, plugin: bool = True, **extra: Any) -> dict[str, Any]:
+    """This project's langgraph.json, with absolute paths so it works from any directory."""
+    config = json.loads((PROJECT_ROOT / "langgraph.json").read_text())
+    config["dependencies"] = [str(PROJECT_ROOT)]
+    config["graphs"] = {
+        graph_id: str(PROJECT_ROOT / spec[2:]) if spec.startswith("./") else spec
+        for graph_id, spec in config["graphs"].items()
+    }
+    if not plugin:
+        config.pop("http", None)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key] = {**config[key], **value}
+        else:
+            config[key] = value
+    return config
+
+
+class LanggraphDevServer:
+    """Starts `langgraph dev` as a child process and stops exactly that process."""
+
+    def __init__(
+        self,
+        *,
+        plugin: bool = True,
+        config: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
+        workdir: Path | None = None,
+        n_jobs_per_worker: int = 4,
+        startup_timeout: float = 90.0,
+    ) -> None:
+        self.config = config if config is not None else project_config(plugin=plugin)
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="journal-bridge-dev-"))
+        self.env = env or {}
+        self.n_jobs_per_worker = n_jobs_per_worker
+        self.startup_timeout = startup_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url: str | None = None
+        self.log_path = self.workdir / "server.log"
+
+    @property
+    def store_url(self) -> str:
+        return self.env.get(
+            "JOURNAL_BRIDGE_STORE_URL", f"sqlite:///{self.workdir / 'journal.db'}"
+        )
+
+    def start(self) -> LanggraphDevServer:
+        config_path = self.workdir / "langgraph.json"
+        config_path.write_text(json.dumps(self.config, indent=2))
+        port = free_port()
+        env = {
+            **os.environ,
+            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+            "LANGSMITH_TRACING": "false",
+            "JOURNAL_BRIDGE_STORE_URL": self.store_url,
+            **self.env,
+        }
+        cmd = [
+            str(LANGGRAPH),
+            "dev",
+            "--config",
+            str(config_path),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-browser",
+            "--no-reload",
+            "--n-jobs-per-worker",
+            str(self.n_jobs_per_worker),
+        ]
+        log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
+        self.process = subprocess.Popen(
+            cmd,
+            cwd=self.workdir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        self.url = self._wait_until_ready()
+        return self
+
+    def _wait_until_ready(self) -> str:
+        assert self.process is not None
+        deadline = time.monotonic() + self.startup_timeout
+        url = None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"langgraph dev exited with {self.process.returncode}:\n{self.read_log()[-4000:]}"
+                )
+            if url is None:
+                match = _API_LINE.search(self.read_log())
+                if match:
+                    url = match.group(1).rstrip("/")
+            if url is not None:
+                try:
+                    if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+                        return url
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"langgraph dev did not become ready:\n{self.read_log()[-4000:]}")
+
+    def read_log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        # The server was started in its own session: signal that group, which
+        # holds only the processes this helper started.
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+    def __enter__(self) -> LanggraphDevServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
