@@ -1,0 +1,49 @@
+"""The bundled agent: `create_agent` with tracked, per-assistant summarization.
+
+The model comes from `JOURNAL_BRIDGE_MODEL` (an `init_chat_model` spec); by
+default it is the offline deterministic model. Summarization settings come
+from each assistant's `configurable["summarization"]`, with defaults from the
+environment (see `journal_bridge.agent_settings`). One compiled graph serves
+every assistant: the settings are applied per call, not per compile.
+"""
+
+from __future__ import annotations
+
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+
+from journal_bridge.agent_settings import AssistantSummarizationMiddleware
+from journal_bridge.offline_model import make_chat_model
+
+SYSTEM_PROMPT = (
+    "You are a helpful assistant. Use the add tool for arithmetic and the "
+    "get_weather tool for weather questions; answer briefly."
+)
+
+_WEATHER = ("sunny", "cloudy", "rainy", "windy", "snowy")
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Report the (made-up, deterministic) weather in a city."""
+    # A stable function of the name, so repeated runs agree.
+    seed = sum(city.lower().encode())
+    return f"It is {_WEATHER[seed % len(_WEATHER)]} and {10 + seed % 20} C in {city}."
+
+
+TOOLS = [add, get_weather]
+
+model = make_chat_model()
+
+graph = create_agent(
+    model,
+    tools=TOOLS,
+    middleware=[AssistantSummarizationMiddleware(model)],
+    system_prompt=SYSTEM_PROMPT,
+)
