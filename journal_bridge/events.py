@@ -1,0 +1,292 @@
+"""The run event record: envelope, catalog and the rules a record must obey.
+
+A `RunEvent` is one append-only entry of a thread's journal. The store assigns
+`seq` (strictly increasing per thread, starting at 1); everything else is set by
+the writer. The JSON envelope (`to_dict`) is compatible with deer-flow's run
+event stream contract; consumers ignore fields they do not know.
+
+How stream parts become records lives in `journal_bridge.mapping`; this module
+only knows what a record is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+__all__ = [
+    "DEFAULT_MAX_CONTENT_BYTES",
+    "ERROR",
+    "EVENT_CATEGORIES",
+    "LLM_AI_RESPONSE",
+    "LLM_HUMAN_INPUT",
+    "LLM_TOOL_RESULT",
+    "MAX_CATEGORY_LENGTH",
+    "MAX_CONTENT_BYTES_ENV",
+    "MAX_EVENT_TYPE_LENGTH",
+    "MESSAGE",
+    "MIDDLEWARE",
+    "MIDDLEWARE_SUMMARIZE",
+    "OUTPUTS",
+    "RUN_END",
+    "RUN_ERROR",
+    "RUN_START",
+    "TRACE",
+    "dumps",
+    "InvalidEvent",
+    "PreparedEvent",
+    "RunEvent",
+    "make_event",
+    "max_content_bytes_from_env",
+    "prepare_event",
+    "validate_event",
+]
+
+# Categories: what a consumer does with a record.
+MESSAGE = "message"
+MIDDLEWARE = "middleware"
+TRACE = "trace"
+OUTPUTS = "outputs"
+ERROR = "error"
+
+# Event types, each with the one category it is written under.
+RUN_START = "run.start"
+LLM_HUMAN_INPUT = "llm.human.input"
+LLM_AI_RESPONSE = "llm.ai.response"
+LLM_TOOL_RESULT = "llm.tool.result"
+MIDDLEWARE_SUMMARIZE = "middleware:summarize"
+RUN_END = "run.end"
+RUN_ERROR = "run.error"
+
+EVENT_CATEGORIES: dict[str, str] = {
+    RUN_START: TRACE,
+    LLM_HUMAN_INPUT: MESSAGE,
+    LLM_AI_RESPONSE: MESSAGE,
+    LLM_TOOL_RESULT: MESSAGE,
+    MIDDLEWARE_SUMMARIZE: MIDDLEWARE,
+    RUN_END: OUTPUTS,
+    RUN_ERROR: ERROR,
+}
+
+MAX_EVENT_TYPE_LENGTH = 32
+MAX_CATEGORY_LENGTH = 16
+
+MAX_CONTENT_BYTES_ENV = "JOURNAL_BRIDGE_MAX_CONTENT_BYTES"
+DEFAULT_MAX_CONTENT_BYTES = 256 * 1024
+
+
+class InvalidEvent(ValueError):
+    """A record breaks the envelope contract; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """One journal record. `seq` is None until a store has appended it."""
+
+    thread_id: str
+    run_id: str
+    event_type: str
+    category: str
+    content: Any
+    metadata: dict[str, Any]
+    created_at: datetime
+    seq: int | None = None
+    source_key: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON envelope; `source_key` appears only when set."""
+        data: dict[str, Any] = {
+            "thread_id": self.thread_id,
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "event_type": self.event_type,
+            "category": self.category,
+            "content": self.content,
+            "metadata": self.metadata,
+            "created_at": self.created_at.isoformat(),
+        }
+        if self.source_key is not None:
+            data["source_key"] = self.source_key
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunEvent:
+        """Inverse of `to_dict`; unknown fields are ignored."""
+        created_at = data.get("created_at")
+        if isinstance(created_at, str):
+            try:
+                created_at = datetime.fromisoformat(created_at)
+            except ValueError as exc:
+                raise InvalidEvent(f"created_at: not ISO-8601: {created_at!r}") from exc
+        elif created_at is None:
+            created_at = datetime.now(timezone.utc)
+        metadata = data.get("metadata")
+        return cls(
+            thread_id=data.get("thread_id"),  # type: ignore[arg-type]
+            run_id=data.get("run_id"),  # type: ignore[arg-type]
+            event_type=data.get("event_type"),  # type: ignore[arg-type]
+            category=data.get("category"),  # type: ignore[arg-type]
+            content=data.get("content", ""),
+            metadata={} if metadata is None else metadata,
+            created_at=created_at,
+            seq=data.get("seq"),
+            source_key=data.get("source_key"),
+        )
+
+
+def make_event(
+    *,
+    thread_id: str,
+    run_id: str,
+    event_type: str,
+    category: str | None = None,
+    content: Any = "",
+    metadata: dict[str, Any] | None = None,
+    created_at: datetime | None = None,
+    source_key: str | None = None,
+) -> RunEvent:
+    """Build an unsaved record: `created_at` defaults to now (UTC), `metadata` to {}.
+
+    `category` may be left out for the catalog's event types.
+    """
+    if category is None:
+        category = EVENT_CATEGORIES.get(event_type)
+        if category is None:
+            raise InvalidEvent(
+                f"category: required for event_type {event_type!r}, which is not in the catalog"
+            )
+    return RunEvent(
+        thread_id=thread_id,
+        run_id=run_id,
+        event_type=event_type,
+        category=category,
+        content=content,
+        metadata={} if metadata is None else metadata,
+        created_at=datetime.now(timezone.utc) if created_at is None else created_at,
+        source_key=source_key,
+    )
+
+
+def _check_text(name: str, value: Any, max_length: int | None = None) -> None:
+    if not isinstance(value, str) or not value:
+        raise InvalidEvent(f"{name}: must be a non-empty string, got {value!r}")
+    if max_length is not None and len(value) > max_length:
+        raise InvalidEvent(
+            f"{name}: must be at most {max_length} characters, got {len(value)} ({value[:40]!r}...)"
+        )
+
+
+def validate_event(event: RunEvent) -> None:
+    """Raise `InvalidEvent` naming the first field that breaks the envelope contract."""
+    if not isinstance(event, RunEvent):
+        raise InvalidEvent(f"event: expected RunEvent, got {type(event).__name__}")
+    _check_text("thread_id", event.thread_id)
+    _check_text("run_id", event.run_id)
+    _check_text("event_type", event.event_type, MAX_EVENT_TYPE_LENGTH)
+    _check_text("category", event.category, MAX_CATEGORY_LENGTH)
+    if not isinstance(event.metadata, dict):
+        raise InvalidEvent(f"metadata: must be a dict, got {type(event.metadata).__name__}")
+    if not isinstance(event.created_at, datetime):
+        raise InvalidEvent(
+            f"created_at: must be a datetime, got {type(event.created_at).__name__}"
+        )
+    if event.created_at.utcoffset() is None:
+        raise InvalidEvent("created_at: must be timezone-aware")
+    seq = event.seq
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
+        raise InvalidEvent(f"seq: must be None or an int >= 1, got {seq!r}")
+    if event.source_key is not None:
+        _check_text("source_key", event.source_key)
+
+
+def max_content_bytes_from_env() -> int:
+    """The content size limit: env `JOURNAL_BRIDGE_MAX_CONTENT_BYTES` or 256 KiB."""
+    raw = os.environ.get(MAX_CONTENT_BYTES_ENV)
+    if not raw:
+        return DEFAULT_MAX_CONTENT_BYTES
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ValueError(f"{MAX_CONTENT_BYTES_ENV} must be an integer, got {raw!r}") from exc
+    if value < 1:
+        raise ValueError(f"{MAX_CONTENT_BYTES_ENV} must be >= 1, got {value}")
+    return value
+
+
+def dumps(value: Any) -> str:
+    """The one JSON encoding used for stored content and metadata (strict: no NaN)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _dumps_metadata(value: dict[str, Any]) -> str:
+    # Metadata is informational: an odd value (a datetime, an enum) becomes its text
+    # rather than failing the whole batch.
+    return json.dumps(
+        value, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=str
+    )
+
+
+def _truncate_text(text: str, limit: int) -> str:
+    """The longest prefix of `text` whose JSON encoding fits in `limit` bytes."""
+    low, high = 0, min(len(text), limit)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if len(dumps(text[:mid]).encode("utf-8")) <= limit:
+            low = mid
+        else:
+            high = mid - 1
+    return text[:low]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedEvent:
+    """A validated record with its content and metadata already encoded as JSON text."""
+
+    event: RunEvent
+    content_json: str
+    metadata_json: str
+
+    def stored(self, seq: int) -> RunEvent:
+        """The record as every backend reads it back: JSON-decoded, with its seq."""
+        return replace(
+            self.event,
+            seq=seq,
+            content=json.loads(self.content_json),
+            metadata=json.loads(self.metadata_json),
+        )
+
+
+def prepare_event(event: RunEvent, max_content_bytes: int) -> PreparedEvent:
+    """Validate `event` and make its content storable.
+
+    Content that is not JSON-serialisable is kept as its text
+    (`metadata["content_coerced"] = True`). Content whose JSON encoding exceeds
+    `max_content_bytes` is cut to a string prefix -- JSON content becomes a prefix
+    of its JSON text -- with `metadata["truncated"] = True` and
+    `metadata["original_size"]` (bytes of the full JSON encoding).
+    """
+    validate_event(event)
+    content = event.content
+    metadata = event.metadata
+    try:
+        content_json = dumps(content)
+    except (TypeError, ValueError):
+        content = str(content)
+        content_json = dumps(content)
+        metadata = {**metadata, "content_coerced": True}
+    size = len(content_json.encode("utf-8"))
+    if size > max_content_bytes:
+        text = content if isinstance(content, str) else content_json
+        content = _truncate_text(text, max_content_bytes)
+        content_json = dumps(content)
+        metadata = {**metadata, "truncated": True, "original_size": size}
+    try:
+        metadata_json = _dumps_metadata(metadata)
+    except ValueError as exc:
+        raise InvalidEvent(f"metadata: not JSON-serialisable: {exc}") from exc
+    if content is not event.content or metadata is not event.metadata:
+        event = replace(event, content=content, metadata=metadata)
+    return PreparedEvent(event, content_json, metadata_json)

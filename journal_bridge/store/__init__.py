@@ -1,0 +1,90 @@
+"""The run event store: one interface, three backends chosen by URL.
+
+    async with open_store("sqlite:///journal.db") as store:
+        await store.put(thread_id=..., run_id=..., event_type=..., category=...)
+
+URLs: `sqlite:///relative.db`, `sqlite:////absolute/path.db` (the embedded
+default), `postgresql://...` or `postgres://...`, and `memory://`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+from journal_bridge.events import InvalidEvent
+from journal_bridge.store.base import RunEventStore, StoreError, StoreUnavailable
+
+__all__ = [
+    "STORE_URL_ENV",
+    "InvalidEvent",
+    "RunEventStore",
+    "StoreError",
+    "StoreUnavailable",
+    "create_store",
+    "default_store_url",
+    "open_store",
+]
+
+STORE_URL_ENV = "JOURNAL_BRIDGE_STORE_URL"
+
+
+def default_store_url() -> str:
+    """Env `JOURNAL_BRIDGE_STORE_URL`, else a SQLite file `journal.db` in the cwd."""
+    url = os.environ.get(STORE_URL_ENV)
+    if url:
+        return url
+    return f"sqlite:///{Path.cwd() / 'journal.db'}"
+
+
+def create_store(url: str, **options: Any) -> RunEventStore:
+    """The store for `url`, not yet opened. Unknown schemes raise ValueError."""
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme == "memory":
+        from journal_bridge.store.memory import MemoryRunEventStore
+
+        return MemoryRunEventStore(**options)
+    if scheme == "sqlite":
+        from journal_bridge.store.sqlite import SqliteRunEventStore, sqlite_path_from_url
+
+        return SqliteRunEventStore(sqlite_path_from_url(url), **options)
+    if scheme in ("postgresql", "postgres"):
+        from journal_bridge.store.postgres import PostgresRunEventStore
+
+        return PostgresRunEventStore(url, **options)
+    raise ValueError(
+        f"unsupported run event store URL {url!r}: expected sqlite:///path.db,"
+        " postgresql://... (or postgres://...) or memory://"
+    )
+
+
+class _OpeningStore:
+    """`open_store(...)`: use with `async with` (closes on exit) or `await` it."""
+
+    def __init__(self, store: RunEventStore) -> None:
+        self._store = store
+
+    async def _open(self) -> RunEventStore:
+        await self._store.open()
+        return self._store
+
+    def __await__(self) -> Generator[Any, None, RunEventStore]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> RunEventStore:
+        return await self._open()
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self._store.close()
+
+
+def open_store(url: str | None = None, **options: Any) -> _OpeningStore:
+    """Open the store for `url` (default: `default_store_url()`).
+
+    `async with open_store(url) as store:` closes it on exit; `store = await
+    open_store(url)` leaves closing to the caller. Backend options (e.g.
+    `max_content_bytes`, Postgres `schema`) are passed through.
+    """
+    return _OpeningStore(create_store(url or default_store_url(), **options))

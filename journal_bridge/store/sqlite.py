@@ -1,0 +1,464 @@
+"""SQLite run event store: the embedded default, one file, WAL mode, aiosqlite.
+
+Appends run in `BEGIN IMMEDIATE` transactions, so several processes can share
+one file: the write lock is taken before the thread's counter row is read, and
+the busy timeout makes a writer wait for it instead of failing. Reads use a
+separate connection and only ever see committed batches (WAL snapshots).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
+from journal_bridge.store.base import (
+    SCHEMA_VERSION,
+    RunEventStore,
+    StoreError,
+    StoreUnavailable,
+)
+
+__all__ = ["SqliteRunEventStore"]
+
+# Parameters per IN (...) list; far below SQLite's host parameter limit.
+_CHUNK = 500
+
+_COLUMNS = "thread_id, seq, run_id, event_type, category, content, metadata, created_at, source_key"
+
+SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS journal_schema (version INTEGER NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS journal_events (
+        thread_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        run_id TEXT NOT NULL,
+        event_type TEXT NOT NULL,
+        category TEXT NOT NULL,
+        content TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        source_key TEXT,
+        PRIMARY KEY (thread_id, seq)
+    )""",
+    "CREATE INDEX IF NOT EXISTS journal_events_category"
+    " ON journal_events (thread_id, category, seq)",
+    "CREATE INDEX IF NOT EXISTS journal_events_run ON journal_events (thread_id, run_id, seq)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
+    " ON journal_events (thread_id, source_key) WHERE source_key IS NOT NULL",
+    # One row per thread: the seq counter (never reused while the thread exists)
+    # and what the thread index needs without scanning events.
+    """CREATE TABLE IF NOT EXISTS journal_threads (
+        thread_id TEXT PRIMARY KEY,
+        last_seq INTEGER NOT NULL,
+        event_count INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        write_order INTEGER NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS journal_threads_write_order ON journal_threads (write_order)",
+]
+
+_INSERT = (
+    f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SELECT = f"SELECT {_COLUMNS} FROM journal_events"
+
+_UNAVAILABLE_HINTS = ("locked", "busy", "unable to open", "disk i/o", "readonly", "no such")
+
+
+def sqlite_path_from_url(url: str) -> str:
+    """`sqlite:///relative.db` -> `relative.db`; `sqlite:////abs/events.db` -> `/abs/events.db`."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or len(url) == len(prefix):
+        raise ValueError(
+            f"SQLite URL must look like sqlite:///relative.db or sqlite:////absolute/path.db,"
+            f" got {url!r}"
+        )
+    path = url[len(prefix) :].split("?", 1)[0]
+    if path == ":memory:":
+        raise ValueError("an in-memory SQLite journal cannot be shared; use memory://")
+    return path
+
+
+def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
+    return RunEvent(
+        thread_id=row[0],
+        seq=row[1],
+        run_id=row[2],
+        event_type=row[3],
+        category=row[4],
+        content=json.loads(row[5]),
+        metadata=json.loads(row[6]),
+        created_at=datetime.fromisoformat(row[7]),
+        source_key=row[8],
+    )
+
+
+def _translate(exc: sqlite3.Error, what: str) -> StoreError:
+    message = f"SQLite {what} failed: {exc}"
+    if isinstance(exc, sqlite3.OperationalError) and any(
+        hint in str(exc).lower() for hint in _UNAVAILABLE_HINTS
+    ):
+        return StoreUnavailable(message)
+    return StoreError(message)
+
+
+async def _rollback(conn: aiosqlite.Connection) -> None:
+    # SQLite may already have rolled back (e.g. on a full disk); the original
+    # error is the one worth raising.
+    try:
+        await conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass
+
+
+class SqliteRunEventStore(RunEventStore):
+    """A `RunEventStore` in one SQLite file (`sqlite:///path.db`)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float = 30.0,
+        synchronous: str = "NORMAL",
+        max_content_bytes: int | None = None,
+    ) -> None:
+        super().__init__(max_content_bytes=max_content_bytes)
+        self.path = str(path)
+        self.busy_timeout = busy_timeout
+        self.synchronous = synchronous
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        # One writer connection: its transactions must not interleave between tasks.
+        self._write_lock = asyncio.Lock()
+        self._open_lock = asyncio.Lock()
+
+    async def _connect(self) -> aiosqlite.Connection:
+        try:
+            conn = await aiosqlite.connect(
+                self.path, timeout=self.busy_timeout, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(
+                f"cannot open SQLite journal at {self.path!r}: {exc}"
+            ) from exc
+        try:
+            await conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            await conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        except sqlite3.Error as exc:
+            await conn.close()
+            raise _translate(exc, f"setup of {self.path!r}") from exc
+        return conn
+
+    async def open(self) -> None:
+        async with self._open_lock:
+            if self._writer is not None:
+                return
+            writer = await self._connect()
+            try:
+                await self._create_schema(writer)
+                reader = await self._connect()
+            except BaseException:
+                await writer.close()
+                raise
+            self._writer, self._reader = writer, reader
+
+    async def _create_schema(self, conn: aiosqlite.Connection) -> None:
+        try:
+            mode = await conn.execute_fetchall("PRAGMA journal_mode = WAL")
+            if next(iter(mode))[0].lower() != "wal":
+                raise StoreError(f"SQLite journal at {self.path!r} cannot use WAL mode")
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in SCHEMA:
+                    await conn.execute(statement)
+                rows = list(await conn.execute_fetchall("SELECT version FROM journal_schema"))
+                if not rows:
+                    await conn.execute(
+                        "INSERT INTO journal_schema (version) VALUES (?)", (SCHEMA_VERSION,)
+                    )
+                elif rows[0][0] > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"SQLite journal at {self.path!r} has schema version {rows[0][0]},"
+                        f" newer than this journal-bridge supports ({SCHEMA_VERSION})"
+                    )
+                await conn.execute("COMMIT")
+            except BaseException:
+                await _rollback(conn)
+                raise
+        except sqlite3.Error as exc:
+            raise _translate(exc, f"schema setup of {self.path!r}") from exc
+
+    async def close(self) -> None:
+        writer, reader = self._writer, self._reader
+        self._writer = self._reader = None
+        for conn in (writer, reader):
+            if conn is not None:
+                await conn.close()
+
+    def _read_conn(self) -> aiosqlite.Connection:
+        if self._reader is None:
+            raise StoreError("SQLite journal is not open; use `async with` or `await open()`")
+        return self._reader
+
+    async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
+        try:
+            return list(await self._read_conn().execute_fetchall(sql, tuple(params)))
+        except sqlite3.Error as exc:
+            raise _translate(exc, "read") from exc
+
+    async def ping(self) -> None:
+        await self._fetch("SELECT 1", ())
+
+    # -- writing -----------------------------------------------------------------
+
+    async def _append(
+        self, groups: dict[str, list[PreparedEvent]]
+    ) -> dict[str, list[RunEvent]]:
+        if self._writer is None:
+            raise StoreError("SQLite journal is not open; use `async with` or `await open()`")
+        conn = self._writer
+        async with self._write_lock:
+            try:
+                await conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = await self._append_locked(conn, groups)
+                    await conn.execute("COMMIT")
+                except BaseException:
+                    await _rollback(conn)
+                    raise
+            except sqlite3.Error as exc:
+                raise _translate(exc, "append") from exc
+        return result
+
+    async def _append_locked(
+        self, conn: aiosqlite.Connection, groups: dict[str, list[PreparedEvent]]
+    ) -> dict[str, list[RunEvent]]:
+        result: dict[str, list[RunEvent]] = {}
+        rows: list[tuple[Any, ...]] = []
+        counters: list[tuple[Any, ...]] = []
+        now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+        order_rows = await conn.execute_fetchall(
+            "SELECT COALESCE(MAX(write_order), 0) FROM journal_threads"
+        )
+        write_order = next(iter(order_rows))[0]
+        for thread_id, items in groups.items():
+            existing = await self._existing(conn, thread_id, items)
+            counter = list(
+                await conn.execute_fetchall(
+                    "SELECT last_seq FROM journal_threads WHERE thread_id = ?", (thread_id,)
+                )
+            )
+            seq = counter[0][0] if counter else 0
+            added = 0
+            out: list[RunEvent] = []
+            for item in items:
+                key = item.event.source_key
+                if key is not None and key in existing:
+                    out.append(existing[key])
+                    continue
+                seq += 1
+                added += 1
+                event = item.event
+                rows.append(
+                    (
+                        thread_id,
+                        seq,
+                        event.run_id,
+                        event.event_type,
+                        event.category,
+                        item.content_json,
+                        item.metadata_json,
+                        event.created_at.isoformat(),
+                        key,
+                    )
+                )
+                out.append(item.stored(seq))
+            result[thread_id] = out
+            if added:
+                write_order += 1
+                counters.append((thread_id, seq, added, now, write_order))
+        if rows:
+            await conn.executemany(_INSERT, rows)
+            await conn.executemany(
+                "INSERT INTO journal_threads"
+                " (thread_id, last_seq, event_count, updated_at, write_order)"
+                " VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (thread_id) DO UPDATE SET"
+                " last_seq = excluded.last_seq,"
+                " event_count = journal_threads.event_count + excluded.event_count,"
+                " updated_at = excluded.updated_at,"
+                " write_order = excluded.write_order",
+                counters,
+            )
+        return result
+
+    async def _existing(
+        self, conn: aiosqlite.Connection, thread_id: str, items: list[PreparedEvent]
+    ) -> dict[str, RunEvent]:
+        keys = [item.event.source_key for item in items if item.event.source_key is not None]
+        found: dict[str, RunEvent] = {}
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            for row in await conn.execute_fetchall(
+                f"{_SELECT} WHERE thread_id = ? AND source_key IN ({marks})",
+                (thread_id, *chunk),
+            ):
+                found[row[8]] = _row_to_event(row)
+        return found
+
+    # -- reading -----------------------------------------------------------------
+
+    async def _page(
+        self,
+        thread_id: str,
+        categories: tuple[str, ...],
+        limit: int,
+        before_seq: int | None,
+        after_seq: int | None,
+    ) -> list[RunEvent]:
+        if after_seq is not None:
+            bound, direction = "seq > ?", "ASC"
+            cursor: tuple[Any, ...] = (after_seq,)
+        elif before_seq is not None:
+            bound, direction = "seq < ?", "DESC"
+            cursor = (before_seq,)
+        else:
+            bound, direction, cursor = "1", "DESC", ()
+        # One index range per category, merged: a page costs the page, whatever
+        # the other categories in between.
+        parts = [
+            f"SELECT * FROM ({_SELECT} WHERE thread_id = ? AND category = ? AND {bound}"
+            f" ORDER BY seq {direction} LIMIT ?)"
+            for _ in categories
+        ]
+        params: list[Any] = []
+        for category in categories:
+            params.extend((thread_id, category, *cursor, limit))
+        sql = parts[0] if len(parts) == 1 else (
+            " UNION ALL ".join(parts) + f" ORDER BY seq {direction} LIMIT ?"
+        )
+        if len(parts) > 1:
+            params.append(limit)
+        rows = await self._fetch(sql, params)
+        events = [_row_to_event(row) for row in rows]
+        if direction == "DESC":
+            events.reverse()
+        return events
+
+    async def _list_events(
+        self,
+        thread_id: str,
+        run_id: str,
+        event_types: tuple[str, ...] | None,
+        limit: int,
+        after_seq: int | None,
+    ) -> list[RunEvent]:
+        sql = f"{_SELECT} WHERE thread_id = ? AND run_id = ?"
+        params: list[Any] = [thread_id, run_id]
+        if after_seq is not None:
+            sql += " AND seq > ?"
+            params.append(after_seq)
+        if event_types is not None:
+            sql += f" AND event_type IN ({', '.join('?' * len(event_types))})"
+            params.extend(event_types)
+        sql += " ORDER BY seq LIMIT ?"
+        params.append(limit)
+        return [_row_to_event(row) for row in await self._fetch(sql, params)]
+
+    async def count_messages(self, thread_id: str) -> int:
+        rows = await self._fetch(
+            "SELECT COUNT(*) FROM journal_events WHERE thread_id = ? AND category = ?",
+            (thread_id, MESSAGE),
+        )
+        return rows[0][0]
+
+    async def last_seq(self, thread_id: str) -> int:
+        rows = await self._fetch(
+            "SELECT last_seq FROM journal_threads WHERE thread_id = ?", (thread_id,)
+        )
+        return rows[0][0] if rows else 0
+
+    async def has_thread(self, thread_id: str) -> bool:
+        rows = await self._fetch(
+            "SELECT 1 FROM journal_threads WHERE thread_id = ? AND event_count > 0",
+            (thread_id,),
+        )
+        return bool(rows)
+
+    async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
+        rows = await self._fetch(
+            "SELECT thread_id, last_seq, event_count, updated_at FROM journal_threads"
+            " WHERE event_count > 0 ORDER BY write_order DESC LIMIT ?",
+            (limit,),
+        )
+        return [
+            {"thread_id": r[0], "last_seq": r[1], "event_count": r[2], "updated_at": r[3]}
+            for r in rows
+        ]
+
+    async def has_source_keys(self, thread_id: str, keys: Iterable[str]) -> set[str]:
+        wanted = list(dict.fromkeys(keys))
+        found: set[str] = set()
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            rows = await self._fetch(
+                "SELECT source_key FROM journal_events WHERE thread_id = ?"
+                f" AND source_key IN ({', '.join('?' * len(chunk))})",
+                (thread_id, *chunk),
+            )
+            found.update(row[0] for row in rows)
+        return found
+
+    # -- deleting ----------------------------------------------------------------
+
+    async def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
+        """Run `statements` in one write transaction; return the first one's rowcount."""
+        if self._writer is None:
+            raise StoreError("SQLite journal is not open; use `async with` or `await open()`")
+        conn = self._writer
+        async with self._write_lock:
+            try:
+                await conn.execute("BEGIN IMMEDIATE")
+                try:
+                    counts = []
+                    for sql, params in statements:
+                        cursor = await conn.execute(sql, params)
+                        counts.append(cursor.rowcount)
+                    await conn.execute("COMMIT")
+                except BaseException:
+                    await _rollback(conn)
+                    raise
+            except sqlite3.Error as exc:
+                raise _translate(exc, "delete") from exc
+        return counts[0]
+
+    async def delete_by_thread(self, thread_id: str) -> int:
+        return await self._write(
+            [
+                ("DELETE FROM journal_events WHERE thread_id = ?", (thread_id,)),
+                ("DELETE FROM journal_threads WHERE thread_id = ?", (thread_id,)),
+            ]
+        )
+
+    async def delete_by_run(self, thread_id: str, run_id: str) -> int:
+        return await self._write(
+            [
+                (
+                    "DELETE FROM journal_events WHERE thread_id = ? AND run_id = ?",
+                    (thread_id, run_id),
+                ),
+                (
+                    "UPDATE journal_threads SET event_count = (SELECT COUNT(*)"
+                    " FROM journal_events WHERE thread_id = ?) WHERE thread_id = ?",
+                    (thread_id, thread_id),
+                ),
+            ]
+        )
