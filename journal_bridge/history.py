@@ -1,0 +1,302 @@
+"""The history projection: a thread's journal as the conversation a user saw.
+
+A thread's timeline (message and middleware records, ascending `seq`) becomes
+a list of *items*:
+
+- a **message row** for every user-visible message record: the LangChain
+  message dict (`type`, `content`, `id`, `tool_calls`, ...) plus the record's
+  `seq`, `run_id` and `created_at`;
+- a **summary marker** for every `middleware:summarize` record:
+  `{"type": "summary_marker", "id": "summary-marker-{seq}", "seq", "run_id",
+  "created_at", "replaced_count", "preserved_count", "summary",
+  "summary_message_id"}`. `summary_marker` is never a LangChain message type,
+  so a client can tell the two apart by `type` alone.
+
+Items keep the `seq` of their record, so a marker sits exactly where the
+compaction happened: after the messages it replaced, before the answer that
+followed. Records that are not part of the conversation (the summarizer
+model's own calls, other middleware actions) project to nothing.
+
+Paging is by `seq` cursor, both directions, and never splits or repeats an
+item, because every item is exactly one record:
+
+- no cursor: the newest `limit` items;
+- `before_seq=S`: the last `limit` items with `seq < S` (older page);
+- `after_seq=S`: the first `limit` items with `seq > S` (newer page).
+
+A page is `{"data": [...], "has_more", "next_before_seq", "next_after_seq"}`.
+`has_more` says whether more items exist in the paging direction (older for a
+backward page, newer for a forward page); it is decided by reading one item
+past the page. `next_before_seq` continues a backward page and is None when
+the oldest item was reached. `next_after_seq` is the seq of the newest item on
+the page (or the cursor given when the page is empty), so a forward reader can
+always resume from it, also to poll a live thread.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from journal_bridge.events import (
+    LLM_AI_RESPONSE,
+    LLM_HUMAN_INPUT,
+    LLM_TOOL_RESULT,
+    MESSAGE,
+    MIDDLEWARE,
+    MIDDLEWARE_SUMMARIZE,
+    RunEvent,
+)
+
+__all__ = [
+    "MARKER_TYPE",
+    "TIMELINE_CATEGORIES",
+    "history_page",
+    "markers_page",
+    "project",
+    "project_record",
+]
+
+MARKER_TYPE = "summary_marker"
+TIMELINE_CATEGORIES = (MESSAGE, MIDDLEWARE)
+
+_MESSAGE_TYPES = {
+    LLM_HUMAN_INPUT: "human",
+    LLM_AI_RESPONSE: "ai",
+    LLM_TOOL_RESULT: "tool",
+}
+# The summarizer model's calls are journaled for audit but were never shown to
+# the user; they are recognised by either of these marks.
+_SUMMARIZATION_SOURCE = "summarization"
+_SUMMARIZER_CALLER = "middleware:summarize"
+
+# A timeline read may hit records that project to nothing; each read asks for
+# at least this many so a page with hidden records still needs few queries.
+_MIN_READ = 16
+
+
+def _json_content(content: Any) -> Any:
+    if isinstance(content, str):
+        try:
+            return json.loads(content)
+        except ValueError:
+            return content
+    return content
+
+
+def _created_at(event: RunEvent) -> str | None:
+    value = event.created_at
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _is_summarizer_call(event: RunEvent, message: dict[str, Any]) -> bool:
+    metadata = event.metadata or {}
+    if metadata.get("caller") == _SUMMARIZER_CALLER:
+        return True
+    if metadata.get("lc_source") == _SUMMARIZATION_SOURCE:
+        return True
+    kwargs = message.get("additional_kwargs")
+    return isinstance(kwargs, dict) and kwargs.get("lc_source") == _SUMMARIZATION_SOURCE
+
+
+def _message_row(event: RunEvent) -> dict[str, Any] | None:
+    message_type = _MESSAGE_TYPES.get(event.event_type)
+    if message_type is None:
+        return None
+    content = _json_content(event.content)
+    if isinstance(content, dict):
+        message = dict(content)
+        message.setdefault("type", message_type)
+    else:
+        # A writer that journaled bare text: still a readable message.
+        message = {"type": message_type, "content": content}
+    if _is_summarizer_call(event, message):
+        return None
+    message.setdefault("id", None)
+    message["seq"] = event.seq
+    message["run_id"] = event.run_id
+    message["created_at"] = _created_at(event)
+    return message
+
+
+def _marker(event: RunEvent) -> dict[str, Any] | None:
+    if event.event_type != MIDDLEWARE_SUMMARIZE:
+        return None
+    content = _json_content(event.content)
+    if not isinstance(content, dict):
+        content = {}
+    action = content.get("action", "summarize")
+    if action != "summarize":
+        return None
+    changes = content.get("changes")
+    if not isinstance(changes, dict):
+        changes = {}
+    return {
+        "type": MARKER_TYPE,
+        "id": f"summary-marker-{event.seq}",
+        "seq": event.seq,
+        "run_id": event.run_id,
+        "created_at": _created_at(event),
+        "replaced_count": changes.get("replaced_count"),
+        "preserved_count": changes.get("preserved_count"),
+        "summary": changes.get("summary"),
+        "summary_message_id": changes.get("summary_message_id"),
+    }
+
+
+def project_record(event: RunEvent) -> dict[str, Any] | None:
+    """The item one record projects to, or None when it is not part of the conversation."""
+    if event.category == MESSAGE:
+        return _message_row(event)
+    if event.category == MIDDLEWARE:
+        return _marker(event)
+    return None
+
+
+def project(events: Iterable[RunEvent]) -> list[dict[str, Any]]:
+    """Items for `events`, in the order given (the store's ascending `seq`)."""
+    items = []
+    for event in events:
+        item = project_record(event)
+        if item is not None:
+            items.append(item)
+    return items
+
+
+def _markers_only(events: Iterable[RunEvent]) -> list[dict[str, Any]]:
+    return [item for item in project(events) if item["type"] == MARKER_TYPE]
+
+
+async def _read_backward(
+    store: Any,
+    thread_id: str,
+    categories: Sequence[str],
+    projector: Any,
+    want: int,
+    before_seq: int | None,
+) -> tuple[list[dict[str, Any]], bool]:
+    """Up to `want` newest items below `before_seq`; True when the thread start was reached."""
+    items: list[dict[str, Any]] = []
+    cursor = before_seq
+    while len(items) < want:
+        batch = max(want - len(items), _MIN_READ)
+        records = await store.list_timeline(
+            thread_id, categories=tuple(categories), limit=batch, before_seq=cursor
+        )
+        if not records:
+            return items, True
+        items = projector(records) + items
+        cursor = records[0].seq
+        if len(records) < batch:
+            return items, True
+    return items, False
+
+
+async def _read_forward(
+    store: Any,
+    thread_id: str,
+    categories: Sequence[str],
+    projector: Any,
+    want: int,
+    after_seq: int,
+) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = after_seq
+    while len(items) < want:
+        batch = max(want - len(items), _MIN_READ)
+        records = await store.list_timeline(
+            thread_id, categories=tuple(categories), limit=batch, after_seq=cursor
+        )
+        if not records:
+            break
+        items.extend(projector(records))
+        cursor = records[-1].seq
+        if len(records) < batch:
+            break
+    return items
+
+
+async def _page(
+    store: Any,
+    thread_id: str,
+    *,
+    categories: Sequence[str],
+    projector: Any,
+    limit: int,
+    before_seq: int | None,
+    after_seq: int | None,
+) -> dict[str, Any]:
+    if limit < 1:
+        raise ValueError(f"limit: must be at least 1, got {limit}")
+    if before_seq is not None and after_seq is not None:
+        raise ValueError("before_seq and after_seq: give at most one cursor")
+    if after_seq is not None:
+        items = await _read_forward(
+            store, thread_id, categories, projector, limit + 1, after_seq
+        )
+        has_more = len(items) > limit
+        data = items[:limit]
+        return {
+            "data": data,
+            "has_more": has_more,
+            # Items older than a forward page exist only past the cursor given.
+            "next_before_seq": data[0]["seq"] if data and after_seq > 0 else None,
+            "next_after_seq": data[-1]["seq"] if data else after_seq,
+        }
+    items, _ = await _read_backward(
+        store, thread_id, categories, projector, limit + 1, before_seq
+    )
+    has_more = len(items) > limit
+    data = items[-limit:] if has_more else items
+    return {
+        "data": data,
+        "has_more": has_more,
+        "next_before_seq": data[0]["seq"] if has_more else None,
+        "next_after_seq": data[-1]["seq"] if data else None,
+    }
+
+
+async def history_page(
+    store: Any,
+    thread_id: str,
+    *,
+    limit: int = 50,
+    before_seq: int | None = None,
+    after_seq: int | None = None,
+) -> dict[str, Any]:
+    """One page of a thread's history: message rows and summary markers in `seq` order.
+
+    Cursors as described in the module docstring; `ValueError` (naming the
+    parameter) for a limit below 1 or both cursors at once.
+    """
+    return await _page(
+        store,
+        thread_id,
+        categories=TIMELINE_CATEGORIES,
+        projector=project,
+        limit=limit,
+        before_seq=before_seq,
+        after_seq=after_seq,
+    )
+
+
+async def markers_page(
+    store: Any,
+    thread_id: str,
+    *,
+    limit: int = 50,
+    before_seq: int | None = None,
+    after_seq: int | None = None,
+) -> dict[str, Any]:
+    """The same page contract as `history_page`, holding summary markers only."""
+    return await _page(
+        store,
+        thread_id,
+        categories=(MIDDLEWARE,),
+        projector=_markers_only,
+        limit=limit,
+        before_seq=before_seq,
+        after_seq=after_seq,
+    )

@@ -1,0 +1,97 @@
+"""A journaled conversation with a compaction in the middle, for the history tests.
+
+Not a test module of its own: the history, route, viewer, CLI and benchmark
+code import `seed_conversation` to write the same records through a real store.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from journal_bridge.events import make_event
+
+THREAD_ID = "thread-history"
+SCRIPT_TEXT = "<script>window.__journalInjected = true; alert('x')</script><b>not bold</b>"
+SUMMARY_TEXT = "The user asked about the weather in Paris and Rome; the tool answered."
+_START = datetime(2025, 1, 2, 9, 0, tzinfo=timezone.utc)
+
+
+def _human(n: int, text: str) -> dict[str, Any]:
+    return {"type": "human", "content": text, "id": f"h{n}", "name": None,
+            "additional_kwargs": {}, "response_metadata": {}}
+
+
+def _ai(n: int, text: str, tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"type": "ai", "content": text, "id": f"a{n}", "name": None,
+            "additional_kwargs": {}, "response_metadata": {},
+            "tool_calls": tool_calls or [], "invalid_tool_calls": []}
+
+
+def _tool(n: int, text: str, call_id: str) -> dict[str, Any]:
+    return {"type": "tool", "content": text, "id": f"t{n}", "name": "get_weather",
+            "tool_call_id": call_id, "additional_kwargs": {}, "response_metadata": {},
+            "status": "success"}
+
+
+def _turn(run_id: str, n: int, city: str) -> list[tuple[str, str, Any, dict[str, Any]]]:
+    call = {"name": "get_weather", "args": {"city": city}, "id": f"call-{n}", "type": "tool_call"}
+    return [
+        ("run.start", run_id, {"input": "..."}, {}),
+        ("llm.human.input", run_id, _human(n, f"What is the weather in {city}?"), {}),
+        ("llm.ai.response", run_id, _ai(n, "", [call]), {"caller": "agent"}),
+        ("llm.tool.result", run_id, _tool(n, f"Sunny in {city}, 21C", f"call-{n}"), {}),
+        ("llm.ai.response", run_id, _ai(n + 100, f"It is sunny in {city}."), {"caller": "agent"}),
+        ("run.end", run_id, {"messages": "..."}, {}),
+    ]
+
+
+def conversation_records(thread_id: str = THREAD_ID) -> list[dict[str, Any]]:
+    """Record arguments in append order: two turns, a compaction, two more turns."""
+    rows: list[tuple[str, str, Any, dict[str, Any]]] = []
+    rows += _turn("run-1", 1, "Paris")
+    rows += _turn("run-2", 2, "Rome")
+    rows += [
+        ("run.start", "run-3", {"input": "..."}, {}),
+        ("llm.human.input", "run-3", _human(3, SCRIPT_TEXT), {}),
+        # The summarizer's own model call: journaled, never shown.
+        ("llm.ai.response", "run-3", _ai(900, SUMMARY_TEXT),
+         {"caller": "middleware:summarize", "lc_source": "summarization"}),
+        ("middleware:summarize", "run-3", {
+            "name": "TrackingSummarizationMiddleware", "hook": "before_model",
+            "action": "summarize",
+            "changes": {
+                "replaced_count": 8, "preserved_count": 1,
+                "replaced_message_ids": ["h1", "a1", "t1", "a101", "h2", "a2", "t2", "a102"],
+                "preserved_message_ids": ["h3"], "summary_message_id": "summary-1",
+                "summary": SUMMARY_TEXT, "tokens_before": 900, "tokens_after": 120,
+            },
+        }, {"langgraph_step": 1, "langgraph_node": "SummarizationMiddleware.before_model"}),
+        ("llm.ai.response", "run-3", _ai(3, "That text is shown as it was typed."), {"caller": "agent"}),
+        ("run.end", "run-3", {"messages": "..."}, {}),
+    ]
+    rows += _turn("run-4", 4, "Oslo")
+    rows += _turn("run-5", 5, "Lima")
+    return [
+        {"thread_id": thread_id, "run_id": run_id, "event_type": event_type,
+         "content": content, "metadata": metadata,
+         "created_at": _START + timedelta(seconds=i)}
+        for i, (event_type, run_id, content, metadata) in enumerate(rows)
+    ]
+
+
+async def seed_conversation(store: Any, thread_id: str = THREAD_ID) -> list[Any]:
+    """Append the conversation through `store.put_batch`; return the stored records."""
+    events = [make_event(**record) for record in conversation_records(thread_id)]
+    return await store.put_batch(events)
+
+
+def expected_items(records: list[Any]) -> list[tuple[int, str]]:
+    """(seq, type) of every item the projection must show, derived independently."""
+    shown = []
+    for record in records:
+        if record.event_type == "middleware:summarize":
+            shown.append((record.seq, "summary_marker"))
+        elif record.category == "message" and record.metadata.get("caller") != "middleware:summarize":
+            shown.append((record.seq, record.content["type"]))
+    return shown
