@@ -1,0 +1,217 @@
+"""OfflineChatModel: deterministic answers, tool calls, streaming, summaries."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+import journal_bridge.offline_model as offline_model
+from journal_bridge.offline_model import OfflineChatModel, make_chat_model
+
+SUMMARIZER_CONFIG = {"metadata": {"lc_source": "summarization"}, "tags": ["nostream"]}
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Weather in a city."""
+    return f"Sunny in {city}."
+
+
+@pytest.fixture
+def model() -> OfflineChatModel:
+    return OfflineChatModel()
+
+
+@pytest.fixture
+def with_tools(model):
+    return model.bind_tools([add, get_weather])
+
+
+def test_tool_is_called_when_the_request_names_it(with_tools):
+    reply = with_tools.invoke("please add 2 and 3")
+
+    [call] = reply.tool_calls
+    assert call["name"] == "add"
+    assert call["args"] == {"a": 2, "b": 3}
+    assert call["id"].startswith("call_")
+    assert reply.content == ""
+
+
+def test_string_argument_comes_from_the_place_phrase(with_tools):
+    reply = with_tools.invoke("What is the weather in New York today?")
+
+    assert reply.tool_calls[0]["name"] == "get_weather"
+    assert reply.tool_calls[0]["args"] == {"city": "New York"}
+
+
+def test_explicit_name_value_pairs_win(with_tools):
+    reply = with_tools.invoke("use add a=10 b=-4")
+
+    assert reply.tool_calls[0]["args"] == {"a": 10, "b": -4}
+
+
+def test_no_tool_call_when_required_arguments_are_missing(with_tools):
+    reply = with_tools.invoke("can you add?")
+
+    assert reply.tool_calls == []
+    assert "can you add?" in reply.text
+
+
+def test_no_tool_call_without_bound_tools(model):
+    assert model.invoke("please add 2 and 3").tool_calls == []
+
+
+def test_answers_in_prose_after_a_tool_result(with_tools):
+    messages = [
+        HumanMessage("add 2 and 3"),
+        AIMessage("", tool_calls=[{"name": "add", "args": {"a": 2, "b": 3}, "id": "c1"}]),
+        ToolMessage("5", tool_call_id="c1", name="add"),
+    ]
+
+    reply = with_tools.invoke(messages)
+
+    assert reply.tool_calls == []
+    assert "The add tool returned 5." in reply.text
+
+
+def test_plain_answer_echoes_the_question_and_counts_turns(model):
+    reply = model.invoke([HumanMessage("hi"), AIMessage("hello"), HumanMessage("how are you")])
+
+    assert '"how are you"' in reply.text
+    assert "message 2 from you" in reply.text
+    assert len(reply.text.split(". ")) >= 3
+
+
+def test_answers_are_deterministic(with_tools):
+    first = with_tools.invoke("add 2 and 3")
+    again = OfflineChatModel().bind_tools([add, get_weather]).invoke("add 2 and 3")
+    assert first.tool_calls == again.tool_calls
+    assert OfflineChatModel().invoke("hi").text == OfflineChatModel().invoke("hi").text
+
+
+def test_tool_call_ids_differ_between_turns(with_tools):
+    once = with_tools.invoke([HumanMessage("add 2 and 3")])
+    twice = with_tools.invoke(
+        [HumanMessage("add 2 and 3"), AIMessage("5"), HumanMessage("add 2 and 3")]
+    )
+    assert once.tool_calls[0]["id"] != twice.tool_calls[0]["id"]
+
+
+def test_reports_usage_and_declares_a_profile(model):
+    reply = model.invoke("hello")
+
+    usage = reply.usage_metadata
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    assert model.profile["max_input_tokens"] > 0
+
+
+def test_streams_word_chunks_that_add_up_to_the_answer(model):
+    chunks = list(model.stream("tell me something"))
+
+    texts = [c.text for c in chunks if c.text]
+    assert len(texts) > 5
+    whole = chunks[0]
+    for chunk in chunks[1:]:
+        whole += chunk
+    assert whole.text == model.invoke("tell me something").text
+    assert whole.usage_metadata["total_tokens"] > 0
+
+
+async def test_async_stream_yields_several_chunks(model):
+    chunks = [c async for c in model.astream("tell me something")]
+
+    assert sum(1 for c in chunks if c.text) > 5
+    assert "".join(c.text for c in chunks) == (await model.ainvoke("tell me something")).text
+
+
+def test_streamed_tool_call_aggregates_to_the_same_call(with_tools):
+    chunks = list(with_tools.stream("add 2 and 3"))
+
+    whole: AIMessageChunk = chunks[0]
+    for chunk in chunks[1:]:
+        whole += chunk
+    assert whole.tool_calls == with_tools.invoke("add 2 and 3").tool_calls
+
+
+def test_summarizer_call_gets_a_summary(model):
+    prompt = (
+        "Summarise.\n<messages>\nMessages to summarize:\n"
+        '<message type="human">add 2 and 3</message>\n'
+        '<message type="ai">\n  <tool_call id="c1" name="add">{"a": 2, "b": 3}</tool_call>\n'
+        "</message>\n"
+        '<message type="tool">5</message>\n'
+        '<message type="ai">The sum is 5</message>\n'
+        '<message type="human">weather in Paris</message>\n'
+        "</messages>"
+    )
+
+    summary = model.invoke(prompt, config=SUMMARIZER_CONFIG).text
+
+    assert summary == "User requests: add 2 and 3 | weather in Paris\nTools used: add -> 5"
+    assert model.invoke(prompt, config=SUMMARIZER_CONFIG).text == summary
+
+
+def test_summarizer_call_through_upstream_middleware_summarises_the_conversation():
+    model = OfflineChatModel()
+    graph = create_agent(
+        model,
+        tools=[add, get_weather],
+        middleware=[SummarizationMiddleware(model, trigger=("messages", 6), keep=("messages", 2))],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    for text in ["hello", "add 2 and 3", "weather in Paris"]:
+        graph.invoke({"messages": [{"role": "user", "content": text}]}, config)
+
+    messages = graph.get_state(config).values["messages"]
+    summary = messages[0]
+    assert summary.additional_kwargs.get("lc_source") == "summarization"
+    assert "User requests: hello | add 2 and 3" in summary.text
+    assert "Tools used: add -> 5" in summary.text
+
+
+def test_summary_folds_in_an_earlier_summary(model):
+    prompt = (
+        "<messages>\n"
+        '<message type="human">Here is a summary of the conversation to date:\n\n'
+        "User requests: hello\nTools used: add -&gt; 5</message>\n"
+        '<message type="human">weather in Rome</message>\n'
+        "</messages>"
+    )
+
+    summary = model.invoke(prompt, config=SUMMARIZER_CONFIG).text
+
+    assert summary == "User requests: hello | weather in Rome\nTools used: add -> 5"
+
+
+@pytest.mark.parametrize("spec", [None, "", "offline", " Offline "])
+def test_make_chat_model_defaults_to_offline(monkeypatch, spec):
+    monkeypatch.delenv(offline_model.MODEL_ENV, raising=False)
+    assert isinstance(make_chat_model(spec), OfflineChatModel)
+
+
+def test_make_chat_model_passes_other_specs_to_init_chat_model(monkeypatch):
+    import langchain.chat_models
+
+    seen = []
+    monkeypatch.setattr(
+        langchain.chat_models, "init_chat_model", lambda spec: seen.append(spec) or "model"
+    )
+    monkeypatch.setenv(offline_model.MODEL_ENV, "openai:gpt-4o-mini")
+
+    assert make_chat_model() == "model"
+    assert make_chat_model("anthropic:claude") == "model"
+    assert seen == ["openai:gpt-4o-mini", "anthropic:claude"]
