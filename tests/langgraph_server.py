@@ -67,6 +67,7 @@ class LanggraphDevServer:
     ) -> None:
         self.config = config if config is not None else project_config(plugin=plugin)
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="journal-bridge-dev-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
         self.env = env or {}
         self.n_jobs_per_worker = n_jobs_per_worker
         self.startup_timeout = startup_timeout

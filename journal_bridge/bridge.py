@@ -1,0 +1,295 @@
+"""The bridge: reads run streams through langgraph-sdk and journals them.
+
+For every run handed to `Bridge.observe`, a follower joins the run's stream
+with `runs.join_stream(..., stream_mode="events", last_event_id="0")` -- the
+run was created resumable, so the join replays the run from its first frame
+no matter when it subscribes -- maps each part to records (`RunMapper`) and
+puts them on a bounded delivery queue. One writer drains the queue in batches
+into the `RunEventStore`.
+
+Delivery contract:
+- Order: records of a run are enqueued in stream order and written in queue
+  order, so per thread the store's `seq` follows the stream.
+- No duplicates: every record carries a `source_key`; the store returns the
+  existing record for a key it already holds, so replays and retries are safe.
+- Store down: a failed batch is retried with capped exponential backoff and
+  never reordered or discarded (`retried` counts the attempts). While the
+  queue is full, followers wait instead of dropping (back-pressure).
+- Drops: only a record the store rejects as invalid is dropped; it is counted
+  in `dropped` and logged with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from journal_bridge.events import InvalidEvent, RunEvent
+from journal_bridge.mapping import RunMapper
+from journal_bridge.store import RunEventStore, StoreUnavailable
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Bridge", "BridgeStats"]
+
+
+@dataclass
+class BridgeStats:
+    runs_observed: int = 0
+    runs_completed: int = 0
+    runs_failed: int = 0
+    parts_seen: int = 0
+    records_enqueued: int = 0
+    records_written: int = 0
+    malformed: int = 0
+    retried: int = 0
+    dropped: int = 0
+    last_error: str | None = None
+    started_at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class _Queued:
+    record: RunEvent
+    enqueued_at: float
+
+
+class Bridge:
+    """Journals observed runs into a store. Start with `start()`, stop with `stop()`."""
+
+    def __init__(
+        self,
+        store: RunEventStore | None,
+        client_factory: Callable[[], Any],
+        *,
+        queue_size: int = 10_000,
+        batch_size: int = 500,
+        max_backoff: float = 5.0,
+        join_retries: int = 5,
+        on_run_done: Callable[[str, str], Awaitable[None] | None] | None = None,
+    ) -> None:
+        self.store = store
+        self._client_factory = client_factory
+        self._client: Any = None
+        self._queue: asyncio.Queue[_Queued] = asyncio.Queue(maxsize=queue_size)
+        self._batch_size = batch_size
+        self._max_backoff = max_backoff
+        self._join_retries = join_retries
+        self._on_run_done = on_run_done
+        self._followers: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._recent_runs: deque[tuple[str, str]] = deque(maxlen=4096)
+        self._writer: asyncio.Task[None] | None = None
+        self._inflight: list[_Queued] = []
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.stats = BridgeStats()
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_loop(), name="journal-bridge-writer")
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Let followers finish and drain the queue for up to `timeout` seconds."""
+        followers = list(self._followers.values())
+        if followers:
+            await asyncio.wait(followers, timeout=timeout)
+        for task in followers:
+            task.cancel()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.drain(), timeout=timeout)
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+            self._writer = None
+        if not self._queue.empty() or self._inflight:
+            logger.error(
+                "journal-bridge stopped with %d records not yet journaled",
+                self._queue.qsize() + len(self._inflight),
+            )
+
+    async def drain(self) -> None:
+        """Wait until every record enqueued so far is in the store."""
+        while not self._queue.empty() or self._inflight:
+            await asyncio.sleep(0.02)
+
+    async def wait_for_runs(self) -> None:
+        """Wait until every observed run's follower has finished."""
+        while self._followers:
+            await asyncio.gather(*list(self._followers.values()), return_exceptions=True)
+
+    # -- observing runs -------------------------------------------------------
+
+    def observe(self, thread_id: str, run_id: str) -> None:
+        """Journal this run; calling it again for a run already followed does nothing."""
+        key = (str(thread_id), str(run_id))
+        if key in self._followers or key in self._recent_runs:
+            return
+        self.stats.runs_observed += 1
+        self._recent_runs.append(key)
+        task = asyncio.create_task(self._follow(*key), name=f"journal-bridge-run-{run_id}")
+        self._followers[key] = task
+        task.add_done_callback(lambda _t, k=key: self._followers.pop(k, None))
+
+    @property
+    def active_runs(self) -> int:
+        return len(self._followers)
+
+    def _sdk(self) -> Any:
+        if self._client is None:
+            self._client = self._client_factory()
+        return self._client
+
+    async def _follow(self, thread_id: str, run_id: str) -> None:
+        mapper = RunMapper(thread_id, run_id)
+        attempt = 0
+        while True:
+            try:
+                stream = self._sdk().runs.join_stream(
+                    thread_id, run_id, stream_mode=["events"], last_event_id="0"
+                )
+                async for part in stream:
+                    self.stats.parts_seen += 1
+                    for record in mapper.feed(part.event, part.data):
+                        await self._enqueue(record)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the run goes on; report and retry the join
+                attempt += 1
+                self.stats.last_error = f"join {run_id}: {exc}"
+                if attempt > self._join_retries:
+                    self.stats.runs_failed += 1
+                    logger.error("journal-bridge gave up joining run %s of thread %s: %s", run_id, thread_id, exc)
+                    return
+                logger.warning("journal-bridge: join of run %s failed (%s); rejoining", run_id, exc)
+                # The replay from the first frame repeats records; their keys make that harmless.
+                mapper = RunMapper(thread_id, run_id)
+                await asyncio.sleep(min(self._max_backoff, 0.2 * 2**attempt))
+        for record in mapper.flush():
+            await self._enqueue(record)
+        self.stats.malformed += mapper.malformed
+        self.stats.runs_completed += 1
+        if self._on_run_done is not None:
+            try:
+                result = self._on_run_done(thread_id, run_id)
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:  # noqa: BLE001
+                logger.exception("journal-bridge: run-done hook failed for run %s", run_id)
+
+    async def _enqueue(self, record: RunEvent) -> None:
+        self._idle.clear()
+        await self._queue.put(_Queued(record, time.monotonic()))
+        self.stats.records_enqueued += 1
+
+    async def write(self, records: list[RunEvent]) -> None:
+        """Enqueue records produced elsewhere (SDK tee, follower, tests)."""
+        for record in records:
+            await self._enqueue(record)
+
+    # -- delivery -------------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        while True:
+            first = await self._queue.get()
+            batch = [first]
+            while len(batch) < self._batch_size:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except asyncio.QueueEmpty:
+                    break
+            self._inflight = batch
+            await self._deliver(batch)
+            self._inflight = []
+            if self._queue.empty():
+                self._idle.set()
+
+    async def _deliver(self, batch: list[_Queued]) -> None:
+        attempt = 0
+        while True:
+            store = self.store
+            try:
+                if store is None:
+                    raise StoreUnavailable("the run event store is not open yet")
+                await store.put_batch([item.record for item in batch])
+                self.stats.records_written += len(batch)
+                return
+            except InvalidEvent as exc:
+                await self._deliver_one_by_one(batch, exc)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - StoreUnavailable and driver errors alike
+                attempt += 1
+                self.stats.retried += 1
+                self.stats.last_error = f"store: {exc}"
+                delay = min(self._max_backoff, 0.05 * 2**attempt)
+                if attempt == 1 or attempt % 20 == 0:
+                    logger.warning(
+                        "journal-bridge: store write failed (%s); %d records held, retrying",
+                        exc,
+                        len(batch) + self._queue.qsize(),
+                    )
+                await asyncio.sleep(delay)
+
+    async def _deliver_one_by_one(self, batch: list[_Queued], cause: InvalidEvent) -> None:
+        """A batch the store rejected: keep every valid record, drop and report the rest."""
+        for item in batch:
+            while True:
+                try:
+                    await self.store.put_batch([item.record])  # type: ignore[union-attr]
+                    self.stats.records_written += 1
+                    break
+                except InvalidEvent as exc:
+                    self.stats.dropped += 1
+                    self.stats.last_error = f"dropped invalid record: {exc}"
+                    logger.error(
+                        "journal-bridge dropped a %s record of run %s: %s",
+                        item.record.event_type,
+                        item.record.run_id,
+                        exc,
+                    )
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001
+                    self.stats.retried += 1
+                    self.stats.last_error = f"store: {exc}"
+                    await asyncio.sleep(self._max_backoff / 5)
+
+    # -- health ---------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        now = time.monotonic()
+        oldest = None
+        if self._inflight:
+            oldest = self._inflight[0].enqueued_at
+        elif not self._queue.empty():
+            oldest = self._queue._queue[0].enqueued_at  # type: ignore[attr-defined]
+        stats = self.stats
+        return {
+            "status": "ok" if stats.dropped == 0 and stats.runs_failed == 0 else "degraded",
+            "store_open": self.store is not None,
+            "backlog": self._queue.qsize() + len(self._inflight),
+            "lag_seconds": round(now - oldest, 3) if oldest is not None else 0.0,
+            "active_runs": self.active_runs,
+            "runs_observed": stats.runs_observed,
+            "runs_completed": stats.runs_completed,
+            "runs_failed": stats.runs_failed,
+            "parts_seen": stats.parts_seen,
+            "records_enqueued": stats.records_enqueued,
+            "records_written": stats.records_written,
+            "malformed": stats.malformed,
+            "retried": stats.retried,
+            "dropped": stats.dropped,
+            "last_error": stats.last_error,
+        }
