@@ -95,3 +95,24 @@ def expected_items(records: list[Any]) -> list[tuple[int, str]]:
         elif record.category == "message" and record.metadata.get("caller") != "middleware:summarize":
             shown.append((record.seq, record.content["type"]))
     return shown
+
+
+def journal_app(store_url: str, prefix: str | None = None):
+    """A Starlette app serving `journal_routes` over the store at `store_url`.
+
+    Its lifespan opens the store and sets `app.state.journal_store`, the same
+    contract the plugin's server app follows.
+    """
+    from contextlib import asynccontextmanager
+
+    from journal_bridge.routes import journal_routes
+    from journal_bridge.store import open_store
+    from starlette.applications import Starlette
+
+    @asynccontextmanager
+    async def lifespan(app):
+        async with open_store(store_url) as store:
+            app.state.journal_store = store
+            yield
+
+    return Starlette(routes=journal_routes(prefix), lifespan=lifespan)

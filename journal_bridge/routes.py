@@ -1,0 +1,354 @@
+"""HTTP routes of the journal: history, markers, raw run events, the viewer.
+
+`journal_routes(prefix)` returns plain Starlette routes for the plugin's
+`http.app`. Handlers read the store from `request.app.state.journal_store`,
+which the app's lifespan sets.
+
+Access: when the server has authentication configured (`auth` in
+langgraph.json), a caller may read a thread's journal exactly when the server
+lets them read the thread itself. The route asks the server: an in-process
+`GET /threads/{thread_id}` through the same app, carrying the caller's
+headers, so the configured auth handler and its `threads.read` filters decide.
+A thread the caller may not read is reported as unknown (404), the same answer
+the built-in route gives. Without auth configured the journal is as open as
+the built-in routes are.
+
+Errors are JSON `{"detail": "..."}`: 404 unknown thread, 422 a bad query
+parameter (named in the message), 503 store unavailable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import os
+from datetime import datetime
+from importlib import resources
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from journal_bridge import history
+
+__all__ = [
+    "DEFAULT_PREFIX",
+    "MAX_LIMIT",
+    "PREFIX_ENV",
+    "JournalAccessError",
+    "journal_routes",
+]
+
+DEFAULT_PREFIX = "/journal"
+PREFIX_ENV = "JOURNAL_BRIDGE_ROUTE_PREFIX"
+MAX_LIMIT = 500
+DEFAULT_LIMIT = 50
+DEFAULT_EVENTS_LIMIT = 500
+
+# Headers describing the caller's transport, not the caller: never forwarded
+# to the in-process access check.
+_HOP_HEADERS = {
+    b"host",
+    b"content-length",
+    b"content-type",
+    b"transfer-encoding",
+    b"connection",
+    b"accept-encoding",
+    b"keep-alive",
+    b"upgrade",
+}
+
+
+class JournalAccessError(Exception):
+    """The access check could not reach a decision."""
+
+
+class _StoreUnavailable(Exception):
+    pass
+
+
+def _store_error_types() -> tuple[tuple[type[BaseException], ...], type[BaseException]]:
+    from journal_bridge.store import StoreError, StoreUnavailable
+
+    return (StoreUnavailable, _StoreUnavailable), StoreError
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+class _JSON(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return json.dumps(
+            content, ensure_ascii=False, separators=(",", ":"), default=_default
+        ).encode("utf-8")
+
+
+def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> Response:
+    return _JSON({"detail": detail}, status_code=status, headers=headers)
+
+
+class _BadParameter(Exception):
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _int_param(
+    request: Request,
+    name: str,
+    *,
+    default: int | None = None,
+    minimum: int = 0,
+    maximum: int | None = None,
+) -> int | None:
+    values = request.query_params.getlist(name)
+    if not values:
+        return default
+    if len(values) > 1:
+        raise _BadParameter(f"{name}: given {len(values)} times; give it once")
+    raw = values[0].strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _BadParameter(f"{name}: must be an integer, got {values[0]!r}") from None
+    if value < minimum:
+        if minimum == 0:
+            raise _BadParameter(f"{name}: must not be negative, got {value}")
+        raise _BadParameter(f"{name}: must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise _BadParameter(f"{name}: must be at most {maximum}, got {value}")
+    return value
+
+
+def _cursor_params(request: Request, default_limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
+    limit = _int_param(request, "limit", default=default_limit, minimum=1, maximum=MAX_LIMIT)
+    before_seq = _int_param(request, "before_seq")
+    after_seq = _int_param(request, "after_seq")
+    if before_seq is not None and after_seq is not None:
+        raise _BadParameter(
+            "before_seq and after_seq: give at most one cursor "
+            "(before_seq pages to older items, after_seq to newer ones)"
+        )
+    return {"limit": limit, "before_seq": before_seq, "after_seq": after_seq}
+
+
+def _store(request: Request) -> Any:
+    store = getattr(request.app.state, "journal_store", None)
+    if store is None:
+        raise _StoreUnavailable("the journal store is not open (app.state.journal_store is unset)")
+    return store
+
+
+def auth_configured() -> bool:
+    """Whether the server authenticates callers (custom `auth` or LangSmith auth)."""
+    try:
+        from langgraph_api import config  # only inside a LangGraph Server
+    except Exception:  # noqa: BLE001 - any import failure means "not in a server"
+        auth = os.environ.get("LANGGRAPH_AUTH")
+        auth_type = os.environ.get("LANGGRAPH_AUTH_TYPE", "noop")
+        return bool(auth and auth.strip() not in ("", "null", "{}")) or auth_type not in (
+            "",
+            "noop",
+        )
+    return bool(config.LANGGRAPH_AUTH) or config.LANGGRAPH_AUTH_TYPE not in ("", "noop")
+
+
+async def _may_read_thread(request: Request, thread_id: str) -> int:
+    """Ask the server whether the caller may read `thread_id`: 200, 401 or 404."""
+    headers = [
+        (key, value) for key, value in request.headers.raw if key.lower() not in _HOP_HEADERS
+    ]
+    transport = httpx.ASGITransport(app=request.app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://journal-access") as client:
+        response = await client.get(
+            f"/threads/{quote(thread_id, safe='')}", headers=httpx.Headers(headers)
+        )
+    if response.status_code == 200:
+        return 200
+    if response.status_code == 401:
+        return 401
+    if response.status_code in (403, 404, 422):
+        return 404
+    raise JournalAccessError(
+        f"the access check GET /threads/{{thread_id}} answered {response.status_code}"
+    )
+
+
+async def _check_access(request: Request, thread_id: str) -> None:
+    if not auth_configured():
+        return
+    status = await _may_read_thread(request, thread_id)
+    if status == 401:
+        raise HTTPException(401, "authentication required")
+    if status == 404:
+        raise HTTPException(404, f"thread {thread_id!r} not found")
+
+
+async def _known_thread(request: Request, thread_id: str) -> Any:
+    await _check_access(request, thread_id)
+    store = _store(request)
+    if not await store.has_thread(thread_id):
+        raise HTTPException(404, f"thread {thread_id!r} not found in the journal")
+    return store
+
+
+def _handler(func: Any) -> Any:
+    """Wrap an endpoint so every failure is the JSON error the API promises."""
+    unavailable, store_error = _store_error_types()
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await func(request)
+        except _BadParameter as exc:
+            return _error(422, exc.detail)
+        except HTTPException as exc:
+            return _error(exc.status_code, str(exc.detail))
+        except unavailable as exc:
+            return _error(503, f"journal store unavailable: {exc}", {"Retry-After": "5"})
+        except JournalAccessError as exc:
+            return _error(503, f"access check unavailable: {exc}", {"Retry-After": "5"})
+        except store_error as exc:
+            return _error(500, f"journal store error: {exc}")
+
+    endpoint.__name__ = func.__name__
+    endpoint.__doc__ = func.__doc__
+    return endpoint
+
+
+async def thread_messages(request: Request) -> Response:
+    """A page of the thread's history: message rows and summary markers in seq order."""
+    thread_id = request.path_params["thread_id"]
+    params = _cursor_params(request)
+    store = await _known_thread(request, thread_id)
+    return _JSON(await history.history_page(store, thread_id, **params))
+
+
+async def thread_markers(request: Request) -> Response:
+    """The thread's summary markers, paged like the messages."""
+    thread_id = request.path_params["thread_id"]
+    params = _cursor_params(request, default_limit=MAX_LIMIT)
+    store = await _known_thread(request, thread_id)
+    return _JSON(await history.markers_page(store, thread_id, **params))
+
+
+async def run_events(request: Request) -> Response:
+    """A run's raw records, ascending seq, for audit; optionally filtered by event type."""
+    thread_id = request.path_params["thread_id"]
+    run_id = request.path_params["run_id"]
+    limit = _int_param(
+        request, "limit", default=DEFAULT_EVENTS_LIMIT, minimum=1, maximum=MAX_LIMIT
+    )
+    after_seq = _int_param(request, "after_seq")
+    if request.query_params.getlist("before_seq"):
+        raise _BadParameter("before_seq: run events page forwards only; use after_seq")
+    event_types = [
+        name.strip()
+        for value in request.query_params.getlist("event_types")
+        for name in value.split(",")
+        if name.strip()
+    ]
+    store = await _known_thread(request, thread_id)
+    records = await store.list_events(
+        thread_id,
+        run_id,
+        event_types=event_types or None,
+        limit=limit + 1,
+        after_seq=after_seq,
+    )
+    has_more = len(records) > limit
+    records = records[:limit]
+    return _JSON(
+        {
+            "data": [record.to_dict() for record in records],
+            "has_more": has_more,
+            "next_after_seq": records[-1].seq if records else after_seq,
+        }
+    )
+
+
+async def threads_index(request: Request) -> Response:
+    """Recently active journaled threads, newest first; only those the caller may read."""
+    limit = _int_param(request, "limit", default=DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
+    store = _store(request)
+    threads = await store.list_threads(limit=limit)
+    if auth_configured():
+        statuses = await asyncio.gather(
+            *(_may_read_thread(request, thread["thread_id"]) for thread in threads)
+        )
+        if statuses and all(status == 401 for status in statuses):
+            raise HTTPException(401, "authentication required")
+        threads = [t for t, status in zip(threads, statuses, strict=True) if status == 200]
+    return _JSON({"data": threads})
+
+
+def _viewer_file(name: str) -> str:
+    return resources.files("journal_bridge").joinpath("viewer", name).read_text("utf-8")
+
+
+def _viewer_page(name: str, prefix: str) -> Any:
+    async def page(request: Request) -> Response:
+        # The page learns where the API lives from a meta tag; root_path covers
+        # a server mounted under a prefix.
+        base = request.scope.get("root_path", "") + prefix
+        body = _viewer_file(name).replace("__JOURNAL_PREFIX__", html.escape(base, quote=True))
+        return Response(
+            body,
+            media_type="text/html; charset=utf-8",
+            headers={
+                "Cache-Control": "no-store",
+                "Content-Security-Policy": (
+                    "default-src 'self'; script-src 'self'; style-src 'self'; "
+                    "img-src 'self' data:; object-src 'none'; base-uri 'none'"
+                ),
+                "X-Content-Type-Options": "nosniff",
+            },
+        )
+
+    page.__name__ = f"viewer_{name.split('.')[0]}"
+    return page
+
+
+def journal_routes(prefix: str | None = None) -> list[BaseRoute]:
+    """The journal's routes under `prefix` (default: env JOURNAL_BRIDGE_ROUTE_PREFIX or /journal)."""
+    if prefix is None:
+        prefix = os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX
+    prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
+    static_dir = resources.files("journal_bridge").joinpath("viewer")
+    return [
+        Route(f"{prefix}/threads", _handler(threads_index), methods=["GET"]),
+        Route(
+            f"{prefix}/threads/{{thread_id}}/messages",
+            _handler(thread_messages),
+            methods=["GET"],
+        ),
+        Route(
+            f"{prefix}/threads/{{thread_id}}/markers",
+            _handler(thread_markers),
+            methods=["GET"],
+        ),
+        Route(
+            f"{prefix}/threads/{{thread_id}}/runs/{{run_id}}/events",
+            _handler(run_events),
+            methods=["GET"],
+        ),
+        Route(f"{prefix}/ui", _viewer_page("index.html", prefix), methods=["GET"]),
+        Route(
+            f"{prefix}/ui/threads/{{thread_id}}",
+            _viewer_page("thread.html", prefix),
+            methods=["GET"],
+        ),
+        Mount(
+            f"{prefix}/ui/static",
+            app=StaticFiles(directory=str(static_dir)),
+            name="journal-viewer-static",
+        ),
+    ]

@@ -1,0 +1,231 @@
+"""The journal's HTTP routes over a real SQLite file: pages, errors, raw events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from journal_bridge.store import open_store
+from test_history_seed import THREAD_ID, expected_items, journal_app, seed_conversation
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'journal.db'}"
+
+
+@pytest.fixture
+async def records(store_url):
+    async with open_store(store_url) as store:
+        return await seed_conversation(store)
+
+
+@pytest.fixture
+async def client(store_url, records):
+    app = journal_app(store_url)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            yield http
+
+
+def _messages(thread_id: str = THREAD_ID) -> str:
+    return f"/journal/threads/{thread_id}/messages"
+
+
+async def test_messages_returns_items_with_the_marker_in_place(client, records):
+    response = await client.get(_messages(), params={"limit": 500})
+    assert response.status_code == 200
+    body = response.json()
+    assert [(item["seq"], item["type"]) for item in body["data"]] == expected_items(records)
+    assert body["has_more"] is False and body["next_before_seq"] is None
+
+
+async def test_paging_backwards_with_limit_3_matches_one_big_page(client):
+    whole = (await client.get(_messages(), params={"limit": 500})).json()["data"]
+    pages, params = [], {"limit": 3}
+    while True:
+        body = (await client.get(_messages(), params=params)).json()
+        pages.append(body["data"])
+        if not body["has_more"]:
+            break
+        params = {"limit": 3, "before_seq": body["next_before_seq"]}
+    assert [item for page in reversed(pages) for item in page] == whole
+
+
+async def test_paging_forwards_with_limit_3_matches_one_big_page(client):
+    whole = (await client.get(_messages(), params={"limit": 500})).json()["data"]
+    items, after = [], 0
+    while True:
+        body = (await client.get(_messages(), params={"limit": 3, "after_seq": after})).json()
+        items.extend(body["data"])
+        if not body["has_more"]:
+            break
+        after = body["next_after_seq"]
+    assert items == whole
+    assert [item["seq"] for item in items] == sorted({item["seq"] for item in items})
+
+
+async def test_default_page_is_the_newest_items(client):
+    whole = (await client.get(_messages(), params={"limit": 500})).json()["data"]
+    body = (await client.get(_messages())).json()
+    assert body["data"] == whole[-50:]
+
+
+async def test_unknown_thread_is_404_with_a_detail(client):
+    response = await client.get(_messages("no-such-thread"))
+    assert response.status_code == 404
+    assert "no-such-thread" in response.json()["detail"]
+    assert "journal" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("params", "name", "why"),
+    [
+        ({"limit": "ten"}, "limit", "integer"),
+        ({"limit": "0"}, "limit", "at least 1"),
+        ({"limit": "501"}, "limit", "at most 500"),
+        ({"limit": "-3"}, "limit", "at least 1"),
+        ({"before_seq": "x"}, "before_seq", "integer"),
+        ({"before_seq": "-1"}, "before_seq", "negative"),
+        ({"after_seq": "1.5"}, "after_seq", "integer"),
+        ({"after_seq": "-2"}, "after_seq", "negative"),
+        ({"before_seq": "9", "after_seq": "2"}, "before_seq and after_seq", "at most one"),
+    ],
+)
+async def test_bad_cursor_or_limit_is_422_naming_the_parameter(client, params, name, why):
+    response = await client.get(_messages(), params=params)
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert detail.startswith(name + ":")
+    assert why in detail
+
+
+async def test_markers_lists_only_the_summary_markers(client, records):
+    response = await client.get(f"/journal/threads/{THREAD_ID}/markers")
+    assert response.status_code == 200
+    markers = response.json()["data"]
+    assert [m["type"] for m in markers] == ["summary_marker"]
+    assert markers[0]["replaced_count"] == 8
+    assert markers[0]["id"] == f"summary-marker-{markers[0]['seq']}"
+
+
+async def test_markers_of_an_unknown_thread_is_404(client):
+    assert (await client.get("/journal/threads/nope/markers")).status_code == 404
+
+
+async def test_run_events_returns_the_raw_records_of_one_run(client, records):
+    response = await client.get(f"/journal/threads/{THREAD_ID}/runs/run-3/events")
+    assert response.status_code == 200
+    body = response.json()
+    expected = [r.to_dict() for r in records if r.run_id == "run-3"]
+    assert body["data"] == expected
+    assert body["has_more"] is False
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "event_types=middleware:summarize,run.end",
+        "event_types=middleware:summarize&event_types=run.end",
+    ],
+)
+async def test_run_events_filter_by_event_types_comma_separated_or_repeated(client, query):
+    response = await client.get(f"/journal/threads/{THREAD_ID}/runs/run-3/events?{query}")
+    assert [r["event_type"] for r in response.json()["data"]] == ["middleware:summarize", "run.end"]
+
+
+async def test_run_events_page_forwards_with_after_seq(client, records):
+    url = f"/journal/threads/{THREAD_ID}/runs/run-3/events"
+    first = (await client.get(url, params={"limit": 2})).json()
+    assert first["has_more"] is True
+    rest = (await client.get(url, params={"after_seq": first["next_after_seq"]})).json()
+    seqs = [r["seq"] for r in first["data"] + rest["data"]]
+    assert seqs == [r.seq for r in records if r.run_id == "run-3"]
+
+
+async def test_run_events_reject_a_bad_limit(client):
+    response = await client.get(
+        f"/journal/threads/{THREAD_ID}/runs/run-3/events", params={"limit": "0"}
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("limit:")
+
+
+async def test_threads_lists_recent_journaled_threads(client, store_url):
+    body = (await client.get("/journal/threads")).json()
+    assert [t["thread_id"] for t in body["data"]] == [THREAD_ID]
+    assert body["data"][0]["last_seq"] == 30
+
+
+async def test_store_down_is_503_with_the_reason(tmp_path):
+    app = journal_app("memory://")
+    async with app.router.lifespan_context(app):
+        await seed_conversation(app.state.journal_store)
+        await app.state.journal_store.close()
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://test"
+        ) as http:
+            response = await http.get(_messages())
+    assert response.status_code == 503
+    assert "unavailable" in response.json()["detail"]
+    assert "closed" in response.json()["detail"]
+
+
+async def test_sqlite_journal_gone_is_503(store_url, records):
+    import sqlite3
+
+    app = journal_app(store_url)
+    async with app.router.lifespan_context(app):
+        path = store_url.removeprefix("sqlite:///")
+        with sqlite3.connect(path) as conn:  # the journal's tables vanish under the server
+            tables = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            ).fetchall()
+            for (name,) in tables:
+                conn.execute(f'DROP TABLE "{name}"')
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://test"
+        ) as http:
+            response = await http.get(_messages())
+    assert response.status_code == 503
+    assert response.json()["detail"].startswith("journal store unavailable:")
+
+
+async def test_no_store_configured_is_503():
+    from journal_bridge.routes import journal_routes
+    from starlette.applications import Starlette
+
+    app = Starlette(routes=journal_routes())
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as http:
+        response = await http.get(_messages())
+    assert response.status_code == 503
+    assert "journal_store" in response.json()["detail"]
+
+
+async def test_prefix_comes_from_the_environment(monkeypatch, store_url, records):
+    monkeypatch.setenv("JOURNAL_BRIDGE_ROUTE_PREFIX", "/history-api")
+    app = journal_app(store_url)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://test"
+        ) as http:
+            assert (await http.get(f"/history-api/threads/{THREAD_ID}/messages")).status_code == 200
+            assert (await http.get(_messages())).status_code == 404
+
+
+async def test_viewer_pages_and_assets_are_served(client):
+    page = await client.get(f"/journal/ui/threads/{THREAD_ID}")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert 'content="/journal"' in page.text
+    assert "Content-Security-Policy" in page.headers
+    index = await client.get("/journal/ui")
+    assert index.status_code == 200 and 'data-page="index"' in index.text
+    script = await client.get("/journal/ui/static/viewer.js")
+    assert script.status_code == 200 and "textContent" in script.text
+    assert "innerHTML" not in script.text
+    assert (await client.get("/journal/ui/static/viewer.css")).status_code == 200
