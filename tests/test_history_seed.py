@@ -116,3 +116,54 @@ def journal_app(store_url: str, prefix: str | None = None):
             yield
 
     return Starlette(routes=journal_routes(prefix), lifespan=lifespan)
+
+
+class ServedApp:
+    """An ASGI app served by a real uvicorn on a free port, in a background thread."""
+
+    def __init__(self, app: Any) -> None:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._app = app
+        self._server: Any = None
+        self._thread: Any = None
+
+    def __enter__(self) -> ServedApp:
+        import threading
+        import time
+
+        import uvicorn
+
+        config = uvicorn.Config(
+            self._app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=20)
+
+
+def seed_file(store_url: str, thread_id: str = THREAD_ID) -> list[Any]:
+    """`seed_conversation` for synchronous callers."""
+    import asyncio
+
+    from journal_bridge.store import open_store
+
+    async def seed() -> list[Any]:
+        async with open_store(store_url) as store:
+            return await seed_conversation(store, thread_id)
+
+    return asyncio.run(seed())

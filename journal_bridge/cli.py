@@ -1,0 +1,276 @@
+"""The `journal-bridge` command.
+
+    journal-bridge history THREAD_ID [--store STORE_URL | --url SERVER_URL] [--limit N]
+
+Each subcommand registers itself in `build_parser` through an `_add_<name>`
+function that sets `handler` on its sub-parser; `main` dispatches to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import textwrap
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+__all__ = ["build_parser", "format_item", "main"]
+
+_PAGE = 500
+_INDENT = "    "
+
+
+# -- history -------------------------------------------------------------------
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            else:
+                parts.append(json.dumps(block, ensure_ascii=False))
+        return "\n".join(parts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _indented(text: str, width: int) -> list[str]:
+    lines = []
+    for line in text.splitlines() or [""]:
+        wrapped = textwrap.wrap(
+            line, width=max(width - len(_INDENT), 20), replace_whitespace=False
+        )
+        lines.extend(_INDENT + part for part in wrapped or [""])
+    return lines
+
+
+def format_item(item: dict[str, Any], width: int = 100) -> str:
+    """One history item as terminal text: a header line, then the content indented."""
+    seq = item.get("seq")
+    if item.get("type") == "summary_marker":
+        count = item.get("replaced_count")
+        noun = "message" if count == 1 else "messages"
+        label = f"{count} {noun} condensed" if count is not None else "messages condensed"
+        lines = [f"[{seq}] ── {label} ──"]
+        if item.get("summary"):
+            lines += _indented(str(item["summary"]), width)
+        return "\n".join(lines)
+    role = str(item.get("type", "?"))
+    if role == "tool" and item.get("name"):
+        role = f"tool {item['name']}"
+    header = f"[{seq}] {role}"
+    if item.get("run_id"):
+        header += f"  (run {str(item['run_id'])[:8]})"
+    lines = [header]
+    text = _text(item.get("content"))
+    if text:
+        lines += _indented(text, width)
+    for call in item.get("tool_calls") or []:
+        args = json.dumps(call.get("args", {}), ensure_ascii=False, sort_keys=True)
+        lines.append(f"{_INDENT}→ {call.get('name')}({args})")
+    return "\n".join(lines)
+
+
+async def _history_from_store(
+    store_url: str, thread_id: str, limit: int | None
+) -> list[dict[str, Any]] | None:
+    from journal_bridge.history import history_page
+    from journal_bridge.store import open_store
+
+    async with open_store(store_url) as store:
+        if not await store.has_thread(thread_id):
+            return None
+        return await _collect(
+            lambda before: history_page(store, thread_id, limit=_page_size(limit), before_seq=before),
+            limit,
+        )
+
+
+async def _history_from_server(
+    url: str,
+    thread_id: str,
+    limit: int | None,
+    headers: dict[str, str],
+    prefix: str,
+    page_size: int = _PAGE,
+) -> list[dict[str, Any]] | None:
+    from urllib.parse import quote
+
+    import httpx
+
+    path = f"{prefix.rstrip('/')}/threads/{quote(thread_id, safe='')}/messages"
+    async with httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers, timeout=30) as client:
+
+        async def fetch(before: int | None) -> dict[str, Any]:
+            params: dict[str, Any] = {"limit": _page_size(limit, page_size)}
+            if before is not None:
+                params["before_seq"] = before
+            response = await client.get(path, params=params)
+            if response.status_code == 404:
+                raise _NotFound
+            if response.status_code >= 400:
+                try:
+                    detail = response.json().get("detail", response.text)
+                except ValueError:
+                    detail = response.text
+                raise _Failure(f"{url}{path}: {response.status_code} {detail}")
+            return response.json()
+
+        try:
+            return await _collect(fetch, limit)
+        except _NotFound:
+            return None
+
+
+class _NotFound(Exception):
+    pass
+
+
+class _Failure(Exception):
+    pass
+
+
+def _page_size(limit: int | None, page_size: int = _PAGE) -> int:
+    return min(limit, page_size) if limit else page_size
+
+
+async def _collect(
+    fetch: Callable[[int | None], Any], limit: int | None
+) -> list[dict[str, Any]]:
+    """Page backwards from the newest item until `limit` items (or the start)."""
+    pages: list[list[dict[str, Any]]] = []
+    total, before = 0, None
+    while True:
+        page = await fetch(before)
+        pages.append(page["data"])
+        total += len(page["data"])
+        if not page["has_more"] or (limit and total >= limit):
+            break
+        before = page["next_before_seq"]
+    items = [item for data in reversed(pages) for item in data]
+    return items[-limit:] if limit else items
+
+
+def _print_items(items: Iterable[dict[str, Any]], out: TextIO, as_json: bool) -> None:
+    if as_json:
+        for item in items:
+            out.write(json.dumps(item, ensure_ascii=False) + "\n")
+        return
+    width = shutil.get_terminal_size((100, 24)).columns
+    for item in items:
+        out.write(format_item(item, width) + "\n\n")
+
+
+def _run_history(args: argparse.Namespace) -> int:
+    from journal_bridge.routes import DEFAULT_PREFIX, PREFIX_ENV
+
+    if args.url:
+        headers = {}
+        if args.token:
+            headers["Authorization"] = f"Bearer {args.token}"
+        for header in args.header or []:
+            name, sep, value = header.partition(":")
+            if not sep:
+                print(f"--header: expected 'Name: value', got {header!r}", file=sys.stderr)
+                return 2
+            headers[name.strip()] = value.strip()
+        prefix = args.prefix or os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX
+        source = args.url
+        job = _history_from_server(
+            args.url, args.thread_id, args.limit, headers, prefix, args.page_size
+        )
+    else:
+        from journal_bridge.store import default_store_url
+
+        source = args.store or default_store_url()
+        job = _history_from_store(source, args.thread_id, args.limit)
+    try:
+        items = asyncio.run(job)
+    except _Failure as exc:
+        print(f"journal-bridge history: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # store or network unavailable: say which and why
+        print(f"journal-bridge history: cannot read {source}: {exc}", file=sys.stderr)
+        return 1
+    if items is None:
+        print(f"journal-bridge history: thread {args.thread_id!r} is not in the journal", file=sys.stderr)
+        return 1
+    _print_items(items, sys.stdout, args.json)
+    return 0
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def _add_history(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "history",
+        help="print a thread's conversation with compaction markers inline",
+        description=(
+            "Print a thread's journaled conversation in order, with a marker where "
+            "messages were condensed and the summary indented below it. Reads the "
+            "store directly (--store) or a server's journal API (--url)."
+        ),
+    )
+    parser.add_argument("thread_id")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--store",
+        metavar="STORE_URL",
+        help="run event store URL (default: env JOURNAL_BRIDGE_STORE_URL, else sqlite journal.db in the cwd)",
+    )
+    source.add_argument("--url", metavar="SERVER_URL", help="LangGraph Server URL with the plugin")
+    parser.add_argument("--limit", type=_positive, help="show only the newest N items")
+    parser.add_argument("--json", action="store_true", help="one JSON item per line")
+    parser.add_argument("--token", help="with --url: bearer token for a server with auth")
+    parser.add_argument(
+        "--header", action="append", metavar="'NAME: VALUE'", help="with --url: extra request header"
+    )
+    parser.add_argument(
+        "--prefix",
+        help="with --url: the journal route prefix (default: env JOURNAL_BRIDGE_ROUTE_PREFIX or /journal)",
+    )
+    parser.add_argument(
+        "--page-size",
+        type=_positive,
+        default=_PAGE,
+        help=f"with --url: items per request, at most {_PAGE} (default {_PAGE})",
+    )
+    parser.set_defaults(handler=_run_history)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="journal-bridge",
+        description="Run journal for LangGraph Server: read and maintain a thread's journal.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_history(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""`journal-bridge history`: the conversation with markers inline, from a store or a server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from journal_bridge.cli import main
+from test_history_seed import SUMMARY_TEXT, THREAD_ID, ServedApp, journal_app, seed_file
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    seed_file(url)
+    return url
+
+
+def _blocks(output: str) -> list[str]:
+    return [block for block in output.strip().split("\n\n") if block]
+
+
+def test_history_prints_messages_and_the_marker_inline(store_url, capsys):
+    assert main(["history", THREAD_ID, "--store", store_url]) == 0
+    blocks = _blocks(capsys.readouterr().out)
+    headers = [block.splitlines()[0] for block in blocks]
+    at = headers.index("[16] ── 8 messages condensed ──")
+    assert headers[at - 1].startswith("[14] human")
+    assert headers[at + 1].startswith("[17] ai")
+    assert blocks[at].splitlines()[1] == "    " + SUMMARY_TEXT
+    assert len(blocks) == 19
+
+
+def test_history_shows_tool_calls_with_args_and_tool_results(store_url, capsys):
+    main(["history", THREAD_ID, "--store", store_url])
+    out = capsys.readouterr().out
+    assert '    → get_weather({"city": "Paris"})' in out
+    assert "[4] tool get_weather  (run run-1)\n    Sunny in Paris, 21C" in out
+
+
+def test_history_limit_keeps_the_newest_items(store_url, capsys):
+    main(["history", THREAD_ID, "--store", store_url, "--limit", "3"])
+    headers = [block.splitlines()[0] for block in _blocks(capsys.readouterr().out)]
+    assert [h.split("]")[0] for h in headers] == ["[27", "[28", "[29"]
+
+
+def test_history_store_defaults_to_the_environment(store_url, capsys, monkeypatch):
+    monkeypatch.setenv("JOURNAL_BRIDGE_STORE_URL", store_url)
+    assert main(["history", THREAD_ID, "--limit", "1"]) == 0
+    assert capsys.readouterr().out.startswith("[29] ai")
+
+
+def test_history_over_http_pages_through_the_server_and_matches_the_store(store_url, capsys):
+    main(["history", THREAD_ID, "--store", store_url, "--json"])
+    from_store = capsys.readouterr().out
+    with ServedApp(journal_app(store_url)) as served:
+        url = ["--url", served.url, "--page-size", "3", "--json"]
+        assert main(["history", THREAD_ID, *url]) == 0
+        from_server = capsys.readouterr().out
+        assert main(["history", THREAD_ID, *url, "--limit", "7"]) == 0
+        newest = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert from_server == from_store
+    assert newest == [json.loads(line) for line in from_store.splitlines()][-7:]
+
+
+def test_history_of_an_unknown_thread_fails_with_a_message(store_url, capsys):
+    assert main(["history", "no-such-thread", "--store", store_url]) == 1
+    assert "not in the journal" in capsys.readouterr().err
+
+
+def test_history_of_an_unreachable_server_fails_with_the_reason(capsys):
+    assert main(["history", THREAD_ID, "--url", "http://127.0.0.1:9"]) == 1
+    assert "cannot read http://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_console_script_runs(store_url):
+    script = Path(sys.executable).parent / "journal-bridge"
+    result = subprocess.run(
+        [str(script), "history", THREAD_ID, "--store", store_url, "--limit", "2"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("[28] tool get_weather")
