@@ -140,11 +140,21 @@ class SqliteRunEventStore(RunEventStore):
         self._open_lock = asyncio.Lock()
 
     async def _connect(self) -> aiosqlite.Connection:
-        try:
-            conn = await aiosqlite.connect(
-                self.path, timeout=self.busy_timeout, isolation_level=None
+        parent = Path(self.path).parent
+        if not parent.is_dir():
+            raise StoreUnavailable(
+                f"cannot open SQLite journal at {self.path!r}: directory {str(parent)!r}"
+                " does not exist"
             )
+        conn = aiosqlite.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        try:
+            await conn
         except sqlite3.Error as exc:
+            # aiosqlite stops its worker thread on a failed connect; wait for it so
+            # it does not outlive the event loop.
+            thread = getattr(conn, "_thread", None)
+            if thread is not None:
+                await asyncio.to_thread(thread.join, 5)
             raise StoreUnavailable(
                 f"cannot open SQLite journal at {self.path!r}: {exc}"
             ) from exc
@@ -169,11 +179,27 @@ class SqliteRunEventStore(RunEventStore):
                 raise
             self._writer, self._reader = writer, reader
 
+    async def _schema_version(self, conn: aiosqlite.Connection) -> int | None:
+        try:
+            rows = list(await conn.execute_fetchall("SELECT version FROM journal_schema"))
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None
+            raise
+        return rows[0][0] if rows else None
+
     async def _create_schema(self, conn: aiosqlite.Connection) -> None:
         try:
-            mode = await conn.execute_fetchall("PRAGMA journal_mode = WAL")
-            if next(iter(mode))[0].lower() != "wal":
-                raise StoreError(f"SQLite journal at {self.path!r} cannot use WAL mode")
+            mode = await conn.execute_fetchall("PRAGMA journal_mode")
+            if next(iter(mode))[0].lower() == "wal":
+                # Set up already: no write lock needed, so opening never waits
+                # for another process's append.
+                if await self._schema_version(conn) == SCHEMA_VERSION:
+                    return
+            else:
+                mode = await conn.execute_fetchall("PRAGMA journal_mode = WAL")
+                if next(iter(mode))[0].lower() != "wal":
+                    raise StoreError(f"SQLite journal at {self.path!r} cannot use WAL mode")
             await conn.execute("BEGIN IMMEDIATE")
             try:
                 for statement in SCHEMA:

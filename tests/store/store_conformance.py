@@ -1,0 +1,798 @@
+"""The behaviour every RunEventStore backend must have.
+
+A backend's test module subclasses `RunEventStoreConformance` and provides the
+`store_url` fixture (plus `store_options` if it needs any). Each test gets a
+fresh, empty store; a backend whose storage outlives one store object (a file,
+a database) sets `shared_storage = True` to also run the multi-writer tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal_bridge.events import (
+    ERROR,
+    LLM_AI_RESPONSE,
+    LLM_HUMAN_INPUT,
+    LLM_TOOL_RESULT,
+    MESSAGE,
+    MIDDLEWARE,
+    MIDDLEWARE_SUMMARIZE,
+    OUTPUTS,
+    RUN_END,
+    RUN_ERROR,
+    RUN_START,
+    TRACE,
+    RunEvent,
+    make_event,
+)
+from journal_bridge.store import InvalidEvent, RunEventStore, StoreError, open_store
+
+WORKER = Path(__file__).with_name("append_worker.py")
+THREAD = "thread-1"
+
+
+def event(
+    thread_id: str = THREAD,
+    run_id: str = "run-1",
+    event_type: str = LLM_AI_RESPONSE,
+    category: str | None = None,
+    content: Any = "hello",
+    **kwargs: Any,
+) -> RunEvent:
+    return make_event(
+        thread_id=thread_id,
+        run_id=run_id,
+        event_type=event_type,
+        category=category,
+        content=content,
+        **kwargs,
+    )
+
+
+def seqs(events: list[RunEvent]) -> list[int]:
+    return [e.seq for e in events]  # type: ignore[misc]
+
+
+async def seed_mixed_thread(store: RunEventStore, runs: int = 3) -> list[RunEvent]:
+    """Runs of: start, human, ai, tool, ai, (marker on the second run), end."""
+    batch: list[RunEvent] = []
+    for r in range(runs):
+        run_id = f"run-{r}"
+        batch.append(event(run_id=run_id, event_type=RUN_START, content={"run": r}))
+        batch.append(event(run_id=run_id, event_type=LLM_HUMAN_INPUT, content=f"q{r}"))
+        batch.append(event(run_id=run_id, event_type=LLM_AI_RESPONSE, content=f"call{r}"))
+        batch.append(event(run_id=run_id, event_type=LLM_TOOL_RESULT, content=f"tool{r}"))
+        if r == 1:
+            batch.append(event(run_id=run_id, event_type=MIDDLEWARE_SUMMARIZE, content={"n": 3}))
+        batch.append(event(run_id=run_id, event_type=LLM_AI_RESPONSE, content=f"a{r}"))
+        batch.append(event(run_id=run_id, event_type=RUN_END, content=None))
+    return await store.put_batch(batch)
+
+
+class RunEventStoreConformance:
+    shared_storage = False
+
+    @pytest.fixture
+    def store_url(self) -> str:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store_options(self) -> dict[str, Any]:
+        return {}
+
+    @pytest.fixture
+    async def store(self, store_url: str, store_options: dict[str, Any]):
+        async with open_store(store_url, **store_options) as opened:
+            yield opened
+
+    # -- seq assignment ----------------------------------------------------------
+
+    async def test_first_event_of_a_thread_gets_seq_1(self, store):
+        stored = await store.put(
+            thread_id=THREAD, run_id="r", event_type=RUN_START, category=TRACE
+        )
+        assert stored.seq == 1
+        assert await store.last_seq(THREAD) == 1
+
+    async def test_seq_is_contiguous_across_puts_and_batches(self, store):
+        first = await store.put(thread_id=THREAD, run_id="r", event_type="a", category=TRACE)
+        batch = await store.put_batch([event(content=i) for i in range(5)])
+        last = await store.put(thread_id=THREAD, run_id="r", event_type="b", category=TRACE)
+        assert [first.seq, *seqs(batch), last.seq] == list(range(1, 8))
+
+    async def test_each_thread_has_its_own_seq(self, store):
+        stored = await store.put_batch(
+            [event(thread_id=t, content=i) for i in range(3) for t in ("a", "b")]
+        )
+        assert [(e.thread_id, e.seq) for e in stored] == [
+            ("a", 1), ("b", 1), ("a", 2), ("b", 2), ("a", 3), ("b", 3),
+        ]
+
+    async def test_seq_given_by_the_caller_is_ignored(self, store):
+        from dataclasses import replace
+
+        stored = await store.put_batch([replace(event(), seq=42)])
+        assert stored[0].seq == 1
+
+    async def test_put_returns_the_event_as_stored(self, store):
+        created = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=2)))
+        stored = await store.put(
+            thread_id=THREAD,
+            run_id="run-9",
+            event_type=LLM_AI_RESPONSE,
+            category=MESSAGE,
+            content={"type": "ai", "content": "hi"},
+            metadata={"caller": "agent"},
+            created_at=created,
+            source_key="k1",
+        )
+        assert stored == RunEvent(
+            thread_id=THREAD,
+            run_id="run-9",
+            event_type=LLM_AI_RESPONSE,
+            category=MESSAGE,
+            content={"type": "ai", "content": "hi"},
+            metadata={"caller": "agent"},
+            created_at=created,
+            seq=1,
+            source_key="k1",
+        )
+        (read,) = await store.list_messages(THREAD)
+        assert read == stored
+
+    async def test_put_defaults_content_metadata_and_created_at(self, store):
+        before = datetime.now(timezone.utc)
+        stored = await store.put(thread_id=THREAD, run_id="r", event_type=RUN_START, category=TRACE)
+        assert stored.content == "" and stored.metadata == {} and stored.source_key is None
+        assert stored.created_at.tzinfo is not None and stored.created_at >= before
+
+    async def test_put_batch_returns_events_in_input_order(self, store):
+        stored = await store.put_batch(
+            [event(thread_id=t, content=f"{t}{i}") for t, i in [("x", 0), ("y", 0), ("x", 1)]]
+        )
+        assert [e.content for e in stored] == ["x0", "y0", "x1"]
+        assert seqs(stored) == [1, 1, 2]
+
+    async def test_empty_batch_writes_nothing(self, store):
+        assert await store.put_batch([]) == []
+        assert await store.list_threads() == []
+
+    # -- content and metadata ----------------------------------------------------
+
+    @pytest.mark.parametrize(
+        "content",
+        [
+            "plain text",
+            "",
+            '{"looks": "like json"}',
+            "123",
+            "null",
+            {"type": "ai", "content": "hi", "nested": {"list": [1, 2.5, None, True]}},
+            {},
+            [1, "two", {"three": 3}],
+            [],
+            0,
+            -7,
+            2**53 + 1,
+            3.14159,
+            1e-300,
+            True,
+            False,
+            None,
+            "unicode: ünïcødé 中文 🎉 \u2028 \t\n",
+            {"ключ": "значение", "emoji": "🙂"},
+        ],
+        ids=repr,
+    )
+    async def test_content_round_trips_exactly(self, store, content):
+        stored = await store.put(
+            thread_id=THREAD, run_id="r", event_type=LLM_HUMAN_INPUT, category=MESSAGE,
+            content=content,
+        )
+        (read,) = await store.list_messages(THREAD)
+        for got in (stored.content, read.content):
+            assert got == content
+            assert type(got) is type(content)
+        assert "content_coerced" not in read.metadata
+
+    async def test_content_that_is_not_json_is_stored_as_its_text(self, store):
+        class Opaque:
+            def __str__(self) -> str:
+                return "<opaque thing>"
+
+        stored = await store.put(
+            thread_id=THREAD, run_id="r", event_type=RUN_END, category=OUTPUTS, content=Opaque()
+        )
+        (read,) = await store.list_events(THREAD, "r")
+        for got in (stored, read):
+            assert got.content == "<opaque thing>"
+            assert got.metadata["content_coerced"] is True
+
+    async def test_content_with_nan_is_stored_as_its_text(self, store):
+        stored = await store.put(
+            thread_id=THREAD, run_id="r", event_type=RUN_END, category=OUTPUTS,
+            content={"x": math.nan},
+        )
+        assert stored.content == "{'x': nan}"
+        assert stored.metadata["content_coerced"] is True
+
+    async def test_metadata_round_trips(self, store):
+        metadata = {"caller": "agent", "usage": {"input_tokens": 3, "output_tokens": 4}, "x": [1, None]}
+        await store.put(
+            thread_id=THREAD, run_id="r", event_type=LLM_AI_RESPONSE, category=MESSAGE,
+            metadata=metadata,
+        )
+        (read,) = await store.list_messages(THREAD)
+        assert read.metadata == metadata
+
+    async def test_created_at_round_trips_as_the_same_instant(self, store):
+        created = datetime(2024, 6, 1, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=-5)))
+        await store.put_batch([event(created_at=created)])
+        (read,) = await store.list_messages(THREAD)
+        assert read.created_at == created
+        assert read.created_at.utcoffset() is not None
+
+    async def test_stored_event_survives_the_json_envelope(self, store):
+        (stored,) = await store.put_batch([event(content={"a": [1, 2]}, source_key="k")])
+        envelope = json.loads(json.dumps(stored.to_dict()))
+        assert RunEvent.from_dict(envelope) == stored
+
+    # -- truncation --------------------------------------------------------------
+
+    @pytest.fixture
+    async def small_store(self, store_url: str, store_options: dict[str, Any]):
+        async with open_store(store_url, **{**store_options, "max_content_bytes": 1000}) as opened:
+            yield opened
+
+    async def test_long_text_is_truncated_to_a_prefix_with_its_original_size(self, small_store):
+        text = "é" * 5000
+        stored = await small_store.put(
+            thread_id=THREAD, run_id="r", event_type=LLM_AI_RESPONSE, category=MESSAGE,
+            content=text, metadata={"caller": "agent"},
+        )
+        (read,) = await small_store.list_messages(THREAD)
+        for got in (stored, read):
+            assert text.startswith(got.content) and len(got.content) > 100
+            assert len(json.dumps(got.content, ensure_ascii=False).encode()) <= 1000
+            assert got.metadata == {
+                "caller": "agent",
+                "truncated": True,
+                "original_size": len(json.dumps(text, ensure_ascii=False).encode()),
+            }
+
+    async def test_large_json_is_truncated_to_a_prefix_of_its_json_text(self, small_store):
+        content = {"items": [{"n": i, "text": "x" * 20} for i in range(200)]}
+        full = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+        stored = await small_store.put(
+            thread_id=THREAD, run_id="r", event_type=LLM_TOOL_RESULT, category=MESSAGE,
+            content=content,
+        )
+        (read,) = await small_store.list_messages(THREAD)
+        assert read == stored
+        assert isinstance(read.content, str) and full.startswith(read.content)
+        assert read.metadata["truncated"] is True
+        assert read.metadata["original_size"] == len(full.encode())
+
+    async def test_content_at_the_limit_is_kept_whole(self, small_store):
+        text = "a" * 998  # 1000 bytes with its quotes
+        stored = await small_store.put(
+            thread_id=THREAD, run_id="r", event_type=LLM_AI_RESPONSE, category=MESSAGE,
+            content=text,
+        )
+        assert stored.content == text and "truncated" not in stored.metadata
+
+    async def test_content_limit_comes_from_the_environment(
+        self, store_url, store_options, monkeypatch
+    ):
+        monkeypatch.setenv("JOURNAL_BRIDGE_MAX_CONTENT_BYTES", "64")
+        async with open_store(store_url, **store_options) as opened:
+            stored = await opened.put_batch([event(content="z" * 500)])
+        assert stored[0].content == "z" * 62
+        assert stored[0].metadata["original_size"] == 502
+
+    # -- validation --------------------------------------------------------------
+
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [
+            ("thread_id", ""),
+            ("thread_id", None),
+            ("run_id", ""),
+            ("run_id", 5),
+            ("event_type", ""),
+            ("event_type", "e" * 33),
+            ("category", ""),
+            ("category", "c" * 17),
+            ("metadata", ["not", "a", "dict"]),
+            ("created_at", datetime(2025, 1, 1)),
+            ("created_at", "2025-01-01T00:00:00+00:00"),
+            ("seq", 0),
+            ("seq", "1"),
+            ("source_key", ""),
+        ],
+    )
+    async def test_invalid_event_is_rejected_naming_the_field(self, store, field, value):
+        from dataclasses import replace
+
+        bad = replace(event(), **{field: value})
+        with pytest.raises(InvalidEvent, match=field):
+            await store.put_batch([bad])
+        assert await store.last_seq(THREAD) == 0
+
+    async def test_put_rejects_a_long_event_type(self, store):
+        with pytest.raises(InvalidEvent, match="event_type"):
+            await store.put(thread_id=THREAD, run_id="r", event_type="x" * 40, category=TRACE)
+
+    async def test_limits_are_inclusive(self, store):
+        stored = await store.put_batch([event(event_type="e" * 32, category="c" * 16)])
+        assert stored[0].seq == 1
+
+    async def test_a_batch_with_one_invalid_event_writes_nothing(self, store):
+        from dataclasses import replace
+
+        await store.put_batch([event(thread_id="other")])
+        batch = [event(content=i) for i in range(5)]
+        batch.insert(3, replace(event(), category=""))
+        batch.append(event(thread_id="other"))
+        with pytest.raises(InvalidEvent, match="category"):
+            await store.put_batch(batch)
+        assert await store.last_seq(THREAD) == 0
+        assert await store.last_seq("other") == 1
+        assert await store.list_messages(THREAD) == []
+
+    # -- idempotency -------------------------------------------------------------
+
+    async def test_reappending_a_source_key_returns_the_original_record(self, store):
+        first = await store.put_batch([event(content="original", source_key="msg-1")])
+        await store.put_batch([event(content="later")])
+        again = await store.put(
+            thread_id=THREAD, run_id="run-2", event_type=LLM_AI_RESPONSE, category=MESSAGE,
+            content="retry", source_key="msg-1",
+        )
+        assert again == first[0]
+        assert await store.last_seq(THREAD) == 2
+        assert [e.content for e in await store.list_messages(THREAD)] == ["original", "later"]
+
+    async def test_a_batch_mixing_stored_and_new_keys_assigns_seq_only_to_new(self, store):
+        await store.put_batch([event(content=f"m{i}", source_key=f"k{i}") for i in range(3)])
+        stored = await store.put_batch(
+            [
+                event(content="new-a", source_key="k9"),
+                event(content="dup", source_key="k1"),
+                event(content="new-b"),
+                event(content="dup", source_key="k0"),
+            ]
+        )
+        assert [(e.seq, e.content) for e in stored] == [
+            (4, "new-a"), (2, "m1"), (5, "new-b"), (1, "m0"),
+        ]
+        assert await store.last_seq(THREAD) == 5
+        assert seqs(await store.list_messages(THREAD)) == [1, 2, 3, 4, 5]
+
+    async def test_duplicates_within_a_batch_collapse_to_the_first(self, store):
+        stored = await store.put_batch(
+            [
+                event(content="a", source_key="same"),
+                event(content="b"),
+                event(content="a-again", source_key="same"),
+            ]
+        )
+        assert [(e.seq, e.content) for e in stored] == [(1, "a"), (2, "b"), (1, "a")]
+        assert await store.count_messages(THREAD) == 2
+
+    async def test_a_batch_of_only_known_keys_assigns_nothing(self, store):
+        await store.put_batch([event(source_key="k")])
+        threads_before = await store.list_threads()
+        assert seqs(await store.put_batch([event(source_key="k")] * 3)) == [1, 1, 1]
+        assert await store.last_seq(THREAD) == 1
+        assert await store.list_threads() == threads_before
+
+    async def test_source_keys_are_unique_per_thread_not_globally(self, store):
+        stored = await store.put_batch(
+            [event(thread_id="a", source_key="k"), event(thread_id="b", source_key="k")]
+        )
+        assert [(e.thread_id, e.seq) for e in stored] == [("a", 1), ("b", 1)]
+
+    async def test_has_source_keys_reports_which_keys_are_stored(self, store):
+        await store.put_batch([event(source_key=f"k{i}") for i in range(3)])
+        await store.put_batch([event(thread_id="other", source_key="k7")])
+        assert await store.has_source_keys(THREAD, ["k0", "k2", "k7", "nope"]) == {"k0", "k2"}
+        assert await store.has_source_keys(THREAD, []) == set()
+        assert await store.has_source_keys("unknown", ["k0"]) == set()
+
+    async def test_many_source_keys_at_once(self, store):
+        keys = [f"key-{i}" for i in range(1200)]
+        await store.put_batch([event(source_key=k) for k in keys])
+        assert await store.has_source_keys(THREAD, keys + ["missing"]) == set(keys)
+        again = await store.put_batch([event(source_key=k) for k in keys])
+        assert seqs(again) == list(range(1, 1201))
+
+    # -- list_messages / list_timeline -------------------------------------------
+
+    async def test_latest_messages_span_several_runs(self, store):
+        stored = await seed_mixed_thread(store, runs=3)
+        messages = [e for e in stored if e.category == MESSAGE]
+        page = await store.list_messages(THREAD, limit=6)
+        assert page == messages[-6:]
+        assert {e.run_id for e in page} == {"run-1", "run-2"}
+
+    async def test_messages_skip_other_categories_interleaved(self, store):
+        stored = await seed_mixed_thread(store, runs=3)
+        page = await store.list_messages(THREAD, limit=100)
+        assert page == [e for e in stored if e.category == MESSAGE]
+        assert seqs(page) == sorted(seqs(page))
+
+    async def test_limit_larger_than_the_thread_returns_everything(self, store):
+        stored = await store.put_batch([event(content=i) for i in range(4)])
+        assert await store.list_messages(THREAD, limit=1000) == stored
+        assert await store.list_messages(THREAD, limit=1000, after_seq=0) == stored
+        assert await store.list_messages(THREAD, limit=1000, before_seq=5) == stored
+
+    async def test_before_seq_returns_the_last_limit_below_it(self, store):
+        await seed_mixed_thread(store, runs=3)
+        all_messages = await store.list_messages(THREAD, limit=100)
+        cursor = all_messages[7].seq
+        page = await store.list_messages(THREAD, limit=3, before_seq=cursor)
+        assert page == all_messages[4:7]
+
+    async def test_after_seq_returns_the_first_limit_above_it(self, store):
+        await seed_mixed_thread(store, runs=3)
+        all_messages = await store.list_messages(THREAD, limit=100)
+        cursor = all_messages[2].seq
+        page = await store.list_messages(THREAD, limit=4, after_seq=cursor)
+        assert page == all_messages[3:7]
+
+    async def test_cursor_on_a_non_message_seq_works(self, store):
+        stored = await seed_mixed_thread(store, runs=2)
+        run_end = next(e for e in stored if e.event_type == RUN_END)
+        messages = [e for e in stored if e.category == MESSAGE]
+        below = [e for e in messages if e.seq < run_end.seq]
+        above = [e for e in messages if e.seq > run_end.seq]
+        assert await store.list_messages(THREAD, limit=2, before_seq=run_end.seq) == below[-2:]
+        assert await store.list_messages(THREAD, limit=2, after_seq=run_end.seq) == above[:2]
+
+    async def test_before_seq_1_is_empty(self, store):
+        await store.put_batch([event(content=i) for i in range(3)])
+        assert await store.list_messages(THREAD, before_seq=1) == []
+        assert await store.list_messages(THREAD, before_seq=0) == []
+
+    async def test_after_the_last_seq_is_empty(self, store):
+        stored = await store.put_batch([event(content=i) for i in range(3)])
+        assert await store.list_messages(THREAD, after_seq=stored[-1].seq) == []
+        assert await store.list_messages(THREAD, after_seq=10_000) == []
+
+    async def test_cursors_beyond_the_range_clamp(self, store):
+        stored = await store.put_batch([event(content=i) for i in range(5)])
+        assert await store.list_messages(THREAD, limit=2, before_seq=10_000) == stored[-2:]
+        assert await store.list_messages(THREAD, limit=2, after_seq=-10) == stored[:2]
+
+    async def test_cursor_in_a_gap_left_by_a_deleted_run(self, store):
+        stored = await store.put_batch(
+            [event(run_id=r, content=f"{r}{i}") for r in ("a", "b", "c") for i in range(2)]
+        )
+        await store.delete_by_run(THREAD, "b")
+        gap = stored[2].seq  # first event of the deleted run
+        assert await store.list_messages(THREAD, limit=10, before_seq=gap + 1) == stored[:2]
+        assert await store.list_messages(THREAD, limit=10, after_seq=gap) == stored[4:]
+
+    async def test_paging_backward_visits_every_message_once(self, store):
+        await seed_mixed_thread(store, runs=5)
+        expected = await store.list_messages(THREAD, limit=1000)
+        collected: list[RunEvent] = []
+        page = await store.list_messages(THREAD, limit=4)
+        while page:
+            collected[:0] = page
+            page = await store.list_messages(THREAD, limit=4, before_seq=page[0].seq)
+        assert collected == expected
+
+    async def test_paging_forward_visits_every_message_once(self, store):
+        await seed_mixed_thread(store, runs=5)
+        expected = await store.list_messages(THREAD, limit=1000)
+        collected: list[RunEvent] = []
+        cursor = 0
+        while page := await store.list_messages(THREAD, limit=3, after_seq=cursor):
+            collected += page
+            cursor = page[-1].seq
+        assert collected == expected
+
+    async def test_both_cursors_at_once_is_an_error(self, store):
+        with pytest.raises(ValueError, match="before_seq"):
+            await store.list_messages(THREAD, before_seq=5, after_seq=1)
+        with pytest.raises(ValueError, match="before_seq"):
+            await store.list_timeline(THREAD, before_seq=5, after_seq=1)
+
+    @pytest.mark.parametrize("limit", [0, -1])
+    async def test_limit_below_1_is_an_error(self, store, limit):
+        with pytest.raises(ValueError, match="limit"):
+            await store.list_messages(THREAD, limit=limit)
+
+    async def test_unknown_thread_has_no_messages(self, store):
+        assert await store.list_messages("nobody") == []
+        assert await store.list_timeline("nobody") == []
+        assert await store.list_events("nobody", "run") == []
+
+    async def test_timeline_merges_messages_and_markers_in_seq_order(self, store):
+        stored = await seed_mixed_thread(store, runs=3)
+        expected = [e for e in stored if e.category in (MESSAGE, MIDDLEWARE)]
+        assert await store.list_timeline(THREAD, limit=100) == expected
+        marker = next(e for e in expected if e.category == MIDDLEWARE)
+        index = expected.index(marker)
+        assert await store.list_timeline(THREAD, limit=3, before_seq=marker.seq + 1) == (
+            expected[index - 2 : index + 1]
+        )
+        assert await store.list_timeline(THREAD, limit=2, after_seq=marker.seq - 1) == (
+            expected[index : index + 2]
+        )
+
+    async def test_timeline_latest_page_when_one_category_dominates(self, store):
+        batch = [event(event_type=MIDDLEWARE_SUMMARIZE, content="m0")]
+        batch += [event(content=f"msg{i}") for i in range(20)]
+        batch += [event(event_type=MIDDLEWARE_SUMMARIZE, content="m1")]
+        stored = await store.put_batch(batch)
+        assert await store.list_timeline(THREAD, limit=5) == stored[-5:]
+        assert await store.list_timeline(THREAD, limit=5, after_seq=0) == stored[:5]
+
+    async def test_timeline_with_chosen_categories(self, store):
+        stored = await seed_mixed_thread(store, runs=2)
+        page = await store.list_timeline(THREAD, categories=(TRACE, OUTPUTS), limit=100)
+        assert page == [e for e in stored if e.category in (TRACE, OUTPUTS)]
+        assert await store.list_timeline(THREAD, categories=(), limit=10) == []
+
+    # -- list_events -------------------------------------------------------------
+
+    async def test_list_events_returns_one_run_in_seq_order(self, store):
+        stored = await seed_mixed_thread(store, runs=3)
+        assert await store.list_events(THREAD, "run-1") == [
+            e for e in stored if e.run_id == "run-1"
+        ]
+
+    async def test_list_events_filters_types_before_the_limit(self, store):
+        stored = await seed_mixed_thread(store, runs=3)
+        await store.put_batch([event(run_id="run-2", event_type=RUN_ERROR, category=ERROR)])
+        wanted = [e for e in stored if e.run_id == "run-2" and e.event_type == LLM_AI_RESPONSE]
+        page = await store.list_events(
+            THREAD, "run-2", event_types=[LLM_AI_RESPONSE], limit=2
+        )
+        assert page == wanted and len(page) == 2
+        page = await store.list_events(
+            THREAD, "run-2", event_types=[RUN_ERROR, RUN_START], limit=10
+        )
+        assert [e.event_type for e in page] == [RUN_START, RUN_ERROR]
+
+    async def test_list_events_limit_and_after_seq(self, store):
+        stored = await seed_mixed_thread(store, runs=2)
+        run = [e for e in stored if e.run_id == "run-0"]
+        assert await store.list_events(THREAD, "run-0", limit=2) == run[:2]
+        assert await store.list_events(THREAD, "run-0", after_seq=run[1].seq, limit=2) == run[2:4]
+        assert await store.list_events(THREAD, "run-0", event_types=[]) == []
+
+    # -- counts, threads ---------------------------------------------------------
+
+    async def test_count_messages_counts_only_messages(self, store):
+        stored = await seed_mixed_thread(store, runs=3)
+        assert await store.count_messages(THREAD) == sum(e.category == MESSAGE for e in stored)
+        assert await store.count_messages("nobody") == 0
+
+    async def test_last_seq_and_has_thread(self, store):
+        assert await store.last_seq(THREAD) == 0
+        assert not await store.has_thread(THREAD)
+        await store.put_batch([event(), event()])
+        assert await store.last_seq(THREAD) == 2
+        assert await store.has_thread(THREAD)
+        assert not await store.has_thread("other")
+
+    async def test_list_threads_most_recently_updated_first(self, store):
+        for thread_id in ("a", "b", "c"):
+            await store.put_batch([event(thread_id=thread_id)])
+        await store.put_batch([event(thread_id="a"), event(thread_id="a")])
+        threads = await store.list_threads()
+        assert [t["thread_id"] for t in threads] == ["a", "c", "b"]
+        first = threads[0]
+        assert set(first) == {"thread_id", "last_seq", "event_count", "updated_at"}
+        assert (first["last_seq"], first["event_count"]) == (3, 3)
+        assert datetime.fromisoformat(first["updated_at"]).tzinfo is not None
+        assert [t["thread_id"] for t in await store.list_threads(limit=2)] == ["a", "c"]
+
+    async def test_list_threads_omits_deleted_threads(self, store):
+        await store.put_batch([event(thread_id="a"), event(thread_id="b", run_id="x")])
+        await store.delete_by_thread("a")
+        await store.delete_by_run("b", "x")
+        assert await store.list_threads() == []
+
+    # -- deletes -----------------------------------------------------------------
+
+    async def test_delete_by_run_removes_that_run_only(self, store):
+        stored = await seed_mixed_thread(store, runs=3)
+        run_1 = [e for e in stored if e.run_id == "run-1"]
+        assert await store.delete_by_run(THREAD, "run-1") == len(run_1)
+        assert await store.list_events(THREAD, "run-1") == []
+        remaining = await store.list_timeline(THREAD, categories=(MESSAGE, TRACE), limit=100)
+        assert remaining == [
+            e for e in stored if e.run_id != "run-1" and e.category in (MESSAGE, TRACE)
+        ]
+        assert (await store.list_threads())[0]["event_count"] == len(stored) - len(run_1)
+        assert await store.delete_by_run(THREAD, "run-1") == 0
+        assert await store.delete_by_run("nobody", "run-1") == 0
+
+    async def test_seq_is_not_reused_after_deleting_the_last_run(self, store):
+        await store.put_batch([event(run_id="a"), event(run_id="b"), event(run_id="b")])
+        await store.delete_by_run(THREAD, "b")
+        (stored,) = await store.put_batch([event(run_id="c")])
+        assert stored.seq == 4
+        assert await store.last_seq(THREAD) == 4
+
+    async def test_delete_by_run_frees_its_source_keys(self, store):
+        await store.put_batch([event(run_id="a", source_key="k")])
+        await store.delete_by_run(THREAD, "a")
+        assert await store.has_source_keys(THREAD, ["k"]) == set()
+        (stored,) = await store.put_batch([event(run_id="b", source_key="k")])
+        assert stored.seq == 2
+
+    async def test_delete_by_thread_forgets_the_thread(self, store):
+        await store.put_batch([event(content=i, source_key=f"k{i}") for i in range(4)])
+        await store.put_batch([event(thread_id="other")])
+        assert await store.delete_by_thread(THREAD) == 4
+        assert not await store.has_thread(THREAD)
+        assert await store.last_seq(THREAD) == 0
+        assert await store.list_messages(THREAD) == []
+        assert await store.has_source_keys(THREAD, ["k0"]) == set()
+        (again,) = await store.put_batch([event(source_key="k0")])
+        assert again.seq == 1
+        assert await store.last_seq("other") == 1
+        assert await store.delete_by_thread("nobody") == 0
+
+    # -- concurrency -------------------------------------------------------------
+
+    async def test_concurrent_tasks_get_contiguous_seqs(self, store):
+        async def writer(w: int) -> list[RunEvent]:
+            out: list[RunEvent] = []
+            for i in range(10):
+                if i % 2:
+                    out += await store.put_batch(
+                        [event(run_id=f"w{w}", content=[w, i, j]) for j in range(3)]
+                    )
+                else:
+                    out.append(
+                        await store.put(
+                            thread_id=THREAD, run_id=f"w{w}", event_type=LLM_AI_RESPONSE,
+                            category=MESSAGE, content=[w, i],
+                        )
+                    )
+            return out
+
+        results = await asyncio.gather(*(writer(w) for w in range(12)))
+        total = sum(len(r) for r in results)
+        assert sorted(e.seq for r in results for e in r) == list(range(1, total + 1))
+        for written in results:  # each writer's own events in the order it wrote them
+            assert seqs(written) == sorted(seqs(written))
+        assert seqs(await store.list_messages(THREAD, limit=total)) == list(range(1, total + 1))
+
+    async def test_concurrent_duplicates_are_stored_once(self, store):
+        results = await asyncio.gather(
+            *(store.put_batch([event(source_key=f"k{i % 5}", content=i)]) for i in range(40))
+        )
+        assert await store.count_messages(THREAD) == 5
+        by_key = {}
+        for (stored,) in results:
+            by_key.setdefault(stored.source_key, set()).add(stored.seq)
+        assert all(len(s) == 1 for s in by_key.values())
+
+    async def test_readers_never_see_half_a_batch(self, store, store_url, store_options):
+        batch_size, batches = 40, 15
+        done = asyncio.Event()
+        observed: list[int] = []
+
+        async def reader(reading_store: RunEventStore) -> None:
+            while not done.is_set():
+                page = await reading_store.list_timeline(THREAD, limit=10_000)
+                observed.append(len(page))
+                await asyncio.sleep(0)
+
+        async def writer() -> None:
+            for b in range(batches):
+                await store.put_batch(
+                    [event(run_id=f"r{b}", content=[b, i]) for i in range(batch_size)]
+                )
+                await asyncio.sleep(0)
+            done.set()
+
+        if self.shared_storage:
+            async with open_store(store_url, **store_options) as other:
+                await asyncio.gather(writer(), reader(store), reader(other))
+        else:
+            await asyncio.gather(writer(), reader(store))
+        assert observed and all(n % batch_size == 0 for n in observed)
+
+    # -- several store objects / processes on the same storage -------------------
+
+    async def test_two_stores_on_the_same_storage_share_one_sequence(
+        self, store, store_url, store_options
+    ):
+        if not self.shared_storage:
+            pytest.skip("each store object of this backend has its own storage")
+        async with open_store(store_url, **store_options) as other:
+
+            async def write(target: RunEventStore, tag: str) -> None:
+                for i in range(20):
+                    await target.put_batch(
+                        [event(run_id=tag, content=[tag, i, j]) for j in range(1 + i % 3)]
+                    )
+
+            await asyncio.gather(write(store, "a"), write(other, "b"))
+            total = await other.last_seq(THREAD)
+            assert seqs(await store.list_messages(THREAD, limit=1000)) == list(
+                range(1, total + 1)
+            )
+            assert total == 2 * sum(1 + i % 3 for i in range(20))
+
+    async def test_separate_processes_get_contiguous_seqs(
+        self, store, store_url, store_options, tmp_path
+    ):
+        if not self.shared_storage:
+            pytest.skip("each store object of this backend has its own storage")
+        writers, batches = 4, 25
+        barrier = tmp_path / "barrier"
+        barrier.mkdir()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable, str(WORKER), store_url, json.dumps(store_options),
+                    THREAD, str(w), str(batches), str(barrier),
+                ],
+                env=env,
+            )
+            for w in range(writers)
+        ]
+        try:
+            deadline = time.monotonic() + 120
+            while len(list(barrier.glob("ready-*"))) < writers:
+                assert all(p.poll() is None for p in procs), "a writer process exited early"
+                assert time.monotonic() < deadline, "writer processes did not start"
+                await asyncio.sleep(0.05)
+            (barrier / "go").touch()
+            for p in procs:
+                while p.poll() is None:
+                    await asyncio.sleep(0.05)
+                assert p.returncode == 0
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        per_writer = sum(1 + b % 3 for b in range(batches))
+        total = writers * per_writer
+        stored = await store.list_messages(THREAD, limit=10_000)
+        assert seqs(stored) == list(range(1, total + 1))
+        assert await store.last_seq(THREAD) == total
+        for w in range(writers):
+            mine = [e for e in stored if e.run_id == f"run-{w}"]
+            # each process's events in the order it wrote them
+            assert [(e.content["batch"], e.content["item"]) for e in mine] == [
+                (b, i) for b in range(batches) for i in range(1 + b % 3)
+            ]
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def test_ping_answers_on_an_open_store(self, store):
+        await store.ping()
+
+    async def test_a_closed_store_refuses_calls(self, store_url, store_options):
+        opened = await open_store(store_url, **store_options)
+        await opened.close()
+        with pytest.raises(StoreError):
+            await opened.ping()
+        with pytest.raises(StoreError):
+            await opened.put_batch([event()])
+        await opened.close()  # idempotent

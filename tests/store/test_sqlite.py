@@ -1,0 +1,81 @@
+"""The conformance suite against a real SQLite file, plus what only SQLite has."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from store_conformance import THREAD, RunEventStoreConformance, event
+
+from journal_bridge.store import StoreError, StoreUnavailable, open_store
+from journal_bridge.store.base import SCHEMA_VERSION
+
+
+class TestSqliteRunEventStore(RunEventStoreConformance):
+    shared_storage = True
+
+    @pytest.fixture
+    def store_url(self, tmp_path: Path) -> str:
+        return f"sqlite:///{tmp_path / 'events.db'}"
+
+
+async def test_a_path_in_a_missing_directory_is_unavailable(tmp_path):
+    url = f"sqlite:///{tmp_path / 'missing' / 'events.db'}"
+    with pytest.raises(StoreUnavailable, match="cannot open SQLite journal"):
+        async with open_store(url):
+            pass
+
+
+async def test_the_file_is_in_wal_mode_with_a_schema_version(tmp_path):
+    path = tmp_path / "events.db"
+    async with open_store(f"sqlite:///{path}") as store:
+        await store.put_batch([event()])
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT version FROM journal_schema").fetchall() == [(SCHEMA_VERSION,)]
+
+
+async def test_records_survive_reopening_the_file(tmp_path):
+    url = f"sqlite:///{tmp_path / 'events.db'}"
+    async with open_store(url) as store:
+        stored = await store.put_batch([event(content={"a": 1}, source_key="k")])
+    async with open_store(url) as store:
+        assert await store.list_messages(THREAD) == stored
+        assert (await store.put_batch([event(source_key="k")])) == stored
+        assert (await store.put_batch([event()]))[0].seq == 2
+
+
+async def test_a_newer_schema_version_is_refused(tmp_path):
+    path = tmp_path / "events.db"
+    async with open_store(f"sqlite:///{path}"):
+        pass
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE journal_schema SET version = ?", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StoreError, match="schema version"):
+        async with open_store(f"sqlite:///{path}"):
+            pass
+
+
+async def test_a_relative_url_is_relative_to_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    async with open_store("sqlite:///relative.db") as store:
+        await store.put_batch([event()])
+    assert (tmp_path / "relative.db").exists()
+
+
+async def test_a_locked_file_is_unavailable(tmp_path):
+    path = tmp_path / "events.db"
+    url = f"sqlite:///{path}"
+    async with open_store(url):
+        pass
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        async with open_store(url, busy_timeout=0.2) as store:
+            with pytest.raises(StoreUnavailable, match="locked"):
+                await store.put_batch([event()])
+            assert await store.list_messages(THREAD) == []  # reads are not blocked
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
