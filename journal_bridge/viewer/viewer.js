@@ -5,7 +5,11 @@
 
 (function () {
   const prefix = document.querySelector('meta[name="journal-prefix"]').content;
-  const PAGE_SIZE = 50;
+  // `?limit=N` sets the page size (1-500), e.g. to read a long thread in small steps.
+  const PAGE_SIZE = (function () {
+    const asked = parseInt(new URLSearchParams(window.location.search).get("limit"), 10);
+    return asked >= 1 && asked <= 500 ? asked : 50;
+  })();
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
