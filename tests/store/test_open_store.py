@@ -1,0 +1,74 @@
+"""Choosing a backend by URL."""
+
+from __future__ import annotations
+
+import pytest
+
+from journal_bridge.store import (
+    RunEventStore,
+    default_store_url,
+    open_store,
+)
+from journal_bridge.store.memory import MemoryRunEventStore
+from journal_bridge.store.sqlite import SqliteRunEventStore, sqlite_path_from_url
+
+
+async def test_memory_url_opens_a_memory_store():
+    async with open_store("memory://") as store:
+        assert isinstance(store, MemoryRunEventStore)
+        assert isinstance(store, RunEventStore)
+
+
+async def test_open_store_can_be_awaited_and_closed_by_the_caller(tmp_path):
+    store = await open_store(f"sqlite:///{tmp_path / 'events.db'}")
+    try:
+        assert isinstance(store, SqliteRunEventStore)
+        await store.ping()
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("url", ["mysql://localhost/db", "journal.db", "sqlite://", "sqlite:///:memory:"])
+def test_unusable_urls_are_a_clear_value_error(url):
+    with pytest.raises(ValueError, match="URL|memory"):
+        open_store(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("sqlite:///relative.db", "relative.db"),
+        ("sqlite:///data/events.db", "data/events.db"),
+        ("sqlite:////abs/path/events.db", "/abs/path/events.db"),
+    ],
+)
+def test_sqlite_url_paths(url, path):
+    assert sqlite_path_from_url(url) == path
+
+
+def test_default_url_is_a_journal_file_in_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("JOURNAL_BRIDGE_STORE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert default_store_url() == f"sqlite:///{tmp_path / 'journal.db'}"
+    assert sqlite_path_from_url(default_store_url()) == str(tmp_path / "journal.db")
+
+
+def test_default_url_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("JOURNAL_BRIDGE_STORE_URL", "memory://")
+    assert default_store_url() == "memory://"
+
+
+async def test_open_store_without_url_uses_the_default(tmp_path, monkeypatch):
+    monkeypatch.delenv("JOURNAL_BRIDGE_STORE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    async with open_store() as store:
+        await store.ping()
+    assert (tmp_path / "journal.db").exists()
+
+
+async def test_store_options_reach_the_backend():
+    async with open_store("memory://", max_content_bytes=12) as store:
+        stored = await store.put(
+            thread_id="t", run_id="r", event_type="run.end", category="outputs", content="x" * 50
+        )
+    assert stored.content == "x" * 10 and stored.metadata["truncated"] is True
