@@ -53,7 +53,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
@@ -63,6 +63,7 @@ __all__ = ["MODEL_ENV", "OfflineChatModel", "make_chat_model"]
 MODEL_ENV = "JOURNAL_BRIDGE_MODEL"
 OFFLINE_SPEC = "offline"
 
+_SUMMARIZER_KWARG = "summarizer_call"
 _REQUESTS = "User requests: "
 _TOOLS = "Tools used: "
 _SEPARATOR = " | "
@@ -105,6 +106,55 @@ class OfflineChatModel(BaseChatModel):
 
     # --- generation -----------------------------------------------------
 
+    # The summarizer call is recognised from its config metadata. Streaming
+    # paths (taken under `astream_events`) call `_stream` without a run
+    # manager, so the config is read here and handed down as a keyword.
+
+    def invoke(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AIMessage:
+        return super().invoke(input, config, stop=stop, **_mark_summarizer(config, kwargs))
+
+    async def ainvoke(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AIMessage:
+        return await super().ainvoke(
+            input, config, stop=stop, **_mark_summarizer(config, kwargs)
+        )
+
+    def stream(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> Iterator[AIMessageChunk]:
+        yield from super().stream(input, config, stop=stop, **_mark_summarizer(config, kwargs))
+
+    async def astream(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[AIMessageChunk]:
+        async for chunk in super().astream(
+            input, config, stop=stop, **_mark_summarizer(config, kwargs)
+        ):
+            yield chunk
+
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -112,7 +162,7 @@ class OfflineChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        reply = self._reply(messages, run_manager, kwargs.get("tools"))
+        reply = self._reply(messages, run_manager, kwargs)
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     async def _agenerate(
@@ -122,7 +172,7 @@ class OfflineChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        reply = self._reply(messages, run_manager, kwargs.get("tools"))
+        reply = self._reply(messages, run_manager, kwargs)
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     def _stream(
@@ -132,8 +182,7 @@ class OfflineChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        reply = self._reply(messages, run_manager, kwargs.get("tools"))
-        yield from _chunks(reply)
+        yield from _chunks(self._reply(messages, run_manager, kwargs))
 
     async def _astream(
         self,
@@ -142,21 +191,20 @@ class OfflineChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        reply = self._reply(messages, run_manager, kwargs.get("tools"))
-        for chunk in _chunks(reply):
+        for chunk in _chunks(self._reply(messages, run_manager, kwargs)):
             yield chunk
 
     def _reply(
         self,
         messages: list[BaseMessage],
         run_manager: CallbackManagerForLLMRun | AsyncCallbackManagerForLLMRun | None,
-        tools: list[dict[str, Any]] | None,
+        kwargs: dict[str, Any],
     ) -> AIMessage:
         metadata = run_manager.metadata if run_manager is not None else {}
-        if metadata.get("lc_source") == "summarization":
+        if kwargs.get(_SUMMARIZER_KWARG) or _is_summarizer(metadata):
             reply = AIMessage(content=_summarise(messages))
         else:
-            reply = _answer(messages, tools or [])
+            reply = _answer(messages, kwargs.get("tools") or [])
         reply.response_metadata = {"model_provider": "offline", "model_name": self.model_name}
         input_tokens = count_tokens_approximately(messages)
         output_tokens = count_tokens_approximately([reply])
@@ -182,6 +230,16 @@ def make_chat_model(spec: str | None = None) -> BaseChatModel:
     from langchain.chat_models import init_chat_model
 
     return init_chat_model(spec)
+
+
+def _is_summarizer(metadata: Any) -> bool:
+    return isinstance(metadata, dict) and metadata.get("lc_source") == "summarization"
+
+
+def _mark_summarizer(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+    if _is_summarizer(ensure_config(config).get("metadata")):
+        return {**kwargs, _SUMMARIZER_KWARG: True}
+    return kwargs
 
 
 # --- answers ------------------------------------------------------------

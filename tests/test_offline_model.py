@@ -183,6 +183,37 @@ def test_summarizer_call_through_upstream_middleware_summarises_the_conversation
     assert "Tools used: add -> 5" in summary.text
 
 
+async def test_summarizer_call_is_recognised_when_streamed_by_astream_events():
+    # Under astream_events the model streams, and `_stream` gets no run manager.
+    model = OfflineChatModel()
+    graph = create_agent(
+        model,
+        tools=[add, get_weather],
+        middleware=[SummarizationMiddleware(model, trigger=("messages", 6), keep=("messages", 2))],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    streamed = 0
+    for text in ["hello", "add 2 and 3", "weather in Paris"]:
+        async for event in graph.astream_events(
+            {"messages": [{"role": "user", "content": text}]}, config, version="v2"
+        ):
+            streamed += event["event"] == "on_chat_model_stream"
+
+    assert streamed > 0
+    summary = (await graph.aget_state(config)).values["messages"][0]
+    assert summary.additional_kwargs.get("lc_source") == "summarization"
+    assert "User requests: hello | add 2 and 3" in summary.text
+
+
+def test_summarizer_call_gets_a_summary_when_streamed(model):
+    prompt = '<messages>\n<message type="human">hello</message>\n</messages>'
+
+    chunks = list(model.stream(prompt, config=SUMMARIZER_CONFIG))
+
+    assert "".join(c.text for c in chunks) == "User requests: hello\nTools used: none"
+
+
 def test_summary_folds_in_an_earlier_summary(model):
     prompt = (
         "<messages>\n"

@@ -185,6 +185,7 @@ async def test_astream_events_v2_delivers_on_custom_event_with_payload():
     assert_payload_matches_states(payload, before, after)
     final = (await graph.aget_state(config)).values["messages"]
     assert final[0].id == payload["summary_message_id"]
+    assert payload["summary"].startswith("User requests: hello | add 2 and 3")
 
 
 async def test_astream_custom_mode_carries_the_payload():
