@@ -1,0 +1,154 @@
+"""Every run of every client is journaled, against a real `langgraph dev` of this project."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from langgraph_sdk import get_client
+
+from conversation import (
+    EARLY_SUMMARIZATION,
+    TURNS,
+    human,
+    is_summary,
+    message_ids_seen,
+    normalize,
+    stream_turn,
+    wait_journal_idle,
+)
+from journal_bridge.store import open_store
+
+pytestmark = pytest.mark.e2e
+
+UI_MODES = ["values", "messages-tuple", "updates"]
+
+
+async def _early_assistant(client) -> str:
+    assistant = await client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
+    return assistant["assistant_id"]
+
+
+async def _timeline(server, thread_id: str):
+    async with open_store(server.store_url) as store:
+        return await store.list_timeline(thread_id, limit=500)
+
+
+async def _summary_ids_in_checkpoints(client, thread_id: str) -> set[str]:
+    history = await client.threads.get_history(thread_id, limit=1000)
+    return {
+        message["id"]
+        for checkpoint in history
+        for message in (checkpoint["values"] or {}).get("messages", [])
+        if is_summary(message)
+    }
+
+
+async def test_values_only_client_conversation_is_journaled_with_markers(dev_server):
+    client = get_client(url=dev_server.url)
+    assistant_id = await _early_assistant(client)
+    thread_id = (await client.threads.create())["thread_id"]
+    frames = []
+    for text in TURNS:
+        frames += await stream_turn(client, thread_id, assistant_id, text, "values")
+    assert {event for event, _ in frames} == {"metadata", "values"}, "the client got a mode it did not ask for"
+    await wait_journal_idle(dev_server.url)
+
+    timeline = await _timeline(dev_server, thread_id)
+    messages = [r for r in timeline if r.category == "message"]
+    expected = [m for m in message_ids_seen(frames) if not is_summary(m)]
+    # Every message the conversation ever had, in order -- also those compaction removed.
+    assert [r.content["id"] for r in messages] == [m["id"] for m in expected]
+    assert [r.content["content"] for r in messages if r.content["type"] == "human"] == TURNS
+    assert any(r.content["type"] == "tool" for r in messages)
+    final = await client.threads.get_state(thread_id)
+    assert len(final["values"]["messages"]) < len(messages), "the checkpoint should have been compacted"
+
+    markers = [r for r in timeline if r.event_type == "middleware:summarize"]
+    summary_ids = await _summary_ids_in_checkpoints(client, thread_id)
+    assert len(markers) == len(summary_ids) >= 2, "one marker per compaction"
+    assert {m.content["changes"]["summary_message_id"] for m in markers} == summary_ids
+    seq_of = {r.content["id"]: r.seq for r in messages}
+    for marker in markers:
+        changes = marker.content["changes"]
+        assert marker.category == "middleware" and marker.content["action"] == "summarize"
+        assert marker.metadata["langgraph_step"] >= 1
+        replaced = [i for i in changes["replaced_message_ids"] if i not in summary_ids]
+        assert replaced and all(seq_of[i] < marker.seq for i in replaced), "marker must follow what it replaced"
+        following = next(r for r in messages if r.seq > marker.seq)
+        assert following.content["type"] == "ai" and following.run_id == marker.run_id
+
+
+async def test_client_frames_are_identical_with_and_without_the_plugin(dev_server, start_dev_server):
+    plain = start_dev_server(plugin=False)
+    received = {}
+    for name, server in (("plugin", dev_server), ("plain", plain)):
+        client = get_client(url=server.url)
+        assistant_id = await _early_assistant(client)
+        thread_id = (await client.threads.create())["thread_id"]
+        frames = []
+        for text in TURNS[:9]:
+            frames += await stream_turn(client, thread_id, assistant_id, text, UI_MODES)
+        received[name] = normalize(frames)
+    assert [e for e, _ in received["plugin"]] == [e for e, _ in received["plain"]]
+    assert received["plugin"] == received["plain"]
+    assert any(event == "values" and any(is_summary(m) for m in data["messages"]) for event, data in received["plugin"])
+
+
+async def test_background_and_wait_runs_are_journaled(dev_server):
+    client = get_client(url=dev_server.url)
+    thread_id = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(thread_id, "agent", input=human("add 20 and 22"))
+    await client.runs.join(thread_id, run["run_id"])
+    result = await client.runs.wait(thread_id, "agent", input=human("weather in Rome"))
+    assert set(result) == {"messages"}, "the wait response is the final state, nothing more"
+    await wait_journal_idle(dev_server.url)
+
+    timeline = await _timeline(dev_server, thread_id)
+    messages = [r.content for r in timeline if r.category == "message"]
+    state = await client.threads.get_state(thread_id)
+    assert [m["id"] for m in messages] == [m["id"] for m in state["values"]["messages"]]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"] * 2
+    runs = {r.run_id for r in timeline}
+    assert len(runs) == 2 and run["run_id"] in runs
+
+
+async def test_concurrent_threads_keep_their_own_order(dev_server):
+    client = get_client(url=dev_server.url)
+
+    async def conversation(index: int):
+        thread_id = (await client.threads.create())["thread_id"]
+        texts = [f"add {index} and {turn}" for turn in range(3)] + [f"thread {index} says bye"]
+        frames = []
+        for text in texts:
+            frames += await stream_turn(client, thread_id, "agent", text, "values")
+        return thread_id, texts, frames
+
+    results = await asyncio.gather(*(conversation(i) for i in range(8)))
+    await wait_journal_idle(dev_server.url)
+    for thread_id, texts, frames in results:
+        timeline = await _timeline(dev_server, thread_id)
+        assert {r.thread_id for r in timeline} == {thread_id}
+        messages = [r.content for r in timeline if r.category == "message"]
+        assert [m["id"] for m in messages] == [m["id"] for m in message_ids_seen(frames)]
+        assert [m["content"] for m in messages if m["type"] == "human"] == texts
+        async with open_store(dev_server.store_url) as store:
+            every = [e for run_id in {r.run_id for r in timeline} for e in await store.list_events(thread_id, run_id)]
+            assert sorted(e.seq for e in every) == list(range(1, await store.last_seq(thread_id) + 1))
+
+
+async def test_stateless_and_batch_runs_are_journaled(dev_server):
+    client = get_client(url=dev_server.url)
+    frames = []
+    async for part in client.runs.stream(None, "agent", input=human("stateless hello"), stream_mode="values"):
+        frames.append((part.event, part.data))
+    assert {event for event, _ in frames} == {"metadata", "values"}
+    batch = await client.runs.create_batch(
+        [{"assistant_id": "agent", "input": human(f"batch {i}")} for i in range(2)]
+    )
+    await asyncio.sleep(0)
+    health = await wait_journal_idle(dev_server.url)
+    assert health["dropped"] == 0
+    for run in batch:
+        timeline = await _timeline(dev_server, run["thread_id"])
+        assert [r.content["type"] for r in timeline if r.category == "message"][:1] == ["human"]
