@@ -187,7 +187,9 @@ def _check_value(kind: str, value: Any, path: str) -> int | float:
     # bool is an int: reject it so `true` cannot become a threshold of 1.
     if kind == "fraction":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-            raise SettingsError(f"{path}: expected a number in (0, 1] for 'fraction', got {value!r}")
+            raise SettingsError(
+                f"{path}: expected a number in (0, 1] for 'fraction', got {value!r}"
+            )
         return value
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise SettingsError(f"{path}: expected a positive integer for {kind!r}, got {value!r}")

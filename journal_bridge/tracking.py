@@ -20,7 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain.agents.middleware.summarization import SummarizationMiddleware
-from langchain_core.callbacks.manager import adispatch_custom_event, dispatch_custom_event
+from langchain_core.callbacks.manager import (
+    adispatch_custom_event,
+    dispatch_custom_event,
+)
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -165,7 +168,9 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
             "keep": {"type": self.keep[0], "value": self.keep[1]},
         }
 
-    def _fired_trigger(self, messages: list[AnyMessage], total_tokens: int) -> dict[str, Any] | None:
+    def _fired_trigger(
+        self, messages: list[AnyMessage], total_tokens: int
+    ) -> dict[str, Any] | None:
         """The first trigger clause that holds, in the payload's `{type, value}` form."""
         for clause in self._trigger_clauses:
             probe = copy.copy(self)

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Too
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-import journal_bridge.offline_model as offline_model
+from journal_bridge import offline_model
 from journal_bridge.offline_model import OfflineChatModel, make_chat_model
 
 SUMMARIZER_CONFIG = {"metadata": {"lc_source": "summarization"}, "tags": ["nostream"]}

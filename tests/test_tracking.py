@@ -7,6 +7,7 @@ hooks are never called directly.
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from typing import Any
@@ -80,7 +81,7 @@ def message_ids(graph, config) -> list[str]:
 def compaction_states(graph, config, summary_message_id: str):
     """(messages before, messages after) the checkpoint step that stored the summary."""
     history = list(graph.get_state_history(config))  # newest first
-    for newer, older in zip(history, history[1:]):
+    for newer, older in itertools.pairwise(history):
         if summary_message_id in {m.id for m in newer.values.get("messages", [])} and (
             summary_message_id not in {m.id for m in older.values.get("messages", [])}
         ):
@@ -152,7 +153,8 @@ def test_sync_run_without_compaction_emits_nothing():
     handler = CustomEvents()
 
     for text in ["hello", "add 2 and 3", "weather in Rome"]:
-        chunks = list(graph.stream(user(text), {**config, "callbacks": [handler]}, stream_mode="custom"))
+        run = {**config, "callbacks": [handler]}
+        chunks = list(graph.stream(user(text), run, stream_mode="custom"))
         assert chunks == []
 
     assert handler.events == []
@@ -332,7 +334,10 @@ def test_tool_call_and_result_are_never_split(keep: int):
 
 
 def _shape(messages: list[BaseMessage]) -> list[tuple[str, str, list[dict]]]:
-    return [(m.type, m.text, [dict(c, id=None) for c in getattr(m, "tool_calls", [])]) for m in messages]
+    return [
+        (m.type, m.text, [dict(c, id=None) for c in getattr(m, "tool_calls", [])])
+        for m in messages
+    ]
 
 
 @pytest.mark.parametrize("trigger", [("messages", 50), ("messages", 6)])
@@ -357,11 +362,9 @@ class CountModelCalls(AgentMiddleware):
 
     def before_model(self, state, runtime):
         self.calls += 1
-        return None
 
     async def abefore_model(self, state, runtime):
         self.calls += 1
-        return None
 
 
 async def test_works_in_a_user_graph_with_other_middleware():
