@@ -66,12 +66,11 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
         if call is None:
             return None
         messages = list(state["messages"])
-        tokens_before = call.token_counter(messages)
         call._summary_text = None
         update = super(TrackingSummarizationMiddleware, call).before_model(state, runtime)
         if update is None:
             return None
-        payload = call._compaction_payload(messages, update, tokens_before)
+        payload = call._compaction_payload(messages, update)
         dispatch_custom_event(SUMMARIZATION_EVENT, payload, config=config)
         runtime.stream_writer(payload)
         return update
@@ -83,14 +82,13 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
         if call is None:
             return None
         messages = list(state["messages"])
-        tokens_before = call.token_counter(messages)
         call._summary_text = None
         update = await super(TrackingSummarizationMiddleware, call).abefore_model(
             state, runtime
         )
         if update is None:
             return None
-        payload = call._compaction_payload(messages, update, tokens_before)
+        payload = call._compaction_payload(messages, update)
         await adispatch_custom_event(SUMMARIZATION_EVENT, payload, config=config)
         runtime.stream_writer(payload)
         return update
@@ -125,7 +123,6 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
         self,
         messages: Sequence[AnyMessage],
         update: Mapping[str, Any],
-        tokens_before: int,
     ) -> dict[str, Any]:
         new_messages: list[BaseMessage] = list(update["messages"])
         if not (
@@ -149,6 +146,8 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
         kept_ids = [m.id for m in after if m.id in known]
         kept = set(kept_ids)
         replaced_ids = [i for i in input_ids if i not in kept]
+        # Counted only once compaction happened, so idle calls pay no extra count.
+        tokens_before = self.token_counter(list(messages))
         summary = self._summary_text
         if summary is None:
             summary = summary_message.text
