@@ -36,7 +36,7 @@ __all__ = ["RunObserverMiddleware", "RunRequestPlan", "plan_run_request"]
 _THREAD_RUNS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs(?P<kind>/stream|/wait)?/?$")
 _STATELESS_RUNS = re.compile(r"^/runs(?P<kind>/stream|/wait|/batch)?/?$")
 _CONTENT_LOCATION = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)$")
-_FRAME_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+_FRAME_END = re.compile(rb"\r\n\r\n|\n\n")
 
 OBSERVED_MODE = "events"
 
@@ -130,7 +130,8 @@ class _SSEFilter:
         return b"".join(out)
 
     def _frame(self, frame: bytes, terminator: bytes) -> bytes:
-        lines = frame.splitlines(keepends=True)
+        newline = b"\r\n" if b"\r\n" in frame or terminator.startswith(b"\r") else b"\n"
+        lines = frame.splitlines()
         event = None
         for line in lines:
             if line.startswith(b"event:"):
@@ -143,7 +144,7 @@ class _SSEFilter:
             return b""
         if self.plan.forced_resumable:
             lines = [line for line in lines if not line.startswith(b"id:")]
-        return b"".join(lines) + terminator
+        return newline.join(lines) + terminator
 
     def _sniff_thread_id(self, lines: list[bytes]) -> None:
         for line in lines:

@@ -1,0 +1,150 @@
+"""Stream parts of `astream_events(version="v2")` become journal records.
+
+The parts are captured from the bundled agent itself (compiled in-process, run
+through `astream_events`), so the shapes are the real ones, then serialised to
+JSON the way the server sends them.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from journal_bridge.mapping import RunMapper, map_parts
+
+
+def _graph():
+    from langchain.agents import create_agent
+
+    from graphs.agent import TOOLS, SYSTEM_PROMPT
+    from journal_bridge.offline_model import OfflineChatModel
+    from journal_bridge.tracking import TrackingSummarizationMiddleware
+
+    model = OfflineChatModel()
+    return create_agent(
+        model,
+        tools=TOOLS,
+        middleware=[TrackingSummarizationMiddleware(model, trigger=("messages", 6), keep=("messages", 2))],
+        system_prompt=SYSTEM_PROMPT,
+        checkpointer=InMemorySaver(),
+    )
+
+
+async def _capture(graph, thread_id: str, text: str) -> tuple[str, list[tuple[str, dict]]]:
+    run_id = str(uuid.uuid4())
+    config = {"configurable": {"thread_id": thread_id}, "run_id": run_id}
+    parts = []
+    async for event in graph.astream_events({"messages": [{"role": "user", "content": text}]}, config, version="v2"):
+        parts.append(("events", json.loads(json.dumps(event, default=_dump))))
+    return run_id, parts
+
+
+def _dump(value):
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+@pytest.fixture
+async def conversation():
+    graph = _graph()
+    thread_id = str(uuid.uuid4())
+    runs = []
+    for text in ["hello", "add 2 and 3", "weather in Paris", "one more"]:
+        runs.append(await _capture(graph, thread_id, text))
+    return thread_id, runs
+
+
+async def test_a_turn_maps_to_start_input_answer_and_end(conversation):
+    thread_id, runs = conversation
+    run_id, parts = runs[0]
+    records = map_parts(thread_id, run_id, parts)
+    assert [r.event_type for r in records] == ["run.start", "llm.human.input", "llm.ai.response", "run.end"]
+    human, answer = records[1].content, records[2].content
+    assert human["type"] == "human" and human["content"] == "hello" and human["id"]
+    assert answer["type"] == "ai" and answer["id"].startswith("lc_run--")
+    assert records[2].metadata["caller"] == "model"
+    assert all(r.thread_id == thread_id and r.run_id == run_id for r in records)
+
+
+async def test_tool_turn_keeps_call_and_result_in_order(conversation):
+    thread_id, runs = conversation
+    run_id, parts = runs[1]
+    messages = [r.content for r in map_parts(thread_id, run_id, parts) if r.category == "message"]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
+    assert messages[1]["tool_calls"][0]["id"] == messages[2]["tool_call_id"]
+
+
+async def test_compaction_maps_to_a_marker_before_the_answer_and_hides_the_summarizer(conversation):
+    thread_id, runs = conversation
+    compacting = [
+        map_parts(thread_id, run_id, parts)
+        for run_id, parts in runs
+        if any(p[1].get("event") == "on_custom_event" for p in parts)
+    ]
+    assert compacting, "the script should compact at least once"
+    records = compacting[0]
+    types = [r.event_type for r in records]
+    marker_at = types.index("middleware:summarize")
+    marker = records[marker_at]
+    assert marker.category == "middleware"
+    assert marker.content["action"] == "summarize" and marker.content["hook"] == "before_model"
+    changes = marker.content["changes"]
+    assert changes["replaced_count"] == len(changes["replaced_message_ids"]) > 0
+    assert isinstance(changes["summary"], str) and changes["summary"]
+    before = [r for r in records[:marker_at] if r.category == "message"]
+    after = [r for r in records[marker_at + 1 :] if r.category == "message"]
+    assert before[-1].event_type == "llm.human.input"
+    assert after[0].event_type == "llm.ai.response"
+    summarizer = [r for r in records if r.metadata.get("caller") == "middleware:summarize"]
+    assert len(summarizer) == 1 and summarizer[0].category == "trace"
+
+
+async def test_replaying_a_stream_gives_the_same_keys(conversation):
+    thread_id, runs = conversation
+    run_id, parts = runs[1]
+    first = [r.source_key for r in map_parts(thread_id, run_id, parts)]
+    doubled = [part for part in parts for _ in range(2)]
+    again = [r.source_key for r in map_parts(thread_id, run_id, doubled)]
+    assert len(set(first)) == len(first)
+    assert set(again) == set(first)
+
+
+@pytest.mark.parametrize(
+    "event,data",
+    [
+        ("events", "not an object"),
+        ("events", {"no": "event name"}),
+        ("events", {"event": "on_chat_model_end", "data": "oops"}),
+        ("events", {"event": "on_chat_model_end", "run_id": "x", "data": {"output": 42}}),
+    ],
+)
+def test_malformed_parts_are_counted_and_skipped(event, data):
+    mapper = RunMapper("t", "r")
+    assert mapper.feed(event, data) == []
+    assert mapper.malformed == 1
+    # The mapper keeps working after a bad part.
+    records = mapper.feed("events", {"event": "on_chain_start", "run_id": "r", "name": "agent",
+                                     "data": {"input": {"messages": [{"role": "user", "content": "hi"}]}}})
+    assert [r.event_type for r in records] == ["run.start"]
+    assert [r.event_type for r in mapper.flush()] == ["llm.human.input"]
+
+
+def test_unknown_events_and_modes_are_ignored():
+    mapper = RunMapper("t", "r")
+    assert mapper.feed("values", {"messages": []}) == []
+    assert mapper.feed("events", {"event": "on_retriever_end", "run_id": "x", "data": {}}) == []
+    assert mapper.feed("events", {"event": "on_custom_event", "name": "progress", "run_id": "x", "data": {}}) == []
+    assert mapper.malformed == 0
+
+
+def test_an_error_part_becomes_one_run_error():
+    mapper = RunMapper("t", "r")
+    first = mapper.feed("error", {"error": "ValueError", "message": "boom"})
+    second = mapper.feed("events", {"event": "on_chain_error", "run_id": "r", "data": {"error": "boom"}})
+    assert [r.event_type for r in first] == ["run.error"]
+    assert first[0].content == {"error": "ValueError", "message": "boom"}
+    assert second[0].source_key == first[0].source_key
