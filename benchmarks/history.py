@@ -34,25 +34,65 @@ TARGET_RATIO = 1.5
 
 def _turn(thread_id: str, n: int) -> list:
     run_id = f"run-{n}"
-    call = {"name": "lookup", "args": {"q": f"question {n}"}, "id": f"call-{n}", "type": "tool_call"}
+    call = {
+        "name": "lookup",
+        "args": {"q": f"question {n}"},
+        "id": f"call-{n}",
+        "type": "tool_call",
+    }
     rows = [
         ("run.start", {"input": n}),
-        ("llm.human.input", {"type": "human", "content": f"question {n}", "id": f"h{n}"}),
-        ("llm.ai.response", {"type": "ai", "content": "", "id": f"a{n}", "tool_calls": [call]}),
-        ("llm.tool.result", {"type": "tool", "content": f"answer {n}", "id": f"t{n}",
-                             "name": "lookup", "tool_call_id": f"call-{n}"}),
-        ("llm.ai.response", {"type": "ai", "content": f"The answer is {n}.", "id": f"b{n}",
-                             "tool_calls": []}),
+        (
+            "llm.human.input",
+            {"type": "human", "content": f"question {n}", "id": f"h{n}"},
+        ),
+        (
+            "llm.ai.response",
+            {"type": "ai", "content": "", "id": f"a{n}", "tool_calls": [call]},
+        ),
+        (
+            "llm.tool.result",
+            {
+                "type": "tool",
+                "content": f"answer {n}",
+                "id": f"t{n}",
+                "name": "lookup",
+                "tool_call_id": f"call-{n}",
+            },
+        ),
+        (
+            "llm.ai.response",
+            {
+                "type": "ai",
+                "content": f"The answer is {n}.",
+                "id": f"b{n}",
+                "tool_calls": [],
+            },
+        ),
         ("run.end", {"messages": n}),
     ]
     if n % 50 == 49:
-        rows.insert(2, ("middleware:summarize", {
-            "name": "TrackingSummarizationMiddleware", "hook": "before_model", "action": "summarize",
-            "changes": {"replaced_count": 150, "preserved_count": 2,
-                        "summary_message_id": f"s{n}", "summary": f"summary up to turn {n}"},
-        }))
+        rows.insert(
+            2,
+            (
+                "middleware:summarize",
+                {
+                    "name": "TrackingSummarizationMiddleware",
+                    "hook": "before_model",
+                    "action": "summarize",
+                    "changes": {
+                        "replaced_count": 150,
+                        "preserved_count": 2,
+                        "summary_message_id": f"s{n}",
+                        "summary": f"summary up to turn {n}",
+                    },
+                },
+            ),
+        )
     return [
-        make_event(thread_id=thread_id, run_id=run_id, event_type=event_type, content=content)
+        make_event(
+            thread_id=thread_id, run_id=run_id, event_type=event_type, content=content
+        )
         for event_type, content in rows
     ]
 
@@ -71,7 +111,9 @@ async def _seed(store, thread_id: str, records: int) -> int:
     return written
 
 
-async def _measure(client: httpx.AsyncClient, thread_id: str, requests: int) -> list[float]:
+async def _measure(
+    client: httpx.AsyncClient, thread_id: str, requests: int
+) -> list[float]:
     url = f"/journal/threads/{thread_id}/messages"
     for _ in range(20):  # warm caches and connections
         (await client.get(url)).raise_for_status()
@@ -100,10 +142,14 @@ async def run(requests: int, small: int, large: int) -> int:
         store_url = f"sqlite:///{Path(tmp) / 'journal.db'}"
         start = time.perf_counter()
         async with open_store(store_url) as store:
-            sizes = {"small": await _seed(store, "thread-small", small),
-                     "large": await _seed(store, "thread-large", large)}
-        print(f"seeded {sizes['small']:,} + {sizes['large']:,} records in "
-              f"{time.perf_counter() - start:.1f}s ({store_url})")
+            sizes = {
+                "small": await _seed(store, "thread-small", small),
+                "large": await _seed(store, "thread-large", large),
+            }
+        print(
+            f"seeded {sizes['small']:,} + {sizes['large']:,} records in "
+            f"{time.perf_counter() - start:.1f}s ({store_url})"
+        )
 
         @asynccontextmanager
         async def lifespan(app):
@@ -114,22 +160,30 @@ async def run(requests: int, small: int, large: int) -> int:
         app = Starlette(routes=journal_routes("/journal"), lifespan=lifespan)
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://bench"
+            ) as client:
                 results = {}
                 # Interleave rounds so drift in machine load hits both sides alike.
                 timings = {"small": [], "large": []}
                 for _ in range(10):
                     for name in ("small", "large"):
-                        timings[name] += await _measure(client, f"thread-{name}", requests // 10)
+                        timings[name] += await _measure(
+                            client, f"thread-{name}", requests // 10
+                        )
                 for name in ("small", "large"):
                     results[name] = (_p(timings[name], 50), _p(timings[name], 99))
-                    print(f"{name:>5} thread ({sizes[name]:>7,} records): newest page of 50 "
-                          f"p50 {results[name][0]:6.2f} ms  p99 {results[name][1]:6.2f} ms")
+                    print(
+                        f"{name:>5} thread ({sizes[name]:>7,} records): newest page of 50 "
+                        f"p50 {results[name][0]:6.2f} ms  p99 {results[name][1]:6.2f} ms"
+                    )
     p50_ratio = results["large"][0] / results["small"][0]
     p99_ratio = results["large"][1] / results["small"][1]
     verdict = "ok" if max(p50_ratio, p99_ratio) <= TARGET_RATIO else "ABOVE TARGET"
-    print(f"ratio large/small: p50 {p50_ratio:.2f}  p99 {p99_ratio:.2f}  "
-          f"(target <= {TARGET_RATIO}) {verdict}")
+    print(
+        f"ratio large/small: p50 {p50_ratio:.2f}  p99 {p99_ratio:.2f}  "
+        f"(target <= {TARGET_RATIO}) {verdict}"
+    )
     return 0
 
 

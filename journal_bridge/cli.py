@@ -61,7 +61,9 @@ def format_item(item: dict[str, Any], width: int = 100) -> str:
     if item.get("type") == "summary_marker":
         count = item.get("replaced_count")
         noun = "message" if count == 1 else "messages"
-        label = f"{count} {noun} condensed" if count is not None else "messages condensed"
+        label = (
+            f"{count} {noun} condensed" if count is not None else "messages condensed"
+        )
         lines = [f"[{seq}] ── {label} ──"]
         if item.get("summary"):
             lines += _indented(str(item["summary"]), width)
@@ -92,7 +94,9 @@ async def _history_from_store(
         if not await store.has_thread(thread_id):
             return None
         return await _collect(
-            lambda before: history_page(store, thread_id, limit=_page_size(limit), before_seq=before),
+            lambda before: history_page(
+                store, thread_id, limit=_page_size(limit), before_seq=before
+            ),
             limit,
         )
 
@@ -110,7 +114,9 @@ async def _history_from_server(
     import httpx
 
     path = f"{prefix.rstrip('/')}/threads/{quote(thread_id, safe='')}/messages"
-    async with httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers, timeout=30) as client:
+    async with httpx.AsyncClient(
+        base_url=url.rstrip("/"), headers=headers, timeout=30
+    ) as client:
 
         async def fetch(before: int | None) -> dict[str, Any]:
             params: dict[str, Any] = {"limit": _page_size(limit, page_size)}
@@ -164,12 +170,10 @@ async def _collect(
 
 def _print_items(items: Iterable[dict[str, Any]], out: TextIO, as_json: bool) -> None:
     if as_json:
-        for item in items:
-            out.write(json.dumps(item, ensure_ascii=False) + "\n")
+        out.writelines(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
         return
     width = shutil.get_terminal_size((100, 24)).columns
-    for item in items:
-        out.write(format_item(item, width) + "\n\n")
+    out.writelines(format_item(item, width) + "\n\n" for item in items)
 
 
 def _run_history(args: argparse.Namespace) -> int:
@@ -182,7 +186,9 @@ def _run_history(args: argparse.Namespace) -> int:
         for header in args.header or []:
             name, sep, value = header.partition(":")
             if not sep:
-                print(f"--header: expected 'Name: value', got {header!r}", file=sys.stderr)
+                print(
+                    f"--header: expected 'Name: value', got {header!r}", file=sys.stderr
+                )
                 return 2
             headers[name.strip()] = value.strip()
         prefix = args.prefix or os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX
@@ -200,11 +206,14 @@ def _run_history(args: argparse.Namespace) -> int:
     except _Failure as exc:
         print(f"journal-bridge history: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:  # store or network unavailable: say which and why
+    except Exception as exc:  # noqa: BLE001 - any store or network failure: say which and why
         print(f"journal-bridge history: cannot read {source}: {exc}", file=sys.stderr)
         return 1
     if items is None:
-        print(f"journal-bridge history: thread {args.thread_id!r} is not in the journal", file=sys.stderr)
+        print(
+            f"journal-bridge history: thread {args.thread_id!r} is not in the journal",
+            file=sys.stderr,
+        )
         return 1
     _print_items(items, sys.stdout, args.json)
     return 0
@@ -237,12 +246,19 @@ def _add_history(subparsers: Any) -> None:
         metavar="STORE_URL",
         help="run event store URL (default: env JOURNAL_BRIDGE_STORE_URL, else sqlite journal.db in the cwd)",
     )
-    source.add_argument("--url", metavar="SERVER_URL", help="LangGraph Server URL with the plugin")
+    source.add_argument(
+        "--url", metavar="SERVER_URL", help="LangGraph Server URL with the plugin"
+    )
     parser.add_argument("--limit", type=_positive, help="show only the newest N items")
     parser.add_argument("--json", action="store_true", help="one JSON item per line")
-    parser.add_argument("--token", help="with --url: bearer token for a server with auth")
     parser.add_argument(
-        "--header", action="append", metavar="'NAME: VALUE'", help="with --url: extra request header"
+        "--token", help="with --url: bearer token for a server with auth"
+    )
+    parser.add_argument(
+        "--header",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="with --url: extra request header",
     )
     parser.add_argument(
         "--prefix",

@@ -129,8 +129,12 @@ def _int_param(
     return value
 
 
-def _cursor_params(request: Request, default_limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
-    limit = _int_param(request, "limit", default=default_limit, minimum=1, maximum=MAX_LIMIT)
+def _cursor_params(
+    request: Request, default_limit: int = DEFAULT_LIMIT
+) -> dict[str, Any]:
+    limit = _int_param(
+        request, "limit", default=default_limit, minimum=1, maximum=MAX_LIMIT
+    )
     before_seq = _int_param(request, "before_seq")
     after_seq = _int_param(request, "after_seq")
     if before_seq is not None and after_seq is not None:
@@ -144,7 +148,9 @@ def _cursor_params(request: Request, default_limit: int = DEFAULT_LIMIT) -> dict
 def _store(request: Request) -> Any:
     store = getattr(request.app.state, "journal_store", None)
     if store is None:
-        raise _StoreUnavailable("the journal store is not open (app.state.journal_store is unset)")
+        raise _StoreUnavailable(
+            "the journal store is not open (app.state.journal_store is unset)"
+        )
     return store
 
 
@@ -155,7 +161,9 @@ def auth_configured() -> bool:
     except Exception:  # noqa: BLE001 - any import failure means "not in a server"
         auth = os.environ.get("LANGGRAPH_AUTH")
         auth_type = os.environ.get("LANGGRAPH_AUTH_TYPE", "noop")
-        return bool(auth and auth.strip() not in ("", "null", "{}")) or auth_type not in (
+        return bool(
+            auth and auth.strip() not in ("", "null", "{}")
+        ) or auth_type not in (
             "",
             "noop",
         )
@@ -165,10 +173,14 @@ def auth_configured() -> bool:
 async def _may_read_thread(request: Request, thread_id: str) -> int:
     """Ask the server whether the caller may read `thread_id`: 200, 401 or 404."""
     headers = [
-        (key, value) for key, value in request.headers.raw if key.lower() not in _HOP_HEADERS
+        (key, value)
+        for key, value in request.headers.raw
+        if key.lower() not in _HOP_HEADERS
     ]
     transport = httpx.ASGITransport(app=request.app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://journal-access") as client:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://journal-access"
+    ) as client:
         response = await client.get(
             f"/threads/{quote(thread_id, safe='')}", headers=httpx.Headers(headers)
         )
@@ -213,7 +225,9 @@ def _handler(func: Any) -> Any:
         except HTTPException as exc:
             return _error(exc.status_code, str(exc.detail))
         except unavailable as exc:
-            return _error(503, f"journal store unavailable: {exc}", {"Retry-After": "5"})
+            return _error(
+                503, f"journal store unavailable: {exc}", {"Retry-After": "5"}
+            )
         except JournalAccessError as exc:
             return _error(503, f"access check unavailable: {exc}", {"Retry-After": "5"})
         except store_error as exc:
@@ -277,7 +291,9 @@ async def run_events(request: Request) -> Response:
 
 async def threads_index(request: Request) -> Response:
     """Recently active journaled threads, newest first; only those the caller may read."""
-    limit = _int_param(request, "limit", default=DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
+    limit = _int_param(
+        request, "limit", default=DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT
+    )
     store = _store(request)
     threads = await store.list_threads(limit=limit)
     if auth_configured():
@@ -286,7 +302,9 @@ async def threads_index(request: Request) -> Response:
         )
         if statuses and all(status == 401 for status in statuses):
             raise HTTPException(401, "authentication required")
-        threads = [t for t, status in zip(threads, statuses, strict=True) if status == 200]
+        threads = [
+            t for t, status in zip(threads, statuses, strict=True) if status == 200
+        ]
     return _JSON({"data": threads})
 
 
@@ -299,7 +317,9 @@ def _viewer_page(name: str, prefix: str) -> Any:
         # The page learns where the API lives from a meta tag; root_path covers
         # a server mounted under a prefix.
         base = request.scope.get("root_path", "") + prefix
-        body = _viewer_file(name).replace("__JOURNAL_PREFIX__", html.escape(base, quote=True))
+        body = _viewer_file(name).replace(
+            "__JOURNAL_PREFIX__", html.escape(base, quote=True)
+        )
         return Response(
             body,
             media_type="text/html; charset=utf-8",

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from journal_bridge.store import open_store
 from langgraph_sdk import get_client
 from test_history_seed import seed_conversation
+
+from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e
 

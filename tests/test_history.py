@@ -6,15 +6,20 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from test_history_seed import SUMMARY_TEXT, THREAD_ID, expected_items, seed_conversation
+
 from journal_bridge import history
 from journal_bridge.events import make_event
 from journal_bridge.store import open_store
-from test_history_seed import SUMMARY_TEXT, THREAD_ID, expected_items, seed_conversation
 
 
 @pytest.fixture(params=["sqlite", "memory"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path):
-    url = f"sqlite:///{tmp_path / 'journal.db'}" if request.param == "sqlite" else "memory://"
+    url = (
+        f"sqlite:///{tmp_path / 'journal.db'}"
+        if request.param == "sqlite"
+        else "memory://"
+    )
     async with open_store(url) as opened:
         yield opened
 
@@ -40,7 +45,9 @@ async def _all_backward(store, limit: int, fetch=history.history_page) -> list[d
 async def _all_forward(store, limit: int, after: int = 0) -> list[dict]:
     items = []
     while True:
-        page = await history.history_page(store, THREAD_ID, limit=limit, after_seq=after)
+        page = await history.history_page(
+            store, THREAD_ID, limit=limit, after_seq=after
+        )
         assert len(page["data"]) <= limit
         items.extend(page["data"])
         if not page["has_more"]:
@@ -51,12 +58,16 @@ async def _all_forward(store, limit: int, after: int = 0) -> list[dict]:
 
 async def test_one_big_page_holds_every_visible_item_in_seq_order(store, records):
     page = await history.history_page(store, THREAD_ID, limit=500)
-    assert [(item["seq"], item["type"]) for item in page["data"]] == expected_items(records)
+    assert [(item["seq"], item["type"]) for item in page["data"]] == expected_items(
+        records
+    )
     assert page["has_more"] is False
     assert page["next_before_seq"] is None
 
 
-async def test_marker_sits_after_the_replaced_messages_and_before_the_answer(store, records):
+async def test_marker_sits_after_the_replaced_messages_and_before_the_answer(
+    store, records
+):
     items = (await history.history_page(store, THREAD_ID, limit=500))["data"]
     types = [item["type"] for item in items]
     at = types.index("summary_marker")
@@ -95,20 +106,28 @@ async def test_summarizer_model_calls_and_run_records_are_not_shown(store, recor
 
 
 @pytest.mark.parametrize("limit", [1, 3, 4, 7])
-async def test_paging_backwards_yields_the_same_sequence_as_one_page(store, records, limit):
+async def test_paging_backwards_yields_the_same_sequence_as_one_page(
+    store, records, limit
+):
     whole = (await history.history_page(store, THREAD_ID, limit=500))["data"]
     assert await _all_backward(store, limit) == whole
 
 
 @pytest.mark.parametrize("limit", [1, 3, 5])
-async def test_paging_forwards_yields_the_same_sequence_as_one_page(store, records, limit):
+async def test_paging_forwards_yields_the_same_sequence_as_one_page(
+    store, records, limit
+):
     whole = (await history.history_page(store, THREAD_ID, limit=500))["data"]
     assert await _all_forward(store, limit) == whole
 
 
-async def test_forward_paging_from_a_middle_cursor_continues_without_repeat(store, records):
+async def test_forward_paging_from_a_middle_cursor_continues_without_repeat(
+    store, records
+):
     whole = (await history.history_page(store, THREAD_ID, limit=500))["data"]
-    older = await history.history_page(store, THREAD_ID, limit=3, before_seq=whole[10]["seq"])
+    older = await history.history_page(
+        store, THREAD_ID, limit=3, before_seq=whole[10]["seq"]
+    )
     assert older["data"] == whole[7:10]
     newer = await _all_forward(store, 3, after=older["next_after_seq"])
     assert newer == whole[10:]
@@ -121,21 +140,35 @@ async def test_newest_page_has_cursors_for_both_directions(store, records):
     assert page["has_more"] is True
     assert page["next_before_seq"] == whole[-3]["seq"]
     assert page["next_after_seq"] == whole[-1]["seq"]
-    tail = await history.history_page(store, THREAD_ID, limit=3, after_seq=page["next_after_seq"])
+    tail = await history.history_page(
+        store, THREAD_ID, limit=3, after_seq=page["next_after_seq"]
+    )
     assert tail["data"] == [] and tail["has_more"] is False
     assert tail["next_after_seq"] == whole[-1]["seq"]
 
 
 async def test_has_more_is_false_when_only_hidden_records_remain(store):
     thread = "hidden-tail"
-    await store.put_batch([
-        make_event(thread_id=thread, run_id="r", event_type="run.start", content={}),
-        make_event(thread_id=thread, run_id="r", event_type="llm.ai.response",
-                   content={"type": "ai", "content": "summary"},
-                   metadata={"caller": "middleware:summarize"}),
-        make_event(thread_id=thread, run_id="r", event_type="llm.human.input",
-                   content={"type": "human", "content": "only one"}),
-    ])
+    await store.put_batch(
+        [
+            make_event(
+                thread_id=thread, run_id="r", event_type="run.start", content={}
+            ),
+            make_event(
+                thread_id=thread,
+                run_id="r",
+                event_type="llm.ai.response",
+                content={"type": "ai", "content": "summary"},
+                metadata={"caller": "middleware:summarize"},
+            ),
+            make_event(
+                thread_id=thread,
+                run_id="r",
+                event_type="llm.human.input",
+                content={"type": "human", "content": "only one"},
+            ),
+        ]
+    )
     page = await history.history_page(store, thread, limit=1)
     assert [item["content"] for item in page["data"]] == ["only one"]
     assert page["has_more"] is False
@@ -150,7 +183,12 @@ async def test_markers_page_lists_only_markers(store, records):
 
 async def test_unknown_thread_gives_an_empty_page(store):
     page = await history.history_page(store, "no-such-thread", limit=3)
-    assert page == {"data": [], "has_more": False, "next_before_seq": None, "next_after_seq": None}
+    assert page == {
+        "data": [],
+        "has_more": False,
+        "next_before_seq": None,
+        "next_after_seq": None,
+    }
 
 
 async def test_both_cursors_at_once_is_refused(store):
@@ -159,7 +197,9 @@ async def test_both_cursors_at_once_is_refused(store):
 
 
 def test_a_record_with_text_content_still_projects_to_a_message():
-    event = make_event(thread_id="t", run_id="r", event_type="llm.human.input", content="plain")
+    event = make_event(
+        thread_id="t", run_id="r", event_type="llm.human.input", content="plain"
+    )
     event = replace(event, seq=4)
     assert history.project_record(event)["type"] == "human"
     assert history.project_record(event)["content"] == "plain"

@@ -6,42 +6,76 @@ code import `seed_conversation` to write the same records through a real store.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Self
 
 from journal_bridge.events import make_event
 
 THREAD_ID = "thread-history"
-SCRIPT_TEXT = "<script>window.__journalInjected = true; alert('x')</script><b>not bold</b>"
+SCRIPT_TEXT = (
+    "<script>window.__journalInjected = true; alert('x')</script><b>not bold</b>"
+)
 SUMMARY_TEXT = "The user asked about the weather in Paris and Rome; the tool answered."
-_START = datetime(2025, 1, 2, 9, 0, tzinfo=timezone.utc)
+_START = datetime(2025, 1, 2, 9, 0, tzinfo=UTC)
 
 
 def _human(n: int, text: str) -> dict[str, Any]:
-    return {"type": "human", "content": text, "id": f"h{n}", "name": None,
-            "additional_kwargs": {}, "response_metadata": {}}
+    return {
+        "type": "human",
+        "content": text,
+        "id": f"h{n}",
+        "name": None,
+        "additional_kwargs": {},
+        "response_metadata": {},
+    }
 
 
-def _ai(n: int, text: str, tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"type": "ai", "content": text, "id": f"a{n}", "name": None,
-            "additional_kwargs": {}, "response_metadata": {},
-            "tool_calls": tool_calls or [], "invalid_tool_calls": []}
+def _ai(
+    n: int, text: str, tool_calls: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    return {
+        "type": "ai",
+        "content": text,
+        "id": f"a{n}",
+        "name": None,
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "tool_calls": tool_calls or [],
+        "invalid_tool_calls": [],
+    }
 
 
 def _tool(n: int, text: str, call_id: str) -> dict[str, Any]:
-    return {"type": "tool", "content": text, "id": f"t{n}", "name": "get_weather",
-            "tool_call_id": call_id, "additional_kwargs": {}, "response_metadata": {},
-            "status": "success"}
+    return {
+        "type": "tool",
+        "content": text,
+        "id": f"t{n}",
+        "name": "get_weather",
+        "tool_call_id": call_id,
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "status": "success",
+    }
 
 
 def _turn(run_id: str, n: int, city: str) -> list[tuple[str, str, Any, dict[str, Any]]]:
-    call = {"name": "get_weather", "args": {"city": city}, "id": f"call-{n}", "type": "tool_call"}
+    call = {
+        "name": "get_weather",
+        "args": {"city": city},
+        "id": f"call-{n}",
+        "type": "tool_call",
+    }
     return [
         ("run.start", run_id, {"input": "..."}, {}),
         ("llm.human.input", run_id, _human(n, f"What is the weather in {city}?"), {}),
         ("llm.ai.response", run_id, _ai(n, "", [call]), {"caller": "agent"}),
         ("llm.tool.result", run_id, _tool(n, f"Sunny in {city}, 21C", f"call-{n}"), {}),
-        ("llm.ai.response", run_id, _ai(n + 100, f"It is sunny in {city}."), {"caller": "agent"}),
+        (
+            "llm.ai.response",
+            run_id,
+            _ai(n + 100, f"It is sunny in {city}."),
+            {"caller": "agent"},
+        ),
         ("run.end", run_id, {"messages": "..."}, {}),
     ]
 
@@ -55,27 +89,63 @@ def conversation_records(thread_id: str = THREAD_ID) -> list[dict[str, Any]]:
         ("run.start", "run-3", {"input": "..."}, {}),
         ("llm.human.input", "run-3", _human(3, SCRIPT_TEXT), {}),
         # The summarizer's own model call: journaled, never shown.
-        ("llm.ai.response", "run-3", _ai(900, SUMMARY_TEXT),
-         {"caller": "middleware:summarize", "lc_source": "summarization"}),
-        ("middleware:summarize", "run-3", {
-            "name": "TrackingSummarizationMiddleware", "hook": "before_model",
-            "action": "summarize",
-            "changes": {
-                "replaced_count": 8, "preserved_count": 1,
-                "replaced_message_ids": ["h1", "a1", "t1", "a101", "h2", "a2", "t2", "a102"],
-                "preserved_message_ids": ["h3"], "summary_message_id": "summary-1",
-                "summary": SUMMARY_TEXT, "tokens_before": 900, "tokens_after": 120,
+        (
+            "llm.ai.response",
+            "run-3",
+            _ai(900, SUMMARY_TEXT),
+            {"caller": "middleware:summarize", "lc_source": "summarization"},
+        ),
+        (
+            "middleware:summarize",
+            "run-3",
+            {
+                "name": "TrackingSummarizationMiddleware",
+                "hook": "before_model",
+                "action": "summarize",
+                "changes": {
+                    "replaced_count": 8,
+                    "preserved_count": 1,
+                    "replaced_message_ids": [
+                        "h1",
+                        "a1",
+                        "t1",
+                        "a101",
+                        "h2",
+                        "a2",
+                        "t2",
+                        "a102",
+                    ],
+                    "preserved_message_ids": ["h3"],
+                    "summary_message_id": "summary-1",
+                    "summary": SUMMARY_TEXT,
+                    "tokens_before": 900,
+                    "tokens_after": 120,
+                },
             },
-        }, {"langgraph_step": 1, "langgraph_node": "SummarizationMiddleware.before_model"}),
-        ("llm.ai.response", "run-3", _ai(3, "That text is shown as it was typed."), {"caller": "agent"}),
+            {
+                "langgraph_step": 1,
+                "langgraph_node": "SummarizationMiddleware.before_model",
+            },
+        ),
+        (
+            "llm.ai.response",
+            "run-3",
+            _ai(3, "That text is shown as it was typed."),
+            {"caller": "agent"},
+        ),
         ("run.end", "run-3", {"messages": "..."}, {}),
     ]
     rows += _turn("run-4", 4, "Oslo")
     rows += _turn("run-5", 5, "Lima")
     return [
-        {"thread_id": thread_id, "run_id": run_id, "event_type": event_type,
-         "content": content, "metadata": metadata,
-         "created_at": _START + timedelta(seconds=i)}
+        {
+            "thread_id": thread_id,
+            "run_id": run_id,
+            "event_type": event_type,
+            "content": content,
+            "metadata": metadata,
+            "created_at": _START + timedelta(seconds=i),
+        }
         for i, (event_type, run_id, content, metadata) in enumerate(rows)
     ]
 
@@ -92,7 +162,10 @@ def expected_items(records: list[Any]) -> list[tuple[int, str]]:
     for record in records:
         if record.event_type == "middleware:summarize":
             shown.append((record.seq, "summary_marker"))
-        elif record.category == "message" and record.metadata.get("caller") != "middleware:summarize":
+        elif (
+            record.category == "message"
+            and record.metadata.get("caller") != "middleware:summarize"
+        ):
             shown.append((record.seq, record.content["type"]))
     return shown
 
@@ -105,9 +178,10 @@ def journal_app(store_url: str, prefix: str | None = None):
     """
     from contextlib import asynccontextmanager
 
+    from starlette.applications import Starlette
+
     from journal_bridge.routes import journal_routes
     from journal_bridge.store import open_store
-    from starlette.applications import Starlette
 
     @asynccontextmanager
     async def lifespan(app):
@@ -132,14 +206,18 @@ class ServedApp:
         self._server: Any = None
         self._thread: Any = None
 
-    def __enter__(self) -> ServedApp:
+    def __enter__(self) -> Self:
         import threading
         import time
 
         import uvicorn
 
         config = uvicorn.Config(
-            self._app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+            self._app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)

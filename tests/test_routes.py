@@ -6,8 +6,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from journal_bridge.store import open_store
 from test_history_seed import THREAD_ID, expected_items, journal_app, seed_conversation
+
+from journal_bridge.store import open_store
 
 
 @pytest.fixture
@@ -26,7 +27,9 @@ async def client(store_url, records):
     app = journal_app(store_url)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://test"
+        ) as http:
             yield http
 
 
@@ -38,7 +41,9 @@ async def test_messages_returns_items_with_the_marker_in_place(client, records):
     response = await client.get(_messages(), params={"limit": 500})
     assert response.status_code == 200
     body = response.json()
-    assert [(item["seq"], item["type"]) for item in body["data"]] == expected_items(records)
+    assert [(item["seq"], item["type"]) for item in body["data"]] == expected_items(
+        records
+    )
     assert body["has_more"] is False and body["next_before_seq"] is None
 
 
@@ -58,7 +63,9 @@ async def test_paging_forwards_with_limit_3_matches_one_big_page(client):
     whole = (await client.get(_messages(), params={"limit": 500})).json()["data"]
     items, after = [], 0
     while True:
-        body = (await client.get(_messages(), params={"limit": 3, "after_seq": after})).json()
+        body = (
+            await client.get(_messages(), params={"limit": 3, "after_seq": after})
+        ).json()
         items.extend(body["data"])
         if not body["has_more"]:
             break
@@ -91,10 +98,16 @@ async def test_unknown_thread_is_404_with_a_detail(client):
         ({"before_seq": "-1"}, "before_seq", "negative"),
         ({"after_seq": "1.5"}, "after_seq", "integer"),
         ({"after_seq": "-2"}, "after_seq", "negative"),
-        ({"before_seq": "9", "after_seq": "2"}, "before_seq and after_seq", "at most one"),
+        (
+            {"before_seq": "9", "after_seq": "2"},
+            "before_seq and after_seq",
+            "at most one",
+        ),
     ],
 )
-async def test_bad_cursor_or_limit_is_422_naming_the_parameter(client, params, name, why):
+async def test_bad_cursor_or_limit_is_422_naming_the_parameter(
+    client, params, name, why
+):
     response = await client.get(_messages(), params=params)
     assert response.status_code == 422
     detail = response.json()["detail"]
@@ -131,9 +144,16 @@ async def test_run_events_returns_the_raw_records_of_one_run(client, records):
         "event_types=middleware:summarize&event_types=run.end",
     ],
 )
-async def test_run_events_filter_by_event_types_comma_separated_or_repeated(client, query):
-    response = await client.get(f"/journal/threads/{THREAD_ID}/runs/run-3/events?{query}")
-    assert [r["event_type"] for r in response.json()["data"]] == ["middleware:summarize", "run.end"]
+async def test_run_events_filter_by_event_types_comma_separated_or_repeated(
+    client, query
+):
+    response = await client.get(
+        f"/journal/threads/{THREAD_ID}/runs/run-3/events?{query}"
+    )
+    assert [r["event_type"] for r in response.json()["data"]] == [
+        "middleware:summarize",
+        "run.end",
+    ]
 
 
 async def test_run_events_page_forwards_with_after_seq(client, records):
@@ -179,7 +199,9 @@ async def test_sqlite_journal_gone_is_503(store_url, records):
     app = journal_app(store_url)
     async with app.router.lifespan_context(app):
         path = store_url.removeprefix("sqlite:///")
-        with sqlite3.connect(path) as conn:  # the journal's tables vanish under the server
+        with sqlite3.connect(
+            path
+        ) as conn:  # the journal's tables vanish under the server
             tables = conn.execute(
                 "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
             ).fetchall()
@@ -194,8 +216,9 @@ async def test_sqlite_journal_gone_is_503(store_url, records):
 
 
 async def test_no_store_configured_is_503():
-    from journal_bridge.routes import journal_routes
     from starlette.applications import Starlette
+
+    from journal_bridge.routes import journal_routes
 
     app = Starlette(routes=journal_routes())
     async with httpx.AsyncClient(
@@ -209,12 +232,14 @@ async def test_no_store_configured_is_503():
 async def test_prefix_comes_from_the_environment(monkeypatch, store_url, records):
     monkeypatch.setenv("JOURNAL_BRIDGE_ROUTE_PREFIX", "/history-api")
     app = journal_app(store_url)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test"
-        ) as http:
-            assert (await http.get(f"/history-api/threads/{THREAD_ID}/messages")).status_code == 200
-            assert (await http.get(_messages())).status_code == 404
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://test") as http,
+    ):
+        moved = await http.get(f"/history-api/threads/{THREAD_ID}/messages")
+        assert moved.status_code == 200
+        assert (await http.get(_messages())).status_code == 404
 
 
 async def test_viewer_pages_and_assets_are_served(client):

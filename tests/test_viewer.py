@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 from conftest import require_or_skip
-from test_history_seed import SCRIPT_TEXT, SUMMARY_TEXT, THREAD_ID, ServedApp, journal_app, seed_file
+from test_history_seed import (
+    SCRIPT_TEXT,
+    SUMMARY_TEXT,
+    THREAD_ID,
+    ServedApp,
+    journal_app,
+    seed_file,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -47,15 +54,24 @@ def page(chromium_path):
     except ImportError:
         require_or_skip("the playwright Python package is not installed")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(
+            executable_path=chromium_path, args=CHROMIUM_ARGS
+        )
         try:
             page = browser.new_page(viewport={"width": 1000, "height": 1400})
             page.dialogs = []
-            page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+            page.on(
+                "dialog",
+                lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()),
+            )
             page.console_errors = []
             page.on(
                 "console",
-                lambda msg: page.console_errors.append(msg.text) if msg.type == "error" else None,
+                lambda msg: (
+                    page.console_errors.append(msg.text)
+                    if msg.type == "error"
+                    else None
+                ),
             )
             yield page
         finally:
@@ -63,8 +79,12 @@ def page(chromium_path):
 
 
 def _seqs(page) -> list[int]:
-    return [int(s) for s in page.locator("#conversation > li").evaluate_all(
-        "nodes => nodes.map(n => n.dataset.seq)")]
+    return [
+        int(s)
+        for s in page.locator("#conversation > li").evaluate_all(
+            "nodes => nodes.map(n => n.dataset.seq)"
+        )
+    ]
 
 
 def _open_thread(page, served, limit: int = 5) -> None:
@@ -94,8 +114,12 @@ def test_marker_card_sits_where_the_compaction_happened(page, served):
     assert marker.count() == 1
     assert marker.get_attribute("data-seq") == "16"
     assert marker.locator("summary").inner_text() == "8 messages condensed"
-    previous = marker.evaluate("n => [n.previousElementSibling.dataset.seq, n.previousElementSibling.dataset.type]")
-    following = marker.evaluate("n => [n.nextElementSibling.dataset.seq, n.nextElementSibling.dataset.type]")
+    previous = marker.evaluate(
+        "n => [n.previousElementSibling.dataset.seq, n.previousElementSibling.dataset.type]"
+    )
+    following = marker.evaluate(
+        "n => [n.nextElementSibling.dataset.seq, n.nextElementSibling.dataset.type]"
+    )
     assert previous == ["14", "human"]
     assert following == ["17", "ai"]
 
@@ -117,7 +141,10 @@ def test_tool_calls_and_tool_results_are_readable(page, served):
     first_call = page.locator("li.message.ai .tool-call").first
     assert first_call.locator(".name").inner_text() == "get_weather"
     assert '"city": "Paris"' in first_call.locator(".args").inner_text()
-    assert page.locator("li.message.tool").first.locator(".result").inner_text() == "Sunny in Paris, 21C"
+    assert (
+        page.locator("li.message.tool").first.locator(".result").inner_text()
+        == "Sunny in Paris, 21C"
+    )
 
 
 def test_markup_in_a_message_is_shown_as_text_and_never_runs(page, served):

@@ -18,7 +18,9 @@ auth = Auth()
 async def authenticate(authorization: str | None) -> Auth.types.MinimalUserDict:
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or token not in TOKENS:
-        raise Auth.exceptions.HTTPException(status_code=401, detail="unknown or missing token")
+        raise Auth.exceptions.HTTPException(
+            status_code=401, detail="unknown or missing token"
+        )
     return {"identity": TOKENS[token], "permissions": []}
 
 
