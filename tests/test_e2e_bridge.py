@@ -152,3 +152,30 @@ async def test_stateless_and_batch_runs_are_journaled(dev_server):
     for run in batch:
         timeline = await _timeline(dev_server, run["thread_id"])
         assert [r.content["type"] for r in timeline if r.category == "message"][:1] == ["human"]
+
+
+async def test_frames_kept_for_the_replay_are_released_after_journaling(dev_server):
+    client = get_client(url=dev_server.url)
+    thread_id = (await client.threads.create())["thread_id"]
+    for text in ("hello", "add 1 and 2", "weather in Bern"):
+        await stream_turn(client, thread_id, "agent", text, ["values", "messages-tuple"])
+    health = await wait_journal_idle(dev_server.url)
+    assert health["frames_released"] > 0
+    assert health["retained_frames"] == 0, "journaling must not leave per-run buffers behind"
+
+
+async def test_a_client_that_asked_for_resumable_can_still_resume(dev_server):
+    client = get_client(url=dev_server.url)
+    thread_id = (await client.threads.create())["thread_id"]
+    live = []
+    async for part in client.runs.stream(thread_id, "agent", input=human("add 5 and 6"),
+                                         stream_mode="values", stream_resumable=True):
+        live.append((part.event, part.data))
+    run_id = live[0][1]["run_id"]
+    health = await wait_journal_idle(dev_server.url)
+    replayed = []
+    async for part in client.runs.join_stream(thread_id, run_id, last_event_id="0"):
+        replayed.append((part.event, part.data))
+    assert replayed == live
+    assert all(event != "events" for event, _ in replayed)
+    assert health["retained_frames"] > 0, "the client's own frames stay for its resumption"
