@@ -8,8 +8,9 @@ import time
 import httpx
 import pytest
 from conversation import EARLY_SUMMARIZATION, TURNS, human
-from journal_bridge.cli import main as cli
 from langgraph_sdk import get_client
+
+from journal_bridge.cli import main as cli
 
 pytestmark = pytest.mark.e2e
 
