@@ -83,6 +83,7 @@ class Bridge:
         self._join_retries = join_retries
         self._on_run_done = on_run_done
         self._followers: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._thread_tails: dict[str, asyncio.Task[None]] = {}
         self._recent_runs: deque[tuple[str, str]] = deque(maxlen=4096)
         self._writer: asyncio.Task[None] | None = None
         self._inflight: list[_Queued] = []
@@ -129,15 +130,32 @@ class Bridge:
     # -- observing runs -------------------------------------------------------
 
     def observe(self, thread_id: str, run_id: str) -> None:
-        """Journal this run; calling it again for a run already followed does nothing."""
+        """Journal this run; calling it again for a run already followed does nothing.
+
+        Runs of one thread are journaled one after the other, in the order they
+        were observed, so a thread's records never interleave two runs.
+        """
         key = (str(thread_id), str(run_id))
         if key in self._followers or key in self._recent_runs:
             return
         self.stats.runs_observed += 1
         self._recent_runs.append(key)
-        task = asyncio.create_task(self._follow(*key), name=f"journal-bridge-run-{run_id}")
+        previous = self._thread_tails.get(key[0])
+        task = asyncio.create_task(self._follow_after(previous, *key), name=f"journal-bridge-run-{run_id}")
         self._followers[key] = task
-        task.add_done_callback(lambda _t, k=key: self._followers.pop(k, None))
+        self._thread_tails[key[0]] = task
+
+        def done(_task: asyncio.Task[None], k: tuple[str, str] = key) -> None:
+            self._followers.pop(k, None)
+            if self._thread_tails.get(k[0]) is _task:
+                del self._thread_tails[k[0]]
+
+        task.add_done_callback(done)
+
+    async def _follow_after(self, previous: asyncio.Task[None] | None, thread_id: str, run_id: str) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        await self._follow(thread_id, run_id)
 
     @property
     def active_runs(self) -> int:
