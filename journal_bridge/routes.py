@@ -50,6 +50,7 @@ PREFIX_ENV = "JOURNAL_BRIDGE_ROUTE_PREFIX"
 MAX_LIMIT = 500
 DEFAULT_LIMIT = 50
 DEFAULT_EVENTS_LIMIT = 500
+_ACCESS_CHECK_CONCURRENCY = 16
 
 # Headers describing the caller's transport, not the caller: never forwarded
 # to the in-process access check.
@@ -297,8 +298,15 @@ async def threads_index(request: Request) -> Response:
     store = _store(request)
     threads = await store.list_threads(limit=limit)
     if auth_configured():
+        # One in-process check per thread, a few at a time.
+        gate = asyncio.Semaphore(_ACCESS_CHECK_CONCURRENCY)
+
+        async def check(thread_id: str) -> int:
+            async with gate:
+                return await _may_read_thread(request, thread_id)
+
         statuses = await asyncio.gather(
-            *(_may_read_thread(request, thread["thread_id"]) for thread in threads)
+            *(check(thread["thread_id"]) for thread in threads)
         )
         if statuses and all(status == 401 for status in statuses):
             raise HTTPException(401, "authentication required")
