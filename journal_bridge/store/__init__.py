@@ -13,6 +13,7 @@ import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from journal_bridge.events import InvalidEvent
 from journal_bridge.store.base import RunEventStore, StoreError, StoreUnavailable
@@ -49,7 +50,7 @@ def create_store(url: str, **options: Any) -> RunEventStore:
     if scheme == "sqlite":
         from journal_bridge.store.sqlite import SqliteRunEventStore, sqlite_path_from_url
 
-        return SqliteRunEventStore(sqlite_path_from_url(url), **options)
+        return SqliteRunEventStore(sqlite_path_from_url(url), **{**_sqlite_url_options(url), **options})
     if scheme in ("postgresql", "postgres"):
         from journal_bridge.store.postgres import PostgresRunEventStore
 
@@ -58,6 +59,20 @@ def create_store(url: str, **options: Any) -> RunEventStore:
         f"unsupported run event store URL {url!r}: expected sqlite:///path.db,"
         " postgresql://... (or postgres://...) or memory://"
     )
+
+
+def _sqlite_url_options(url: str) -> dict[str, Any]:
+    """`?busy_timeout=SECONDS`: how long a write waits for another writer's lock."""
+    query = parse_qs(urlsplit(url).query)
+    options: dict[str, Any] = {}
+    for name, values in query.items():
+        if name != "busy_timeout":
+            raise ValueError(f"unsupported SQLite URL option {name!r}: only busy_timeout is known")
+        try:
+            options["busy_timeout"] = float(values[-1])
+        except ValueError as exc:
+            raise ValueError(f"busy_timeout: expected seconds, got {values[-1]!r}") from exc
+    return options
 
 
 class _OpeningStore:
