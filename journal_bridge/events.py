@@ -170,36 +170,44 @@ def make_event(
     )
 
 
-def _check_text(name: str, value: Any, max_length: int | None = None) -> None:
+def _bad_text(name: str, value: Any, max_length: int | None = None) -> InvalidEvent:
     if not isinstance(value, str) or not value:
-        raise InvalidEvent(f"{name}: must be a non-empty string, got {value!r}")
-    if max_length is not None and len(value) > max_length:
-        raise InvalidEvent(
-            f"{name}: must be at most {max_length} characters, got {len(value)} ({value[:40]!r}...)"
-        )
+        return InvalidEvent(f"{name}: must be a non-empty string, got {value!r}")
+    return InvalidEvent(
+        f"{name}: must be at most {max_length} characters, got {len(value)} ({value[:40]!r}...)"
+    )
 
 
 def validate_event(event: RunEvent) -> None:
     """Raise `InvalidEvent` naming the first field that breaks the envelope contract."""
     if not isinstance(event, RunEvent):
         raise InvalidEvent(f"event: expected RunEvent, got {type(event).__name__}")
-    _check_text("thread_id", event.thread_id)
-    _check_text("run_id", event.run_id)
-    _check_text("event_type", event.event_type, MAX_EVENT_TYPE_LENGTH)
-    _check_text("category", event.category, MAX_CATEGORY_LENGTH)
+    # Checked on every append, so written for speed: the common case is one test each.
+    value = event.thread_id
+    if not isinstance(value, str) or not value:
+        raise _bad_text("thread_id", value)
+    value = event.run_id
+    if not isinstance(value, str) or not value:
+        raise _bad_text("run_id", value)
+    value = event.event_type
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_EVENT_TYPE_LENGTH:
+        raise _bad_text("event_type", value, MAX_EVENT_TYPE_LENGTH)
+    value = event.category
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_CATEGORY_LENGTH:
+        raise _bad_text("category", value, MAX_CATEGORY_LENGTH)
     if not isinstance(event.metadata, dict):
         raise InvalidEvent(f"metadata: must be a dict, got {type(event.metadata).__name__}")
-    if not isinstance(event.created_at, datetime):
-        raise InvalidEvent(
-            f"created_at: must be a datetime, got {type(event.created_at).__name__}"
-        )
-    if event.created_at.utcoffset() is None:
+    created_at = event.created_at
+    if not isinstance(created_at, datetime):
+        raise InvalidEvent(f"created_at: must be a datetime, got {type(created_at).__name__}")
+    if created_at.tzinfo is None or created_at.utcoffset() is None:
         raise InvalidEvent("created_at: must be timezone-aware")
     seq = event.seq
-    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
+    if seq is not None and (type(seq) is not int or seq < 1):
         raise InvalidEvent(f"seq: must be None or an int >= 1, got {seq!r}")
-    if event.source_key is not None:
-        _check_text("source_key", event.source_key)
+    value = event.source_key
+    if value is not None and (not isinstance(value, str) or not value):
+        raise _bad_text("source_key", value)
 
 
 def max_content_bytes_from_env() -> int:
@@ -216,17 +224,18 @@ def max_content_bytes_from_env() -> int:
     return value
 
 
+# Built once: json.dumps with options would build an encoder per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+# Metadata is informational: an odd value (a datetime, an enum) becomes its text
+# rather than failing the whole batch.
+_METADATA_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=str
+)
+
+
 def dumps(value: Any) -> str:
     """The one JSON encoding used for stored content and metadata (strict: no NaN)."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-
-def _dumps_metadata(value: dict[str, Any]) -> str:
-    # Metadata is informational: an odd value (a datetime, an enum) becomes its text
-    # rather than failing the whole batch.
-    return json.dumps(
-        value, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=str
-    )
+    return _ENCODER.encode(value)
 
 
 def _truncate_text(text: str, limit: int) -> str:
@@ -249,13 +258,22 @@ class PreparedEvent:
     content_json: str
     metadata_json: str
 
-    def stored(self, seq: int) -> RunEvent:
-        """The record as every backend reads it back: JSON-decoded, with its seq."""
-        return replace(
-            self.event,
-            seq=seq,
-            content=json.loads(self.content_json),
-            metadata=json.loads(self.metadata_json),
+    def with_seq(self, seq: int) -> RunEvent:
+        """The record as appended: content and metadata as given (after coercion or
+        truncation), which a read returns as their JSON round trip."""
+        e = self.event
+        return RunEvent(
+            e.thread_id, e.run_id, e.event_type, e.category, e.content, e.metadata,
+            e.created_at, seq, e.source_key,
+        )
+
+    def decoded(self, seq: int) -> RunEvent:
+        """The record exactly as a read returns it: JSON-decoded, sharing nothing
+        with the caller's objects."""
+        e = self.event
+        return RunEvent(
+            e.thread_id, e.run_id, e.event_type, e.category, json.loads(self.content_json),
+            json.loads(self.metadata_json), e.created_at, seq, e.source_key,
         )
 
 
@@ -272,21 +290,26 @@ def prepare_event(event: RunEvent, max_content_bytes: int) -> PreparedEvent:
     content = event.content
     metadata = event.metadata
     try:
-        content_json = dumps(content)
+        content_json = _ENCODER.encode(content)
     except (TypeError, ValueError):
         content = str(content)
-        content_json = dumps(content)
+        content_json = _ENCODER.encode(content)
         metadata = {**metadata, "content_coerced": True}
-    size = len(content_json.encode("utf-8"))
-    if size > max_content_bytes:
-        text = content if isinstance(content, str) else content_json
-        content = _truncate_text(text, max_content_bytes)
-        content_json = dumps(content)
-        metadata = {**metadata, "truncated": True, "original_size": size}
-    try:
-        metadata_json = _dumps_metadata(metadata)
-    except ValueError as exc:
-        raise InvalidEvent(f"metadata: not JSON-serialisable: {exc}") from exc
+    # A UTF-8 character is at most 4 bytes: most content needs no encoding to know it fits.
+    if len(content_json) * 4 > max_content_bytes:
+        size = len(content_json.encode("utf-8"))
+        if size > max_content_bytes:
+            text = content if isinstance(content, str) else content_json
+            content = _truncate_text(text, max_content_bytes)
+            content_json = _ENCODER.encode(content)
+            metadata = {**metadata, "truncated": True, "original_size": size}
+    if metadata:
+        try:
+            metadata_json = _METADATA_ENCODER.encode(metadata)
+        except ValueError as exc:
+            raise InvalidEvent(f"metadata: not JSON-serialisable: {exc}") from exc
+    else:
+        metadata_json = "{}"
     if content is not event.content or metadata is not event.metadata:
         event = replace(event, content=content, metadata=metadata)
     return PreparedEvent(event, content_json, metadata_json)

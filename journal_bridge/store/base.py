@@ -63,6 +63,55 @@ def _check_cursor(name: str, value: int | None) -> None:
         raise ValueError(f"{name} must be an int or None, got {value!r}")
 
 
+def plan_append(
+    groups: dict[str, list[PreparedEvent]],
+    last_seqs: dict[str, int],
+    existing: dict[str, dict[str, RunEvent]],
+    encode_time: Any = None,
+) -> tuple[dict[str, list[RunEvent]], list[tuple[Any, ...]], list[tuple[str, int, int]]]:
+    """Assign seqs for an append whose thread counters and known keys were read
+    under the write lock.
+
+    Returns the per-thread results (aligned with `groups`), the event rows to
+    insert (`thread_id, seq, run_id, event_type, category, content_json,
+    metadata_json, created_at, source_key`) and `(thread_id, last_seq, added)`
+    for each thread that gained events.
+    """
+    result: dict[str, list[RunEvent]] = {}
+    rows: list[tuple[Any, ...]] = []
+    counters: list[tuple[str, int, int]] = []
+    for thread_id, items in groups.items():
+        known = existing.get(thread_id, {})
+        seq = first = last_seqs.get(thread_id, 0)
+        out: list[RunEvent] = []
+        for item in items:
+            event = item.event
+            key = event.source_key
+            if key is not None and key in known:
+                out.append(known[key])
+                continue
+            seq += 1
+            created_at = event.created_at
+            rows.append(
+                (
+                    thread_id,
+                    seq,
+                    event.run_id,
+                    event.event_type,
+                    event.category,
+                    item.content_json,
+                    item.metadata_json,
+                    created_at if encode_time is None else encode_time(created_at),
+                    key,
+                )
+            )
+            out.append(item.with_seq(seq))
+        result[thread_id] = out
+        if seq > first:
+            counters.append((thread_id, seq, seq - first))
+    return result, rows, counters
+
+
 class RunEventStore(abc.ABC):
     """Append-only journal of run events, one seq sequence per thread.
 
@@ -127,8 +176,9 @@ class RunEventStore(abc.ABC):
         """Append `events` (possibly of several threads) in one transaction.
 
         All or nothing: an invalid event raises `InvalidEvent` and nothing is
-        written. Returns the stored records in input order, `seq` set, content and
-        metadata as a read returns them. An event whose `(thread_id, source_key)`
+        written. Returns the appended records in input order with `seq` set; their
+        content and metadata are as given (after coercion or truncation), and a
+        read returns the JSON round trip of them. An event whose `(thread_id, source_key)`
         is already stored is not appended again: the existing record is returned
         with its original seq. Duplicates within the batch collapse to the first.
         The `seq` of an input event is ignored.

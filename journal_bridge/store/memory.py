@@ -7,6 +7,7 @@ each call is atomic with respect to other tasks on the same event loop.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -67,7 +68,7 @@ class MemoryRunEventStore(RunEventStore):
                     out.append(existing)
                     continue
                 seq += 1
-                stored = item.stored(seq)
+                stored = item.decoded(seq)
                 out.append(stored)
                 new.append(stored)
             result[thread_id] = out
@@ -103,9 +104,9 @@ class MemoryRunEventStore(RunEventStore):
         events, seqs = thread.events, thread.seqs
         page: list[RunEvent] = []
         if after_seq is not None:
-            for event in events[bisect.bisect_right(seqs, after_seq) :]:
-                if event.category in wanted:
-                    page.append(event)
+            for index in range(bisect.bisect_right(seqs, after_seq), len(events)):
+                if events[index].category in wanted:
+                    page.append(events[index])
                     if len(page) == limit:
                         break
             return page
@@ -133,7 +134,7 @@ class MemoryRunEventStore(RunEventStore):
         start = 0 if after_seq is None else bisect.bisect_right(thread.seqs, after_seq)
         wanted = None if event_types is None else set(event_types)
         page: list[RunEvent] = []
-        for event in thread.events[start:]:
+        for event in itertools.islice(thread.events, start, None):
             if event.run_id == run_id and (wanted is None or event.event_type in wanted):
                 page.append(event)
                 if len(page) == limit:

@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from journal_bridge.events import MESSAGE, InvalidEvent, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     SCHEMA_VERSION,
+    plan_append,
     RunEventStore,
     StoreError,
     StoreUnavailable,
@@ -216,78 +217,64 @@ class PostgresRunEventStore(RunEventStore):
     async def _append(
         self, groups: dict[str, list[PreparedEvent]]
     ) -> dict[str, list[RunEvent]]:
+        # Source keys are nearly always new: insert assuming so, and only when the
+        # unique index objects redo the append looking the keys up first.
         try:
-            async with self._get_pool().connection() as conn, conn.transaction():
-                await self._lock_threads(conn, groups)
-                return await self._append_locked(conn, groups)
+            return await self._append_once(groups, look_up_keys=False)
+        except psycopg.errors.UniqueViolation:
+            pass
+        except psycopg.Error as exc:
+            raise _translate(exc, "append") from exc
+        try:
+            return await self._append_once(groups, look_up_keys=True)
         except psycopg.Error as exc:
             raise _translate(exc, "append") from exc
 
-    async def _append_locked(
-        self, conn: psycopg.AsyncConnection, groups: dict[str, list[PreparedEvent]]
+    async def _append_once(
+        self, groups: dict[str, list[PreparedEvent]], *, look_up_keys: bool
     ) -> dict[str, list[RunEvent]]:
-        result: dict[str, list[RunEvent]] = {}
-        rows: list[tuple[Any, ...]] = []
-        counters: list[tuple[Any, ...]] = []
-        for thread_id, items in groups.items():
-            cursor = await conn.execute(
-                f"SELECT last_seq FROM {self._threads} WHERE thread_id = %s", (thread_id,)
-            )
-            counter = await cursor.fetchone()
-            seq = counter[0] if counter else 0
-            keys = [i.event.source_key for i in items if i.event.source_key is not None]
-            existing: dict[str, RunEvent] = {}
-            if keys:
+        async with self._get_pool().connection() as conn, conn.transaction():
+            async with conn.pipeline():
+                # Queued together: the counter query starts after the locks are
+                # held, so its snapshot sees every earlier append to these threads.
+                await self._lock_threads(conn, groups)
                 cursor = await conn.execute(
-                    f"{self._select} WHERE thread_id = %s AND source_key = ANY(%s)",
-                    (thread_id, keys),
+                    f"SELECT thread_id, last_seq FROM {self._threads}"
+                    " WHERE thread_id = ANY(%s)",
+                    (list(groups),),
                 )
-                existing = {row[8]: _row_to_event(row) for row in await cursor.fetchall()}
-            added = 0
-            out: list[RunEvent] = []
-            for item in items:
-                key = item.event.source_key
-                if key is not None and key in existing:
-                    out.append(existing[key])
-                    continue
-                seq += 1
-                added += 1
-                event = item.event
-                rows.append(
-                    (
-                        thread_id,
-                        seq,
-                        event.run_id,
-                        event.event_type,
-                        event.category,
-                        item.content_json,
-                        item.metadata_json,
-                        event.created_at,
-                        key,
+                last_seqs = dict(await cursor.fetchall())
+            existing: dict[str, dict[str, RunEvent]] = {}
+            if look_up_keys:
+                for thread_id, items in groups.items():
+                    keys = [i.event.source_key for i in items if i.event.source_key is not None]
+                    if keys:
+                        cursor = await conn.execute(
+                            f"{self._select} WHERE thread_id = %s AND source_key = ANY(%s)",
+                            (thread_id, keys),
+                        )
+                        existing[thread_id] = {
+                            row[8]: _row_to_event(row) for row in await cursor.fetchall()
+                        }
+            result, rows, counters = plan_append(groups, last_seqs, existing)
+            if rows:
+                async with conn.cursor() as cursor:
+                    await cursor.executemany(
+                        f"INSERT INTO {self._events} ({_COLUMNS})"
+                        " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s)",
+                        rows,
                     )
-                )
-                out.append(item.stored(seq))
-            result[thread_id] = out
-            if added:
-                counters.append((thread_id, seq, added))
-        if rows:
-            async with conn.cursor() as cursor:
-                await cursor.executemany(
-                    f"INSERT INTO {self._events} ({_COLUMNS})"
-                    " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s)",
-                    rows,
-                )
-                await cursor.executemany(
-                    f"INSERT INTO {self._threads}"
-                    " (thread_id, last_seq, event_count, updated_at, write_order)"
-                    f" VALUES (%s, %s, %s, clock_timestamp(), nextval('{self._writes}'))"
-                    " ON CONFLICT (thread_id) DO UPDATE SET"
-                    " last_seq = EXCLUDED.last_seq,"
-                    f" event_count = {self._threads}.event_count + EXCLUDED.event_count,"
-                    " updated_at = EXCLUDED.updated_at,"
-                    " write_order = EXCLUDED.write_order",
-                    counters,
-                )
+                    await cursor.executemany(
+                        f"INSERT INTO {self._threads}"
+                        " (thread_id, last_seq, event_count, updated_at, write_order)"
+                        f" VALUES (%s, %s, %s, clock_timestamp(), nextval('{self._writes}'))"
+                        " ON CONFLICT (thread_id) DO UPDATE SET"
+                        " last_seq = EXCLUDED.last_seq,"
+                        f" event_count = {self._threads}.event_count + EXCLUDED.event_count,"
+                        " updated_at = EXCLUDED.updated_at,"
+                        " write_order = EXCLUDED.write_order",
+                        counters,
+                    )
         return result
 
     # -- reading -----------------------------------------------------------------

@@ -21,6 +21,7 @@ import aiosqlite
 from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     SCHEMA_VERSION,
+    plan_append,
     RunEventStore,
     StoreError,
     StoreUnavailable,
@@ -68,6 +69,19 @@ _INSERT = (
     f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SELECT = f"SELECT {_COLUMNS} FROM journal_events"
+_UPSERT_THREAD = (
+    "INSERT INTO journal_threads (thread_id, last_seq, event_count, updated_at, write_order)"
+    " VALUES (?, ?, ?, ?, (SELECT COALESCE(MAX(write_order), 0) + 1 FROM journal_threads))"
+    " ON CONFLICT (thread_id) DO UPDATE SET"
+    " last_seq = excluded.last_seq,"
+    " event_count = journal_threads.event_count + excluded.event_count,"
+    " updated_at = excluded.updated_at,"
+    " write_order = excluded.write_order"
+)
+
+
+def _encode_time(value: datetime) -> str:
+    return value.isoformat()
 
 _UNAVAILABLE_HINTS = ("locked", "busy", "unable to open", "disk i/o", "readonly", "no such")
 
@@ -249,80 +263,53 @@ class SqliteRunEventStore(RunEventStore):
     ) -> dict[str, list[RunEvent]]:
         if self._writer is None:
             raise StoreError("SQLite journal is not open; use `async with` or `await open()`")
-        conn = self._writer
-        async with self._write_lock:
-            try:
-                await conn.execute("BEGIN IMMEDIATE")
-                try:
-                    result = await self._append_locked(conn, groups)
-                    await conn.execute("COMMIT")
-                except BaseException:
-                    await _rollback(conn)
-                    raise
-            except sqlite3.Error as exc:
-                raise _translate(exc, "append") from exc
-        return result
+        # Source keys are nearly always new: insert assuming so, and only when the
+        # unique index objects redo the append looking the keys up first.
+        try:
+            return await self._append_once(groups, look_up_keys=False)
+        except sqlite3.IntegrityError:
+            pass
+        except sqlite3.Error as exc:
+            raise _translate(exc, "append") from exc
+        try:
+            return await self._append_once(groups, look_up_keys=True)
+        except sqlite3.Error as exc:
+            raise _translate(exc, "append") from exc
 
-    async def _append_locked(
-        self, conn: aiosqlite.Connection, groups: dict[str, list[PreparedEvent]]
+    async def _append_once(
+        self, groups: dict[str, list[PreparedEvent]], *, look_up_keys: bool
     ) -> dict[str, list[RunEvent]]:
-        result: dict[str, list[RunEvent]] = {}
-        rows: list[tuple[Any, ...]] = []
-        counters: list[tuple[Any, ...]] = []
-        now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
-        order_rows = await conn.execute_fetchall(
-            "SELECT COALESCE(MAX(write_order), 0) FROM journal_threads"
-        )
-        write_order = next(iter(order_rows))[0]
-        for thread_id, items in groups.items():
-            existing = await self._existing(conn, thread_id, items)
-            counter = list(
-                await conn.execute_fetchall(
-                    "SELECT last_seq FROM journal_threads WHERE thread_id = ?", (thread_id,)
-                )
-            )
-            seq = counter[0][0] if counter else 0
-            added = 0
-            out: list[RunEvent] = []
-            for item in items:
-                key = item.event.source_key
-                if key is not None and key in existing:
-                    out.append(existing[key])
-                    continue
-                seq += 1
-                added += 1
-                event = item.event
-                rows.append(
-                    (
-                        thread_id,
-                        seq,
-                        event.run_id,
-                        event.event_type,
-                        event.category,
-                        item.content_json,
-                        item.metadata_json,
-                        event.created_at.isoformat(),
-                        key,
+        conn = self._writer
+        assert conn is not None
+        async with self._write_lock:
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                thread_ids = list(groups)
+                marks = ", ".join("?" * len(thread_ids))
+                last_seqs = dict(
+                    await conn.execute_fetchall(
+                        "SELECT thread_id, last_seq FROM journal_threads"
+                        f" WHERE thread_id IN ({marks})",
+                        thread_ids,
                     )
                 )
-                out.append(item.stored(seq))
-            result[thread_id] = out
-            if added:
-                write_order += 1
-                counters.append((thread_id, seq, added, now, write_order))
-        if rows:
-            await conn.executemany(_INSERT, rows)
-            await conn.executemany(
-                "INSERT INTO journal_threads"
-                " (thread_id, last_seq, event_count, updated_at, write_order)"
-                " VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (thread_id) DO UPDATE SET"
-                " last_seq = excluded.last_seq,"
-                " event_count = journal_threads.event_count + excluded.event_count,"
-                " updated_at = excluded.updated_at,"
-                " write_order = excluded.write_order",
-                counters,
-            )
+                existing = {}
+                if look_up_keys:
+                    for thread_id, items in groups.items():
+                        existing[thread_id] = await self._existing(conn, thread_id, items)
+                result, rows, counters = plan_append(
+                    groups, last_seqs, existing, _encode_time
+                )
+                if rows:
+                    await conn.executemany(_INSERT, rows)
+                    now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+                    await conn.executemany(
+                        _UPSERT_THREAD, [(*counter, now) for counter in counters]
+                    )
+                await conn.execute("COMMIT")
+            except BaseException:
+                await _rollback(conn)
+                raise
         return result
 
     async def _existing(

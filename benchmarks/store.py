@@ -1,0 +1,350 @@
+"""Run event store benchmark: the store next to its raw driver, side by side.
+
+    .venv/bin/python benchmarks/store.py
+
+Per backend (sqlite; postgres when JOURNAL_BRIDGE_BENCH_POSTGRES_URL or
+JOURNAL_BRIDGE_TEST_POSTGRES_URL is set; memory):
+
+* append throughput at batch sizes 1, 20 and 500, next to the raw driver
+  inserting the same rows (`executemany` in one transaction per batch, into a
+  table of the same shape). Target at batch 500: store >= 0.5x raw.
+* p50 latency of a 50-record page (`list_messages`, `list_timeline`; latest page
+  and a page in the middle) in a thread of 1,000 events vs one of 100,000 events.
+  Target: ratio <= 1.5 (a page costs the page, not the thread).
+
+Nothing is asserted; the numbers are printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from journal_bridge.events import (  # noqa: E402
+    LLM_AI_RESPONSE,
+    LLM_HUMAN_INPUT,
+    LLM_TOOL_RESULT,
+    MIDDLEWARE_SUMMARIZE,
+    RUN_END,
+    RUN_START,
+    RunEvent,
+    dumps,
+    make_event,
+)
+from journal_bridge.store import RunEventStore, open_store  # noqa: E402
+
+BATCH_SIZES = {1: 900, 20: 6_000, 500: 30_000}  # batch size -> events appended
+ROUNDS = 3
+SMALL_THREAD, LARGE_THREAD = 1_000, 100_000
+PAGE, CALLS = 50, 200
+
+_COLUMNS = "thread_id, seq, run_id, event_type, category, content, metadata, created_at, source_key"
+
+
+def conversation(thread_id: str, count: int, tag: str = "") -> list[RunEvent]:
+    """`count` events shaped like real runs: mostly messages, run records, a marker now and then."""
+    out: list[RunEvent] = []
+    i = 0
+    while len(out) < count:
+        run_id = f"run-{tag}{i // 20}"
+        step = i % 20
+        if step == 0:
+            kind, content = RUN_START, {"input": {"messages": 1}}
+        elif step == 19:
+            kind, content = RUN_END, {"status": "success"}
+        elif step == 10 and (i // 20) % 5 == 4:
+            kind, content = MIDDLEWARE_SUMMARIZE, {
+                "name": "summarization",
+                "action": "summarize",
+                "changes": {"replaced_count": 40, "summary": "The user asked ... " * 5},
+            }
+        else:
+            kind = (LLM_HUMAN_INPUT, LLM_AI_RESPONSE, LLM_TOOL_RESULT)[step % 3]
+            content = {
+                "type": "ai",
+                "id": f"msg-{tag}{i}",
+                "content": "Here is a reasonably sized answer about the question. " * 4,
+                "tool_calls": [],
+                "response_metadata": {"model": "offline", "finish_reason": "stop"},
+            }
+        out.append(
+            make_event(
+                thread_id=thread_id,
+                run_id=run_id,
+                event_type=kind,
+                content=content,
+                metadata={"caller": "agent"} if kind == LLM_AI_RESPONSE else {},
+                source_key=f"{tag}{i}",
+            )
+        )
+        i += 1
+    return out
+
+
+def raw_rows(
+    events: list[RunEvent], start: int = 1, encode_time: Callable[[Any], Any] | None = None
+) -> list[tuple[Any, ...]]:
+    """The rows a store would write for `events`, seqs from `start`."""
+    return [
+        (
+            e.thread_id,
+            seq,
+            e.run_id,
+            e.event_type,
+            e.category,
+            dumps(e.content),
+            dumps(e.metadata),
+            e.created_at if encode_time is None else encode_time(e.created_at),
+            e.source_key,
+        )
+        for seq, e in enumerate(events, start=start)
+    ]
+
+
+def batches(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+# -- raw drivers ---------------------------------------------------------------
+
+
+class RawSqlite:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    async def __aenter__(self) -> RawSqlite:
+        import aiosqlite
+
+        self.conn = await aiosqlite.connect(self.path, isolation_level=None)
+        await self.conn.execute("PRAGMA journal_mode = WAL")
+        await self.conn.execute("PRAGMA synchronous = NORMAL")
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.conn.close()
+
+    encode_time = staticmethod(datetime.isoformat)
+
+    async def insert(self, rows: list[tuple[Any, ...]]) -> None:
+        await self.conn.execute("BEGIN")
+        await self.conn.executemany(
+            f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+        )
+        await self.conn.execute("COMMIT")
+
+
+class RawPostgres:
+    encode_time = None
+
+    def __init__(self, url: str, schema: str) -> None:
+        self.url, self.schema = url, schema
+
+    async def __aenter__(self) -> RawPostgres:
+        import psycopg
+
+        self.conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.conn.close()
+
+    async def insert(self, rows: list[tuple[Any, ...]]) -> None:
+        async with self.conn.transaction(), self.conn.cursor() as cursor:
+            await cursor.executemany(
+                f'INSERT INTO "{self.schema}".journal_events ({_COLUMNS})'
+                " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s)",
+                rows,
+            )
+
+
+# -- measurements --------------------------------------------------------------
+
+
+async def store_throughput(store: RunEventStore, size: int, total: int) -> float:
+    events = conversation(f"append-{size}-{uuid.uuid4().hex[:6]}", total)
+    started = time.perf_counter()
+    for batch in batches(events, size):
+        await store.put_batch(batch)
+    return total / (time.perf_counter() - started)
+
+
+async def raw_throughput(raw: Any, size: int, total: int, *, encode: bool = False) -> float:
+    """The driver alone; with `encode`, turning events into rows is timed too."""
+    events = conversation(f"raw-{size}-{uuid.uuid4().hex[:6]}", total)
+    if not encode:
+        rows = raw_rows(events, encode_time=raw.encode_time)
+        started = time.perf_counter()
+        for batch in batches(rows, size):
+            await raw.insert(batch)
+        return total / (time.perf_counter() - started)
+    started = time.perf_counter()
+    for start in range(0, total, size):
+        await raw.insert(raw_rows(events[start : start + size], start + 1, raw.encode_time))
+    return total / (time.perf_counter() - started)
+
+
+async def p50_ms(call: Callable[[], Awaitable[Any]]) -> float:
+    for _ in range(10):  # warm caches and prepared statements
+        await call()
+    samples = []
+    for _ in range(CALLS):
+        started = time.perf_counter()
+        await call()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples) * 1000
+
+
+async def fill(store: RunEventStore, thread_id: str, count: int) -> None:
+    for batch in batches(conversation(thread_id, count), 500):
+        await store.put_batch(batch)
+
+
+async def page_latencies(store: RunEventStore) -> list[tuple[str, float, float]]:
+    small, large = f"small-{uuid.uuid4().hex[:6]}", f"large-{uuid.uuid4().hex[:6]}"
+    await fill(store, small, SMALL_THREAD)
+    await fill(store, large, LARGE_THREAD)
+    results = []
+    for name, query in (
+        ("list_messages latest", lambda t, n: store.list_messages(t, limit=PAGE)),
+        (
+            "list_messages middle",
+            lambda t, n: store.list_messages(t, limit=PAGE, before_seq=n // 2),
+        ),
+        ("list_timeline latest", lambda t, n: store.list_timeline(t, limit=PAGE)),
+        (
+            "list_timeline middle",
+            lambda t, n: store.list_timeline(t, limit=PAGE, after_seq=n // 2),
+        ),
+    ):
+        assert len(await query(small, SMALL_THREAD)) == PAGE
+        small_ms = await p50_ms(lambda: query(small, SMALL_THREAD))
+        large_ms = await p50_ms(lambda: query(large, LARGE_THREAD))
+        results.append((name, small_ms, large_ms))
+    return results
+
+
+async def bench_backend(
+    name: str, store_url: str, options: dict[str, Any], raw_factory: Callable[[], Any] | None
+) -> tuple[list[tuple], list[tuple]]:
+    appends = []
+    async with open_store(store_url, **options) as store:
+        for size, total in BATCH_SIZES.items():
+            # Alternate store and raw rounds and keep each one's best, so that
+            # noise from other processes does not favour whichever ran first.
+            store_rates, raw_rates, encoded_rates = [], [], []
+            for _ in range(ROUNDS):
+                store_rates.append(await store_throughput(store, size, total // ROUNDS))
+                if raw_factory is not None:
+                    async with raw_factory() as raw:
+                        raw_rates.append(await raw_throughput(raw, size, total // ROUNDS))
+                        encoded_rates.append(
+                            await raw_throughput(raw, size, total // ROUNDS, encode=True)
+                        )
+            appends.append(
+                (
+                    name,
+                    size,
+                    max(store_rates),
+                    max(raw_rates, default=None),
+                    max(encoded_rates, default=None),
+                )
+            )
+        pages = [(name, *row) for row in await page_latencies(store)]
+    return appends, pages
+
+
+async def main() -> int:
+    started = time.perf_counter()
+    appends: list[tuple] = []
+    pages: list[tuple] = []
+    notes: list[str] = []
+
+    with tempfile.TemporaryDirectory(prefix="journal-bench-") as tmp:
+        store_path, raw_path = Path(tmp) / "store.db", Path(tmp) / "raw.db"
+        async with open_store(f"sqlite:///{raw_path}"):
+            pass  # the same table shape for the raw driver
+        a, p = await bench_backend(
+            "sqlite", f"sqlite:///{store_path}", {}, lambda: RawSqlite(str(raw_path))
+        )
+        appends += a
+        pages += p
+
+    pg_url = os.environ.get("JOURNAL_BRIDGE_BENCH_POSTGRES_URL") or os.environ.get(
+        "JOURNAL_BRIDGE_TEST_POSTGRES_URL"
+    )
+    if pg_url:
+        import psycopg
+
+        store_schema = f"journal_bench_{uuid.uuid4().hex[:8]}"
+        raw_schema = f"{store_schema}_raw"
+        try:
+            async with open_store(pg_url, schema=raw_schema):
+                pass
+            a, p = await bench_backend(
+                "postgres", pg_url, {"schema": store_schema}, lambda: RawPostgres(pg_url, raw_schema)
+            )
+            appends += a
+            pages += p
+        finally:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                for schema in (store_schema, raw_schema):
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    else:
+        notes.append(
+            "postgres: skipped (set JOURNAL_BRIDGE_BENCH_POSTGRES_URL or"
+            " JOURNAL_BRIDGE_TEST_POSTGRES_URL)"
+        )
+
+    a, p = await bench_backend("memory", "memory://", {}, None)
+    appends += a
+    pages += p
+
+    print(
+        f"\nAppend throughput (events/s, best of {ROUNDS} alternating rounds)."
+        "\n  raw: the driver's executemany of the same rows, already encoded, one"
+        " transaction per batch\n  raw+enc: the same, with JSON/timestamp encoding"
+        " of the events timed too (what any caller of the driver must do)"
+    )
+    print(
+        f"{'backend':<9}{'batch':>6}{'store':>10}{'raw':>10}{'store/raw':>11}"
+        f"{'raw+enc':>10}{'store/raw+enc':>15}"
+    )
+    for name, size, store_rate, raw_rate, encoded_rate in appends:
+        if raw_rate:
+            tail = (
+                f"{raw_rate:10,.0f}{store_rate / raw_rate:10.2f}x"
+                f"{encoded_rate:10,.0f}{store_rate / encoded_rate:14.2f}x"
+            )
+        else:
+            tail = f"{'-':>10}{'-':>11}{'-':>10}{'-':>15}"
+        print(f"{name:<9}{size:>6}{store_rate:10,.0f}{tail}")
+    print("  target: store/raw >= 0.50x at batch 500")
+
+    print(
+        f"\nPage latency, p50 of {CALLS} calls, page of {PAGE}:"
+        f" thread of {SMALL_THREAD:,} vs {LARGE_THREAD:,} events"
+    )
+    print(f"{'backend':<10}{'query':<24}{'1k ms':>9}{'100k ms':>10}{'100k/1k':>10}")
+    for name, query, small_ms, large_ms in pages:
+        print(f"{name:<10}{query:<24}{small_ms:9.3f}{large_ms:10.3f}{large_ms / small_ms:9.2f}x")
+    print("  target: 100k/1k <= 1.50x")
+
+    for note in notes:
+        print(note)
+    print(f"\ntotal {time.perf_counter() - started:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
