@@ -173,6 +173,8 @@ def make_event(
 def _bad_text(name: str, value: Any, max_length: int | None = None) -> InvalidEvent:
     if not isinstance(value, str) or not value:
         return InvalidEvent(f"{name}: must be a non-empty string, got {value!r}")
+    if "\x00" in value:
+        return InvalidEvent(f"{name}: must not contain NUL characters, got {value!r}")
     return InvalidEvent(
         f"{name}: must be at most {max_length} characters, got {len(value)} ({value[:40]!r}...)"
     )
@@ -184,16 +186,16 @@ def validate_event(event: RunEvent) -> None:
         raise InvalidEvent(f"event: expected RunEvent, got {type(event).__name__}")
     # Checked on every append, so written for speed: the common case is one test each.
     value = event.thread_id
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value or "\x00" in value:
         raise _bad_text("thread_id", value)
     value = event.run_id
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value or "\x00" in value:
         raise _bad_text("run_id", value)
     value = event.event_type
-    if not isinstance(value, str) or not 0 < len(value) <= MAX_EVENT_TYPE_LENGTH:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_EVENT_TYPE_LENGTH or "\x00" in value:
         raise _bad_text("event_type", value, MAX_EVENT_TYPE_LENGTH)
     value = event.category
-    if not isinstance(value, str) or not 0 < len(value) <= MAX_CATEGORY_LENGTH:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_CATEGORY_LENGTH or "\x00" in value:
         raise _bad_text("category", value, MAX_CATEGORY_LENGTH)
     if not isinstance(event.metadata, dict):
         raise InvalidEvent(f"metadata: must be a dict, got {type(event.metadata).__name__}")
@@ -206,7 +208,7 @@ def validate_event(event: RunEvent) -> None:
     if seq is not None and (type(seq) is not int or seq < 1):
         raise InvalidEvent(f"seq: must be None or an int >= 1, got {seq!r}")
     value = event.source_key
-    if value is not None and (not isinstance(value, str) or not value):
+    if value is not None and (not isinstance(value, str) or not value or "\x00" in value):
         raise _bad_text("source_key", value)
 
 
@@ -250,6 +252,17 @@ def _truncate_text(text: str, limit: int) -> str:
     return text[:low]
 
 
+def _without_nul(value: Any) -> Any:
+    """`value` with every NUL character in its strings (and keys) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_nul(v) for v in value]
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedEvent:
     """A validated record with its content and metadata already encoded as JSON text."""
@@ -281,7 +294,9 @@ def prepare_event(event: RunEvent, max_content_bytes: int) -> PreparedEvent:
     """Validate `event` and make its content storable.
 
     Content that is not JSON-serialisable is kept as its text
-    (`metadata["content_coerced"] = True`). Content whose JSON encoding exceeds
+    (`metadata["content_coerced"] = True`). NUL characters, which PostgreSQL
+    cannot store in text or jsonb, become U+FFFD in every backend alike
+    (`metadata["content_sanitized"] = True` when the content had any). Content whose JSON encoding exceeds
     `max_content_bytes` is cut to a string prefix -- JSON content becomes a prefix
     of its JSON text -- with `metadata["truncated"] = True` and
     `metadata["original_size"]` (bytes of the full JSON encoding).
@@ -295,6 +310,12 @@ def prepare_event(event: RunEvent, max_content_bytes: int) -> PreparedEvent:
         content = str(content)
         content_json = _ENCODER.encode(content)
         metadata = {**metadata, "content_coerced": True}
+    if "\\u0000" in content_json:  # maybe a NUL, maybe an escaped backslash before "u0000"
+        cleaned = _without_nul(content)
+        cleaned_json = _ENCODER.encode(cleaned)
+        if cleaned_json != content_json:
+            content, content_json = cleaned, cleaned_json
+            metadata = {**metadata, "content_sanitized": True}
     # A UTF-8 character is at most 4 bytes: most content needs no encoding to know it fits.
     if len(content_json) * 4 > max_content_bytes:
         size = len(content_json.encode("utf-8"))
@@ -308,6 +329,9 @@ def prepare_event(event: RunEvent, max_content_bytes: int) -> PreparedEvent:
             metadata_json = _METADATA_ENCODER.encode(metadata)
         except ValueError as exc:
             raise InvalidEvent(f"metadata: not JSON-serialisable: {exc}") from exc
+        if "\\u0000" in metadata_json:
+            metadata = _without_nul(json.loads(metadata_json))
+            metadata_json = _METADATA_ENCODER.encode(metadata)
     else:
         metadata_json = "{}"
     if content is not event.content or metadata is not event.metadata:

@@ -55,7 +55,7 @@ def _translate(exc: psycopg.Error, what: str) -> Exception:
         # failure, server shutting down: all worth a retry.
         return StoreUnavailable(f"PostgreSQL {what} failed: {exc}")
     if isinstance(exc, psycopg.DataError):
-        return InvalidEvent(f"content: PostgreSQL cannot store this value ({what}): {exc}")
+        return InvalidEvent(f"event: PostgreSQL cannot store a value of it ({what}): {exc}")
     return StoreError(f"PostgreSQL {what} failed: {exc}")
 
 

@@ -228,6 +228,22 @@ class RunEventStoreConformance:
         assert stored.content == "{'x': nan}"
         assert stored.metadata["content_coerced"] is True
 
+    async def test_nul_characters_become_replacement_characters(self, store):
+        stored = await store.put(
+            thread_id=THREAD, run_id="r", event_type=LLM_TOOL_RESULT, category=MESSAGE,
+            content={"out": "bin\x00ary", "k\x00": ["\x00"]}, metadata={"note": "a\x00b"},
+        )
+        (read,) = await store.list_messages(THREAD)
+        assert read == stored
+        assert read.content == {"out": "bin\ufffdary", "k\ufffd": ["\ufffd"]}
+        assert read.metadata == {"note": "a\ufffdb", "content_sanitized": True}
+
+    async def test_a_literal_backslash_u0000_is_not_a_nul(self, store):
+        await store.put_batch([event(content="\\u0000 is how JSON writes NUL")])
+        (read,) = await store.list_messages(THREAD)
+        assert read.content == "\\u0000 is how JSON writes NUL"
+        assert "content_sanitized" not in read.metadata
+
     async def test_metadata_round_trips(self, store):
         metadata = {"caller": "agent", "usage": {"input_tokens": 3, "output_tokens": 4}, "x": [1, None]}
         await store.put(
@@ -321,6 +337,8 @@ class RunEventStoreConformance:
             ("seq", 0),
             ("seq", "1"),
             ("source_key", ""),
+            ("thread_id", "a\x00b"),
+            ("source_key", "k\x00"),
         ],
     )
     async def test_invalid_event_is_rejected_naming_the_field(self, store, field, value):
