@@ -5,6 +5,9 @@ thread's counter row, so writers in several processes (or servers) serialise
 per thread while different threads append in parallel. Threads of one batch are
 locked in sorted order, so two batches cannot deadlock. Reads run in autocommit
 and see only committed batches.
+
+`content` and `metadata` are jsonb; a str content is a jsonb string, so it reads
+back as a str. jsonb keeps values exactly but not the key order of objects.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Appends run in `BEGIN IMMEDIATE` transactions, so several processes can share
 one file: the write lock is taken before the thread's counter row is read, and
 the busy timeout makes a writer wait for it instead of failing. Reads use a
 separate connection and only ever see committed batches (WAL snapshots).
+
+`content` and `metadata` are JSON text; a str content is stored as a JSON string,
+so it reads back as a str and never as the JSON it might look like.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ _UPSERT_THREAD = (
 def _encode_time(value: datetime) -> str:
     return value.isoformat()
 
-_UNAVAILABLE_HINTS = ("locked", "busy", "unable to open", "disk i/o", "readonly", "no such")
+_UNAVAILABLE_HINTS = ("locked", "busy", "unable to open", "disk i/o", "readonly")
 
 
 def sqlite_path_from_url(url: str) -> str:
