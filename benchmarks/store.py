@@ -24,14 +24,14 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from journal_bridge.events import (  # noqa: E402
+from journal_bridge.events import (
     LLM_AI_RESPONSE,
     LLM_HUMAN_INPUT,
     LLM_TOOL_RESULT,
@@ -42,7 +42,7 @@ from journal_bridge.events import (  # noqa: E402
     dumps,
     make_event,
 )
-from journal_bridge.store import RunEventStore, open_store  # noqa: E402
+from journal_bridge.store import RunEventStore, open_store
 
 BATCH_SIZES = {1: 900, 20: 6_000, 500: 30_000}  # batch size -> events appended
 ROUNDS = 3
@@ -64,11 +64,17 @@ def conversation(thread_id: str, count: int, tag: str = "") -> list[RunEvent]:
         elif step == 19:
             kind, content = RUN_END, {"status": "success"}
         elif step == 10 and (i // 20) % 5 == 4:
-            kind, content = MIDDLEWARE_SUMMARIZE, {
-                "name": "summarization",
-                "action": "summarize",
-                "changes": {"replaced_count": 40, "summary": "The user asked ... " * 5},
-            }
+            kind, content = (
+                MIDDLEWARE_SUMMARIZE,
+                {
+                    "name": "summarization",
+                    "action": "summarize",
+                    "changes": {
+                        "replaced_count": 40,
+                        "summary": "The user asked ... " * 5,
+                    },
+                },
+            )
         else:
             kind = (LLM_HUMAN_INPUT, LLM_AI_RESPONSE, LLM_TOOL_RESULT)[step % 3]
             content = {
@@ -93,7 +99,9 @@ def conversation(thread_id: str, count: int, tag: str = "") -> list[RunEvent]:
 
 
 def raw_rows(
-    events: list[RunEvent], start: int = 1, encode_time: Callable[[Any], Any] | None = None
+    events: list[RunEvent],
+    start: int = 1,
+    encode_time: Callable[[Any], Any] | None = None,
 ) -> list[tuple[Any, ...]]:
     """The rows a store would write for `events`, seqs from `start`."""
     return [
@@ -123,7 +131,7 @@ class RawSqlite:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    async def __aenter__(self) -> RawSqlite:
+    async def __aenter__(self) -> Self:
         import aiosqlite
 
         self.conn = await aiosqlite.connect(self.path, isolation_level=None)
@@ -131,7 +139,7 @@ class RawSqlite:
         await self.conn.execute("PRAGMA synchronous = NORMAL")
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.conn.close()
 
     encode_time = staticmethod(datetime.isoformat)
@@ -139,7 +147,8 @@ class RawSqlite:
     async def insert(self, rows: list[tuple[Any, ...]]) -> None:
         await self.conn.execute("BEGIN")
         await self.conn.executemany(
-            f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+            f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
         )
         await self.conn.execute("COMMIT")
 
@@ -150,13 +159,13 @@ class RawPostgres:
     def __init__(self, url: str, schema: str) -> None:
         self.url, self.schema = url, schema
 
-    async def __aenter__(self) -> RawPostgres:
+    async def __aenter__(self) -> Self:
         import psycopg
 
         self.conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.conn.close()
 
     async def insert(self, rows: list[tuple[Any, ...]]) -> None:
@@ -179,7 +188,9 @@ async def store_throughput(store: RunEventStore, size: int, total: int) -> float
     return total / (time.perf_counter() - started)
 
 
-async def raw_throughput(raw: Any, size: int, total: int, *, encode: bool = False) -> float:
+async def raw_throughput(
+    raw: Any, size: int, total: int, *, encode: bool = False
+) -> float:
     """The driver alone; with `encode`, turning events into rows is timed too."""
     events = conversation(f"raw-{size}-{uuid.uuid4().hex[:6]}", total)
     if not encode:
@@ -190,7 +201,9 @@ async def raw_throughput(raw: Any, size: int, total: int, *, encode: bool = Fals
         return total / (time.perf_counter() - started)
     started = time.perf_counter()
     for start in range(0, total, size):
-        await raw.insert(raw_rows(events[start : start + size], start + 1, raw.encode_time))
+        await raw.insert(
+            raw_rows(events[start : start + size], start + 1, raw.encode_time)
+        )
     return total / (time.perf_counter() - started)
 
 
@@ -228,14 +241,17 @@ async def page_latencies(store: RunEventStore) -> list[tuple[str, float, float]]
         ),
     ):
         assert len(await query(small, SMALL_THREAD)) == PAGE
-        small_ms = await p50_ms(lambda: query(small, SMALL_THREAD))
-        large_ms = await p50_ms(lambda: query(large, LARGE_THREAD))
+        small_ms = await p50_ms(lambda q=query: q(small, SMALL_THREAD))
+        large_ms = await p50_ms(lambda q=query: q(large, LARGE_THREAD))
         results.append((name, small_ms, large_ms))
     return results
 
 
 async def bench_backend(
-    name: str, store_url: str, options: dict[str, Any], raw_factory: Callable[[], Any] | None
+    name: str,
+    store_url: str,
+    options: dict[str, Any],
+    raw_factory: Callable[[], Any] | None,
 ) -> tuple[list[tuple], list[tuple]]:
     appends = []
     async with open_store(store_url, **options) as store:
@@ -247,9 +263,13 @@ async def bench_backend(
                 store_rates.append(await store_throughput(store, size, total // ROUNDS))
                 if raw_factory is not None:
                     async with raw_factory() as raw:
-                        raw_rates.append(await raw_throughput(raw, size, total // ROUNDS))
+                        raw_rates.append(
+                            await raw_throughput(raw, size, total // ROUNDS)
+                        )
                         encoded_rates.append(
-                            await raw_throughput(raw, size, total // ROUNDS, encode=True)
+                            await raw_throughput(
+                                raw, size, total // ROUNDS, encode=True
+                            )
                         )
             appends.append(
                 (
@@ -292,7 +312,10 @@ async def main() -> int:
             async with open_store(pg_url, schema=raw_schema):
                 pass
             a, p = await bench_backend(
-                "postgres", pg_url, {"schema": store_schema}, lambda: RawPostgres(pg_url, raw_schema)
+                "postgres",
+                pg_url,
+                {"schema": store_schema},
+                lambda: RawPostgres(pg_url, raw_schema),
             )
             appends += a
             pages += p
@@ -337,7 +360,9 @@ async def main() -> int:
     )
     print(f"{'backend':<10}{'query':<24}{'1k ms':>9}{'100k ms':>10}{'100k/1k':>10}")
     for name, query, small_ms, large_ms in pages:
-        print(f"{name:<10}{query:<24}{small_ms:9.3f}{large_ms:10.3f}{large_ms / small_ms:9.2f}x")
+        print(
+            f"{name:<10}{query:<24}{small_ms:9.3f}{large_ms:10.3f}{large_ms / small_ms:9.2f}x"
+        )
     print("  target: 100k/1k <= 1.50x")
 
     for note in notes:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
@@ -35,10 +35,10 @@ __all__ = [
     "RUN_ERROR",
     "RUN_START",
     "TRACE",
-    "dumps",
     "InvalidEvent",
     "PreparedEvent",
     "RunEvent",
+    "dumps",
     "make_event",
     "max_content_bytes_from_env",
     "prepare_event",
@@ -122,7 +122,7 @@ class RunEvent:
             except ValueError as exc:
                 raise InvalidEvent(f"created_at: not ISO-8601: {created_at!r}") from exc
         elif created_at is None:
-            created_at = datetime.now(timezone.utc)
+            created_at = datetime.now(UTC)
         metadata = data.get("metadata")
         return cls(
             thread_id=data.get("thread_id"),  # type: ignore[arg-type]
@@ -165,7 +165,7 @@ def make_event(
         category=category,
         content=content,
         metadata={} if metadata is None else metadata,
-        created_at=datetime.now(timezone.utc) if created_at is None else created_at,
+        created_at=datetime.now(UTC) if created_at is None else created_at,
         source_key=source_key,
     )
 
@@ -192,23 +192,37 @@ def validate_event(event: RunEvent) -> None:
     if not isinstance(value, str) or not value or "\x00" in value:
         raise _bad_text("run_id", value)
     value = event.event_type
-    if not isinstance(value, str) or not 0 < len(value) <= MAX_EVENT_TYPE_LENGTH or "\x00" in value:
+    if (
+        not isinstance(value, str)
+        or not 0 < len(value) <= MAX_EVENT_TYPE_LENGTH
+        or "\x00" in value
+    ):
         raise _bad_text("event_type", value, MAX_EVENT_TYPE_LENGTH)
     value = event.category
-    if not isinstance(value, str) or not 0 < len(value) <= MAX_CATEGORY_LENGTH or "\x00" in value:
+    if (
+        not isinstance(value, str)
+        or not 0 < len(value) <= MAX_CATEGORY_LENGTH
+        or "\x00" in value
+    ):
         raise _bad_text("category", value, MAX_CATEGORY_LENGTH)
     if not isinstance(event.metadata, dict):
-        raise InvalidEvent(f"metadata: must be a dict, got {type(event.metadata).__name__}")
+        raise InvalidEvent(
+            f"metadata: must be a dict, got {type(event.metadata).__name__}"
+        )
     created_at = event.created_at
     if not isinstance(created_at, datetime):
-        raise InvalidEvent(f"created_at: must be a datetime, got {type(created_at).__name__}")
+        raise InvalidEvent(
+            f"created_at: must be a datetime, got {type(created_at).__name__}"
+        )
     if created_at.tzinfo is None or created_at.utcoffset() is None:
         raise InvalidEvent("created_at: must be timezone-aware")
     seq = event.seq
     if seq is not None and (type(seq) is not int or seq < 1):
         raise InvalidEvent(f"seq: must be None or an int >= 1, got {seq!r}")
     value = event.source_key
-    if value is not None and (not isinstance(value, str) or not value or "\x00" in value):
+    if value is not None and (
+        not isinstance(value, str) or not value or "\x00" in value
+    ):
         raise _bad_text("source_key", value)
 
 
@@ -220,7 +234,9 @@ def max_content_bytes_from_env() -> int:
     try:
         value = int(raw)
     except ValueError as exc:
-        raise ValueError(f"{MAX_CONTENT_BYTES_ENV} must be an integer, got {raw!r}") from exc
+        raise ValueError(
+            f"{MAX_CONTENT_BYTES_ENV} must be an integer, got {raw!r}"
+        ) from exc
     if value < 1:
         raise ValueError(f"{MAX_CONTENT_BYTES_ENV} must be >= 1, got {value}")
     return value
@@ -276,8 +292,15 @@ class PreparedEvent:
         truncation), which a read returns as their JSON round trip."""
         e = self.event
         return RunEvent(
-            e.thread_id, e.run_id, e.event_type, e.category, e.content, e.metadata,
-            e.created_at, seq, e.source_key,
+            e.thread_id,
+            e.run_id,
+            e.event_type,
+            e.category,
+            e.content,
+            e.metadata,
+            e.created_at,
+            seq,
+            e.source_key,
         )
 
     def decoded(self, seq: int) -> RunEvent:
@@ -285,8 +308,15 @@ class PreparedEvent:
         with the caller's objects."""
         e = self.event
         return RunEvent(
-            e.thread_id, e.run_id, e.event_type, e.category, json.loads(self.content_json),
-            json.loads(self.metadata_json), e.created_at, seq, e.source_key,
+            e.thread_id,
+            e.run_id,
+            e.event_type,
+            e.category,
+            json.loads(self.content_json),
+            json.loads(self.metadata_json),
+            e.created_at,
+            seq,
+            e.source_key,
         )
 
 
@@ -310,7 +340,9 @@ def prepare_event(event: RunEvent, max_content_bytes: int) -> PreparedEvent:
         content = str(content)
         content_json = _ENCODER.encode(content)
         metadata = {**metadata, "content_coerced": True}
-    if "\\u0000" in content_json:  # maybe a NUL, maybe an escaped backslash before "u0000"
+    if (
+        "\\u0000" in content_json
+    ):  # maybe a NUL, maybe an escaped backslash before "u0000"
         cleaned = _without_nul(content)
         cleaned_json = _ENCODER.encode(cleaned)
         if cleaned_json != content_json:

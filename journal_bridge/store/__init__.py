@@ -48,9 +48,14 @@ def create_store(url: str, **options: Any) -> RunEventStore:
 
         return MemoryRunEventStore(**options)
     if scheme == "sqlite":
-        from journal_bridge.store.sqlite import SqliteRunEventStore, sqlite_path_from_url
+        from journal_bridge.store.sqlite import (
+            SqliteRunEventStore,
+            sqlite_path_from_url,
+        )
 
-        return SqliteRunEventStore(sqlite_path_from_url(url), **{**_sqlite_url_options(url), **options})
+        return SqliteRunEventStore(
+            sqlite_path_from_url(url), **{**_sqlite_url_options(url), **options}
+        )
     if scheme in ("postgresql", "postgres"):
         from journal_bridge.store.postgres import PostgresRunEventStore
 
@@ -67,11 +72,15 @@ def _sqlite_url_options(url: str) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for name, values in query.items():
         if name != "busy_timeout":
-            raise ValueError(f"unsupported SQLite URL option {name!r}: only busy_timeout is known")
+            raise ValueError(
+                f"unsupported SQLite URL option {name!r}: only busy_timeout is known"
+            )
         try:
             options["busy_timeout"] = float(values[-1])
         except ValueError as exc:
-            raise ValueError(f"busy_timeout: expected seconds, got {values[-1]!r}") from exc
+            raise ValueError(
+                f"busy_timeout: expected seconds, got {values[-1]!r}"
+            ) from exc
     return options
 
 
@@ -91,7 +100,7 @@ class _OpeningStore:
     async def __aenter__(self) -> RunEventStore:
         return await self._open()
 
-    async def __aexit__(self, *exc_info: Any) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self._store.close()
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 from journal_bridge.events import (
     MESSAGE,
@@ -68,7 +68,9 @@ def plan_append(
     last_seqs: dict[str, int],
     existing: dict[str, dict[str, RunEvent]],
     encode_time: Any = None,
-) -> tuple[dict[str, list[RunEvent]], list[tuple[Any, ...]], list[tuple[str, int, int]]]:
+) -> tuple[
+    dict[str, list[RunEvent]], list[tuple[Any, ...]], list[tuple[str, int, int]]
+]:
     """Assign seqs for an append whose thread counters and known keys were read
     under the write lock.
 
@@ -126,11 +128,11 @@ class RunEventStore(abc.ABC):
             raise ValueError(f"max_content_bytes must be >= 1, got {max_content_bytes}")
         self.max_content_bytes = max_content_bytes
 
-    async def __aenter__(self) -> RunEventStore:
+    async def __aenter__(self) -> Self:
         await self.open()
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def open(self) -> None:

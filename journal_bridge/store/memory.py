@@ -10,7 +10,7 @@ import bisect
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
@@ -74,7 +74,7 @@ class MemoryRunEventStore(RunEventStore):
             result[thread_id] = out
             if new:
                 staged.append((thread_id, new))
-        now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+        now = datetime.now(UTC).isoformat(timespec="microseconds")
         for thread_id, new in staged:
             thread = self._threads.setdefault(thread_id, _Thread())
             self._writes += 1
@@ -110,7 +110,9 @@ class MemoryRunEventStore(RunEventStore):
                     if len(page) == limit:
                         break
             return page
-        end = len(events) if before_seq is None else bisect.bisect_left(seqs, before_seq)
+        end = (
+            len(events) if before_seq is None else bisect.bisect_left(seqs, before_seq)
+        )
         for index in range(end - 1, -1, -1):
             if events[index].category in wanted:
                 page.append(events[index])
@@ -135,7 +137,9 @@ class MemoryRunEventStore(RunEventStore):
         wanted = None if event_types is None else set(event_types)
         page: list[RunEvent] = []
         for event in itertools.islice(thread.events, start, None):
-            if event.run_id == run_id and (wanted is None or event.event_type in wanted):
+            if event.run_id == run_id and (
+                wanted is None or event.event_type in wanted
+            ):
                 page.append(event)
                 if len(page) == limit:
                     break
@@ -195,6 +199,8 @@ class MemoryRunEventStore(RunEventStore):
             thread.events = kept
             thread.seqs = [event.seq for event in kept]  # type: ignore[misc]
             thread.by_source_key = {
-                event.source_key: event for event in kept if event.source_key is not None
+                event.source_key: event
+                for event in kept
+                if event.source_key is not None
             }
         return deleted

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
-from datetime import timezone
+from datetime import UTC
 from typing import Any
 
 import psycopg
@@ -23,10 +23,10 @@ from psycopg_pool import AsyncConnectionPool
 from journal_bridge.events import MESSAGE, InvalidEvent, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     SCHEMA_VERSION,
-    plan_append,
     RunEventStore,
     StoreError,
     StoreUnavailable,
+    plan_append,
 )
 
 __all__ = ["PostgresRunEventStore"]
@@ -58,7 +58,9 @@ def _translate(exc: psycopg.Error, what: str) -> Exception:
         # failure, server shutting down: all worth a retry.
         return StoreUnavailable(f"PostgreSQL {what} failed: {exc}")
     if isinstance(exc, psycopg.DataError):
-        return InvalidEvent(f"event: PostgreSQL cannot store a value of it ({what}): {exc}")
+        return InvalidEvent(
+            f"event: PostgreSQL cannot store a value of it ({what}): {exc}"
+        )
     return StoreError(f"PostgreSQL {what} failed: {exc}")
 
 
@@ -102,7 +104,11 @@ class PostgresRunEventStore(RunEventStore):
             info = psycopg.conninfo.conninfo_to_dict(self.url)
         except psycopg.Error:
             return "<invalid url>"
-        host, port, db = info.get("host", ""), info.get("port", ""), info.get("dbname", "")
+        host, port, db = (
+            info.get("host", ""),
+            info.get("port", ""),
+            info.get("dbname", ""),
+        )
         return f"{host}:{port}/{db}"
 
     async def open(self) -> None:
@@ -156,12 +162,18 @@ class PostgresRunEventStore(RunEventStore):
                     source_key text,
                     PRIMARY KEY (thread_id, seq)
                 )""",
-                f"CREATE INDEX IF NOT EXISTS journal_events_category"
-                f" ON {self._events} (thread_id, category, seq)",
-                f"CREATE INDEX IF NOT EXISTS journal_events_run"
-                f" ON {self._events} (thread_id, run_id, seq)",
-                f"CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
-                f" ON {self._events} (thread_id, source_key) WHERE source_key IS NOT NULL",
+                (
+                    f"CREATE INDEX IF NOT EXISTS journal_events_category"
+                    f" ON {self._events} (thread_id, category, seq)"
+                ),
+                (
+                    f"CREATE INDEX IF NOT EXISTS journal_events_run"
+                    f" ON {self._events} (thread_id, run_id, seq)"
+                ),
+                (
+                    f"CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
+                    f" ON {self._events} (thread_id, source_key) WHERE source_key IS NOT NULL"
+                ),
                 # The seq counter (never reused while the thread exists) and what
                 # the thread index needs without scanning events.
                 f"""CREATE TABLE IF NOT EXISTS {self._threads} (
@@ -171,8 +183,10 @@ class PostgresRunEventStore(RunEventStore):
                     updated_at timestamptz NOT NULL,
                     write_order bigint NOT NULL
                 )""",
-                f"CREATE INDEX IF NOT EXISTS journal_threads_write_order"
-                f" ON {self._threads} (write_order)",
+                (
+                    f"CREATE INDEX IF NOT EXISTS journal_threads_write_order"
+                    f" ON {self._threads} (write_order)"
+                ),
                 f"CREATE SEQUENCE IF NOT EXISTS {self._writes}",
             ):
                 await conn.execute(statement)
@@ -180,7 +194,8 @@ class PostgresRunEventStore(RunEventStore):
             row = await cursor.fetchone()
             if row is None:
                 await conn.execute(
-                    f"INSERT INTO {self._version} (version) VALUES (%s)", (SCHEMA_VERSION,)
+                    f"INSERT INTO {self._version} (version) VALUES (%s)",
+                    (SCHEMA_VERSION,),
                 )
             elif row[0] > SCHEMA_VERSION:
                 raise StoreError(
@@ -195,7 +210,9 @@ class PostgresRunEventStore(RunEventStore):
 
     def _get_pool(self) -> AsyncConnectionPool:
         if self._pool is None:
-            raise StoreError("PostgreSQL journal is not open; use `async with` or `await open()`")
+            raise StoreError(
+                "PostgreSQL journal is not open; use `async with` or `await open()`"
+            )
         return self._pool
 
     async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
@@ -209,10 +226,13 @@ class PostgresRunEventStore(RunEventStore):
     async def ping(self) -> None:
         await self._fetch("SELECT 1", ())
 
-    async def _lock_threads(self, conn: psycopg.AsyncConnection, thread_ids: Iterable[str]) -> None:
+    async def _lock_threads(
+        self, conn: psycopg.AsyncConnection, thread_ids: Iterable[str]
+    ) -> None:
         for thread_id in sorted(thread_ids):
             await conn.execute(
-                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (self._lock_space, thread_id)
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                (self._lock_space, thread_id),
             )
 
     # -- writing -----------------------------------------------------------------
@@ -250,14 +270,19 @@ class PostgresRunEventStore(RunEventStore):
             existing: dict[str, dict[str, RunEvent]] = {}
             if look_up_keys:
                 for thread_id, items in groups.items():
-                    keys = [i.event.source_key for i in items if i.event.source_key is not None]
+                    keys = [
+                        i.event.source_key
+                        for i in items
+                        if i.event.source_key is not None
+                    ]
                     if keys:
                         cursor = await conn.execute(
                             f"{self._select} WHERE thread_id = %s AND source_key = ANY(%s)",
                             (thread_id, keys),
                         )
                         existing[thread_id] = {
-                            row[8]: _row_to_event(row) for row in await cursor.fetchall()
+                            row[8]: _row_to_event(row)
+                            for row in await cursor.fetchall()
                         }
             result, rows, counters = plan_append(groups, last_seqs, existing)
             if rows:
@@ -369,9 +394,7 @@ class PostgresRunEventStore(RunEventStore):
                 "thread_id": r[0],
                 "last_seq": r[1],
                 "event_count": r[2],
-                "updated_at": r[3]
-                .astimezone(timezone.utc)
-                .isoformat(timespec="microseconds"),
+                "updated_at": r[3].astimezone(UTC).isoformat(timespec="microseconds"),
             }
             for r in rows
         ]
@@ -389,7 +412,9 @@ class PostgresRunEventStore(RunEventStore):
 
     # -- deleting ----------------------------------------------------------------
 
-    async def _delete(self, thread_id: str, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
+    async def _delete(
+        self, thread_id: str, statements: list[tuple[str, tuple[Any, ...]]]
+    ) -> int:
         """Run `statements` under the thread's lock; return the first one's rowcount."""
         try:
             async with self._get_pool().connection() as conn, conn.transaction():
@@ -420,8 +445,10 @@ class PostgresRunEventStore(RunEventStore):
                     (thread_id, run_id),
                 ),
                 (
-                    f"UPDATE {self._threads} SET event_count = (SELECT COUNT(*)"
-                    f" FROM {self._events} WHERE thread_id = %s) WHERE thread_id = %s",
+                    (
+                        f"UPDATE {self._threads} SET event_count = (SELECT COUNT(*)"
+                        f" FROM {self._events} WHERE thread_id = %s) WHERE thread_id = %s"
+                    ),
                     (thread_id, thread_id),
                 ),
             ],

@@ -15,7 +15,7 @@ import asyncio
 import json
 import sqlite3
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +24,10 @@ import aiosqlite
 from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     SCHEMA_VERSION,
-    plan_append,
     RunEventStore,
     StoreError,
     StoreUnavailable,
+    plan_append,
 )
 
 __all__ = ["SqliteRunEventStore"]
@@ -51,11 +51,15 @@ SCHEMA = [
         source_key TEXT,
         PRIMARY KEY (thread_id, seq)
     )""",
-    "CREATE INDEX IF NOT EXISTS journal_events_category"
-    " ON journal_events (thread_id, category, seq)",
+    (
+        "CREATE INDEX IF NOT EXISTS journal_events_category"
+        " ON journal_events (thread_id, category, seq)"
+    ),
     "CREATE INDEX IF NOT EXISTS journal_events_run ON journal_events (thread_id, run_id, seq)",
-    "CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
-    " ON journal_events (thread_id, source_key) WHERE source_key IS NOT NULL",
+    (
+        "CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
+        " ON journal_events (thread_id, source_key) WHERE source_key IS NOT NULL"
+    ),
     # One row per thread: the seq counter (never reused while the thread exists)
     # and what the thread index needs without scanning events.
     """CREATE TABLE IF NOT EXISTS journal_threads (
@@ -68,9 +72,7 @@ SCHEMA = [
     "CREATE INDEX IF NOT EXISTS journal_threads_write_order ON journal_threads (write_order)",
 ]
 
-_INSERT = (
-    f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
+_INSERT = f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _SELECT = f"SELECT {_COLUMNS} FROM journal_events"
 _UPSERT_THREAD = (
     "INSERT INTO journal_threads (thread_id, last_seq, event_count, updated_at, write_order)"
@@ -85,6 +87,7 @@ _UPSERT_THREAD = (
 
 def _encode_time(value: datetime) -> str:
     return value.isoformat()
+
 
 _UNAVAILABLE_HINTS = ("locked", "busy", "unable to open", "disk i/o", "readonly")
 
@@ -163,7 +166,9 @@ class SqliteRunEventStore(RunEventStore):
                 f"cannot open SQLite journal at {self.path!r}: directory {str(parent)!r}"
                 " does not exist"
             )
-        conn = aiosqlite.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        conn = aiosqlite.connect(
+            self.path, timeout=self.busy_timeout, isolation_level=None
+        )
         try:
             await conn
         except sqlite3.Error as exc:
@@ -198,7 +203,9 @@ class SqliteRunEventStore(RunEventStore):
 
     async def _schema_version(self, conn: aiosqlite.Connection) -> int | None:
         try:
-            rows = list(await conn.execute_fetchall("SELECT version FROM journal_schema"))
+            rows = list(
+                await conn.execute_fetchall("SELECT version FROM journal_schema")
+            )
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
                 return None
@@ -216,15 +223,20 @@ class SqliteRunEventStore(RunEventStore):
             else:
                 mode = await conn.execute_fetchall("PRAGMA journal_mode = WAL")
                 if next(iter(mode))[0].lower() != "wal":
-                    raise StoreError(f"SQLite journal at {self.path!r} cannot use WAL mode")
+                    raise StoreError(
+                        f"SQLite journal at {self.path!r} cannot use WAL mode"
+                    )
             await conn.execute("BEGIN IMMEDIATE")
             try:
                 for statement in SCHEMA:
                     await conn.execute(statement)
-                rows = list(await conn.execute_fetchall("SELECT version FROM journal_schema"))
+                rows = list(
+                    await conn.execute_fetchall("SELECT version FROM journal_schema")
+                )
                 if not rows:
                     await conn.execute(
-                        "INSERT INTO journal_schema (version) VALUES (?)", (SCHEMA_VERSION,)
+                        "INSERT INTO journal_schema (version) VALUES (?)",
+                        (SCHEMA_VERSION,),
                     )
                 elif rows[0][0] > SCHEMA_VERSION:
                     raise StoreError(
@@ -247,7 +259,9 @@ class SqliteRunEventStore(RunEventStore):
 
     def _read_conn(self) -> aiosqlite.Connection:
         if self._reader is None:
-            raise StoreError("SQLite journal is not open; use `async with` or `await open()`")
+            raise StoreError(
+                "SQLite journal is not open; use `async with` or `await open()`"
+            )
         return self._reader
 
     async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
@@ -265,7 +279,9 @@ class SqliteRunEventStore(RunEventStore):
         self, groups: dict[str, list[PreparedEvent]]
     ) -> dict[str, list[RunEvent]]:
         if self._writer is None:
-            raise StoreError("SQLite journal is not open; use `async with` or `await open()`")
+            raise StoreError(
+                "SQLite journal is not open; use `async with` or `await open()`"
+            )
         # Source keys are nearly always new: insert assuming so, and only when the
         # unique index objects redo the append looking the keys up first.
         try:
@@ -299,13 +315,15 @@ class SqliteRunEventStore(RunEventStore):
                 existing = {}
                 if look_up_keys:
                     for thread_id, items in groups.items():
-                        existing[thread_id] = await self._existing(conn, thread_id, items)
+                        existing[thread_id] = await self._existing(
+                            conn, thread_id, items
+                        )
                 result, rows, counters = plan_append(
                     groups, last_seqs, existing, _encode_time
                 )
                 if rows:
                     await conn.executemany(_INSERT, rows)
-                    now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+                    now = datetime.now(UTC).isoformat(timespec="microseconds")
                     await conn.executemany(
                         _UPSERT_THREAD, [(*counter, now) for counter in counters]
                     )
@@ -318,7 +336,9 @@ class SqliteRunEventStore(RunEventStore):
     async def _existing(
         self, conn: aiosqlite.Connection, thread_id: str, items: list[PreparedEvent]
     ) -> dict[str, RunEvent]:
-        keys = [item.event.source_key for item in items if item.event.source_key is not None]
+        keys = [
+            item.event.source_key for item in items if item.event.source_key is not None
+        ]
         found: dict[str, RunEvent] = {}
         for start in range(0, len(keys), _CHUNK):
             chunk = keys[start : start + _CHUNK]
@@ -358,8 +378,10 @@ class SqliteRunEventStore(RunEventStore):
         params: list[Any] = []
         for category in categories:
             params.extend((thread_id, category, *cursor, limit))
-        sql = parts[0] if len(parts) == 1 else (
-            " UNION ALL ".join(parts) + f" ORDER BY seq {direction} LIMIT ?"
+        sql = (
+            parts[0]
+            if len(parts) == 1
+            else (" UNION ALL ".join(parts) + f" ORDER BY seq {direction} LIMIT ?")
         )
         if len(parts) > 1:
             params.append(limit)
@@ -416,7 +438,12 @@ class SqliteRunEventStore(RunEventStore):
             (limit,),
         )
         return [
-            {"thread_id": r[0], "last_seq": r[1], "event_count": r[2], "updated_at": r[3]}
+            {
+                "thread_id": r[0],
+                "last_seq": r[1],
+                "event_count": r[2],
+                "updated_at": r[3],
+            }
             for r in rows
         ]
 
@@ -438,7 +465,9 @@ class SqliteRunEventStore(RunEventStore):
     async def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
         """Run `statements` in one write transaction; return the first one's rowcount."""
         if self._writer is None:
-            raise StoreError("SQLite journal is not open; use `async with` or `await open()`")
+            raise StoreError(
+                "SQLite journal is not open; use `async with` or `await open()`"
+            )
         conn = self._writer
         async with self._write_lock:
             try:
@@ -472,8 +501,10 @@ class SqliteRunEventStore(RunEventStore):
                     (thread_id, run_id),
                 ),
                 (
-                    "UPDATE journal_threads SET event_count = (SELECT COUNT(*)"
-                    " FROM journal_events WHERE thread_id = ?) WHERE thread_id = ?",
+                    (
+                        "UPDATE journal_threads SET event_count = (SELECT COUNT(*)"
+                        " FROM journal_events WHERE thread_id = ?) WHERE thread_id = ?"
+                    ),
                     (thread_id, thread_id),
                 ),
             ]

@@ -17,7 +17,9 @@ from journal_bridge.events import LLM_AI_RESPONSE, make_event
 from journal_bridge.store import open_store
 
 
-async def main(url: str, options: dict, thread_id: str, writer: str, batches: int, barrier: Path) -> None:
+async def main(
+    url: str, options: dict, thread_id: str, writer: str, batches: int, barrier: Path
+) -> None:
     async with open_store(url, **options) as store:
         (barrier / f"ready-{writer}").touch()
         while not (barrier / "go").exists():
@@ -39,4 +41,6 @@ async def main(url: str, options: dict, thread_id: str, writer: str, batches: in
 
 if __name__ == "__main__":
     url, options, thread_id, writer, batches, barrier = sys.argv[1:7]
-    asyncio.run(main(url, json.loads(options), thread_id, writer, int(batches), Path(barrier)))
+    asyncio.run(
+        main(url, json.loads(options), thread_id, writer, int(batches), Path(barrier))
+    )

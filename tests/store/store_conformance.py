@@ -12,10 +12,9 @@ import asyncio
 import json
 import math
 import os
-import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -72,10 +71,16 @@ async def seed_mixed_thread(store: RunEventStore, runs: int = 3) -> list[RunEven
         run_id = f"run-{r}"
         batch.append(event(run_id=run_id, event_type=RUN_START, content={"run": r}))
         batch.append(event(run_id=run_id, event_type=LLM_HUMAN_INPUT, content=f"q{r}"))
-        batch.append(event(run_id=run_id, event_type=LLM_AI_RESPONSE, content=f"call{r}"))
-        batch.append(event(run_id=run_id, event_type=LLM_TOOL_RESULT, content=f"tool{r}"))
+        batch.append(
+            event(run_id=run_id, event_type=LLM_AI_RESPONSE, content=f"call{r}")
+        )
+        batch.append(
+            event(run_id=run_id, event_type=LLM_TOOL_RESULT, content=f"tool{r}")
+        )
         if r == 1:
-            batch.append(event(run_id=run_id, event_type=MIDDLEWARE_SUMMARIZE, content={"n": 3}))
+            batch.append(
+                event(run_id=run_id, event_type=MIDDLEWARE_SUMMARIZE, content={"n": 3})
+            )
         batch.append(event(run_id=run_id, event_type=LLM_AI_RESPONSE, content=f"a{r}"))
         batch.append(event(run_id=run_id, event_type=RUN_END, content=None))
     return await store.put_batch(batch)
@@ -107,9 +112,13 @@ class RunEventStoreConformance:
         assert await store.last_seq(THREAD) == 1
 
     async def test_seq_is_contiguous_across_puts_and_batches(self, store):
-        first = await store.put(thread_id=THREAD, run_id="r", event_type="a", category=TRACE)
+        first = await store.put(
+            thread_id=THREAD, run_id="r", event_type="a", category=TRACE
+        )
         batch = await store.put_batch([event(content=i) for i in range(5)])
-        last = await store.put(thread_id=THREAD, run_id="r", event_type="b", category=TRACE)
+        last = await store.put(
+            thread_id=THREAD, run_id="r", event_type="b", category=TRACE
+        )
         assert [first.seq, *seqs(batch), last.seq] == list(range(1, 8))
 
     async def test_each_thread_has_its_own_seq(self, store):
@@ -117,7 +126,12 @@ class RunEventStoreConformance:
             [event(thread_id=t, content=i) for i in range(3) for t in ("a", "b")]
         )
         assert [(e.thread_id, e.seq) for e in stored] == [
-            ("a", 1), ("b", 1), ("a", 2), ("b", 2), ("a", 3), ("b", 3),
+            ("a", 1),
+            ("b", 1),
+            ("a", 2),
+            ("b", 2),
+            ("a", 3),
+            ("b", 3),
         ]
 
     async def test_seq_given_by_the_caller_is_ignored(self, store):
@@ -127,7 +141,9 @@ class RunEventStoreConformance:
         assert stored[0].seq == 1
 
     async def test_put_returns_the_event_as_stored(self, store):
-        created = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=2)))
+        created = datetime(
+            2025, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=2))
+        )
         stored = await store.put(
             thread_id=THREAD,
             run_id="run-9",
@@ -153,14 +169,21 @@ class RunEventStoreConformance:
         assert read == stored
 
     async def test_put_defaults_content_metadata_and_created_at(self, store):
-        before = datetime.now(timezone.utc)
-        stored = await store.put(thread_id=THREAD, run_id="r", event_type=RUN_START, category=TRACE)
-        assert stored.content == "" and stored.metadata == {} and stored.source_key is None
+        before = datetime.now(UTC)
+        stored = await store.put(
+            thread_id=THREAD, run_id="r", event_type=RUN_START, category=TRACE
+        )
+        assert (
+            stored.content == "" and stored.metadata == {} and stored.source_key is None
+        )
         assert stored.created_at.tzinfo is not None and stored.created_at >= before
 
     async def test_put_batch_returns_events_in_input_order(self, store):
         stored = await store.put_batch(
-            [event(thread_id=t, content=f"{t}{i}") for t, i in [("x", 0), ("y", 0), ("x", 1)]]
+            [
+                event(thread_id=t, content=f"{t}{i}")
+                for t, i in [("x", 0), ("y", 0), ("x", 1)]
+            ]
         )
         assert [e.content for e in stored] == ["x0", "y0", "x1"]
         assert seqs(stored) == [1, 1, 2]
@@ -198,7 +221,10 @@ class RunEventStoreConformance:
     )
     async def test_content_round_trips_exactly(self, store, content):
         stored = await store.put(
-            thread_id=THREAD, run_id="r", event_type=LLM_HUMAN_INPUT, category=MESSAGE,
+            thread_id=THREAD,
+            run_id="r",
+            event_type=LLM_HUMAN_INPUT,
+            category=MESSAGE,
             content=content,
         )
         (read,) = await store.list_messages(THREAD)
@@ -213,7 +239,11 @@ class RunEventStoreConformance:
                 return "<opaque thing>"
 
         stored = await store.put(
-            thread_id=THREAD, run_id="r", event_type=RUN_END, category=OUTPUTS, content=Opaque()
+            thread_id=THREAD,
+            run_id="r",
+            event_type=RUN_END,
+            category=OUTPUTS,
+            content=Opaque(),
         )
         (read,) = await store.list_events(THREAD, "r")
         for got in (stored, read):
@@ -222,7 +252,10 @@ class RunEventStoreConformance:
 
     async def test_content_with_nan_is_stored_as_its_text(self, store):
         stored = await store.put(
-            thread_id=THREAD, run_id="r", event_type=RUN_END, category=OUTPUTS,
+            thread_id=THREAD,
+            run_id="r",
+            event_type=RUN_END,
+            category=OUTPUTS,
             content={"x": math.nan},
         )
         assert stored.content == "{'x': nan}"
@@ -230,8 +263,12 @@ class RunEventStoreConformance:
 
     async def test_nul_characters_become_replacement_characters(self, store):
         stored = await store.put(
-            thread_id=THREAD, run_id="r", event_type=LLM_TOOL_RESULT, category=MESSAGE,
-            content={"out": "bin\x00ary", "k\x00": ["\x00"]}, metadata={"note": "a\x00b"},
+            thread_id=THREAD,
+            run_id="r",
+            event_type=LLM_TOOL_RESULT,
+            category=MESSAGE,
+            content={"out": "bin\x00ary", "k\x00": ["\x00"]},
+            metadata={"note": "a\x00b"},
         )
         (read,) = await store.list_messages(THREAD)
         assert read == stored
@@ -245,23 +282,34 @@ class RunEventStoreConformance:
         assert "content_sanitized" not in read.metadata
 
     async def test_metadata_round_trips(self, store):
-        metadata = {"caller": "agent", "usage": {"input_tokens": 3, "output_tokens": 4}, "x": [1, None]}
+        metadata = {
+            "caller": "agent",
+            "usage": {"input_tokens": 3, "output_tokens": 4},
+            "x": [1, None],
+        }
         await store.put(
-            thread_id=THREAD, run_id="r", event_type=LLM_AI_RESPONSE, category=MESSAGE,
+            thread_id=THREAD,
+            run_id="r",
+            event_type=LLM_AI_RESPONSE,
+            category=MESSAGE,
             metadata=metadata,
         )
         (read,) = await store.list_messages(THREAD)
         assert read.metadata == metadata
 
     async def test_created_at_round_trips_as_the_same_instant(self, store):
-        created = datetime(2024, 6, 1, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=-5)))
+        created = datetime(
+            2024, 6, 1, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=-5))
+        )
         await store.put_batch([event(created_at=created)])
         (read,) = await store.list_messages(THREAD)
         assert read.created_at == created
         assert read.created_at.utcoffset() is not None
 
     async def test_stored_event_survives_the_json_envelope(self, store):
-        (stored,) = await store.put_batch([event(content={"a": [1, 2]}, source_key="k")])
+        (stored,) = await store.put_batch(
+            [event(content={"a": [1, 2]}, source_key="k")]
+        )
         envelope = json.loads(json.dumps(stored.to_dict()))
         assert RunEvent.from_dict(envelope) == stored
 
@@ -269,14 +317,22 @@ class RunEventStoreConformance:
 
     @pytest.fixture
     async def small_store(self, store_url: str, store_options: dict[str, Any]):
-        async with open_store(store_url, **{**store_options, "max_content_bytes": 1000}) as opened:
+        async with open_store(
+            store_url, **{**store_options, "max_content_bytes": 1000}
+        ) as opened:
             yield opened
 
-    async def test_long_text_is_truncated_to_a_prefix_with_its_original_size(self, small_store):
+    async def test_long_text_is_truncated_to_a_prefix_with_its_original_size(
+        self, small_store
+    ):
         text = "é" * 5000
         stored = await small_store.put(
-            thread_id=THREAD, run_id="r", event_type=LLM_AI_RESPONSE, category=MESSAGE,
-            content=text, metadata={"caller": "agent"},
+            thread_id=THREAD,
+            run_id="r",
+            event_type=LLM_AI_RESPONSE,
+            category=MESSAGE,
+            content=text,
+            metadata={"caller": "agent"},
         )
         (read,) = await small_store.list_messages(THREAD)
         for got in (stored, read):
@@ -288,11 +344,16 @@ class RunEventStoreConformance:
                 "original_size": len(json.dumps(text, ensure_ascii=False).encode()),
             }
 
-    async def test_large_json_is_truncated_to_a_prefix_of_its_json_text(self, small_store):
+    async def test_large_json_is_truncated_to_a_prefix_of_its_json_text(
+        self, small_store
+    ):
         content = {"items": [{"n": i, "text": "x" * 20} for i in range(200)]}
         full = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
         stored = await small_store.put(
-            thread_id=THREAD, run_id="r", event_type=LLM_TOOL_RESULT, category=MESSAGE,
+            thread_id=THREAD,
+            run_id="r",
+            event_type=LLM_TOOL_RESULT,
+            category=MESSAGE,
             content=content,
         )
         (read,) = await small_store.list_messages(THREAD)
@@ -304,7 +365,10 @@ class RunEventStoreConformance:
     async def test_content_at_the_limit_is_kept_whole(self, small_store):
         text = "a" * 998  # 1000 bytes with its quotes
         stored = await small_store.put(
-            thread_id=THREAD, run_id="r", event_type=LLM_AI_RESPONSE, category=MESSAGE,
+            thread_id=THREAD,
+            run_id="r",
+            event_type=LLM_AI_RESPONSE,
+            category=MESSAGE,
             content=text,
         )
         assert stored.content == text and "truncated" not in stored.metadata
@@ -341,7 +405,9 @@ class RunEventStoreConformance:
             ("source_key", "k\x00"),
         ],
     )
-    async def test_invalid_event_is_rejected_naming_the_field(self, store, field, value):
+    async def test_invalid_event_is_rejected_naming_the_field(
+        self, store, field, value
+    ):
         from dataclasses import replace
 
         bad = replace(event(), **{field: value})
@@ -351,7 +417,9 @@ class RunEventStoreConformance:
 
     async def test_put_rejects_a_long_event_type(self, store):
         with pytest.raises(InvalidEvent, match="event_type"):
-            await store.put(thread_id=THREAD, run_id="r", event_type="x" * 40, category=TRACE)
+            await store.put(
+                thread_id=THREAD, run_id="r", event_type="x" * 40, category=TRACE
+            )
 
     async def test_limits_are_inclusive(self, store):
         stored = await store.put_batch([event(event_type="e" * 32, category="c" * 16)])
@@ -376,15 +444,26 @@ class RunEventStoreConformance:
         first = await store.put_batch([event(content="original", source_key="msg-1")])
         await store.put_batch([event(content="later")])
         again = await store.put(
-            thread_id=THREAD, run_id="run-2", event_type=LLM_AI_RESPONSE, category=MESSAGE,
-            content="retry", source_key="msg-1",
+            thread_id=THREAD,
+            run_id="run-2",
+            event_type=LLM_AI_RESPONSE,
+            category=MESSAGE,
+            content="retry",
+            source_key="msg-1",
         )
         assert again == first[0]
         assert await store.last_seq(THREAD) == 2
-        assert [e.content for e in await store.list_messages(THREAD)] == ["original", "later"]
+        assert [e.content for e in await store.list_messages(THREAD)] == [
+            "original",
+            "later",
+        ]
 
-    async def test_a_batch_mixing_stored_and_new_keys_assigns_seq_only_to_new(self, store):
-        await store.put_batch([event(content=f"m{i}", source_key=f"k{i}") for i in range(3)])
+    async def test_a_batch_mixing_stored_and_new_keys_assigns_seq_only_to_new(
+        self, store
+    ):
+        await store.put_batch(
+            [event(content=f"m{i}", source_key=f"k{i}") for i in range(3)]
+        )
         stored = await store.put_batch(
             [
                 event(content="new-a", source_key="k9"),
@@ -394,7 +473,10 @@ class RunEventStoreConformance:
             ]
         )
         assert [(e.seq, e.content) for e in stored] == [
-            (4, "new-a"), (2, "m1"), (5, "new-b"), (1, "m0"),
+            (4, "new-a"),
+            (2, "m1"),
+            (5, "new-b"),
+            (1, "m0"),
         ]
         assert await store.last_seq(THREAD) == 5
         assert seqs(await store.list_messages(THREAD)) == [1, 2, 3, 4, 5]
@@ -426,7 +508,10 @@ class RunEventStoreConformance:
     async def test_has_source_keys_reports_which_keys_are_stored(self, store):
         await store.put_batch([event(source_key=f"k{i}") for i in range(3)])
         await store.put_batch([event(thread_id="other", source_key="k7")])
-        assert await store.has_source_keys(THREAD, ["k0", "k2", "k7", "nope"]) == {"k0", "k2"}
+        assert await store.has_source_keys(THREAD, ["k0", "k2", "k7", "nope"]) == {
+            "k0",
+            "k2",
+        }
         assert await store.has_source_keys(THREAD, []) == set()
         assert await store.has_source_keys("unknown", ["k0"]) == set()
 
@@ -478,8 +563,14 @@ class RunEventStoreConformance:
         messages = [e for e in stored if e.category == MESSAGE]
         below = [e for e in messages if e.seq < run_end.seq]
         above = [e for e in messages if e.seq > run_end.seq]
-        assert await store.list_messages(THREAD, limit=2, before_seq=run_end.seq) == below[-2:]
-        assert await store.list_messages(THREAD, limit=2, after_seq=run_end.seq) == above[:2]
+        assert (
+            await store.list_messages(THREAD, limit=2, before_seq=run_end.seq)
+            == below[-2:]
+        )
+        assert (
+            await store.list_messages(THREAD, limit=2, after_seq=run_end.seq)
+            == above[:2]
+        )
 
     async def test_before_seq_1_is_empty(self, store):
         await store.put_batch([event(content=i) for i in range(3)])
@@ -493,16 +584,25 @@ class RunEventStoreConformance:
 
     async def test_cursors_beyond_the_range_clamp(self, store):
         stored = await store.put_batch([event(content=i) for i in range(5)])
-        assert await store.list_messages(THREAD, limit=2, before_seq=10_000) == stored[-2:]
+        assert (
+            await store.list_messages(THREAD, limit=2, before_seq=10_000) == stored[-2:]
+        )
         assert await store.list_messages(THREAD, limit=2, after_seq=-10) == stored[:2]
 
     async def test_cursor_in_a_gap_left_by_a_deleted_run(self, store):
         stored = await store.put_batch(
-            [event(run_id=r, content=f"{r}{i}") for r in ("a", "b", "c") for i in range(2)]
+            [
+                event(run_id=r, content=f"{r}{i}")
+                for r in ("a", "b", "c")
+                for i in range(2)
+            ]
         )
         await store.delete_by_run(THREAD, "b")
         gap = stored[2].seq  # first event of the deleted run
-        assert await store.list_messages(THREAD, limit=10, before_seq=gap + 1) == stored[:2]
+        assert (
+            await store.list_messages(THREAD, limit=10, before_seq=gap + 1)
+            == stored[:2]
+        )
         assert await store.list_messages(THREAD, limit=10, after_seq=gap) == stored[4:]
 
     async def test_paging_backward_visits_every_message_once(self, store):
@@ -547,11 +647,13 @@ class RunEventStoreConformance:
         assert await store.list_timeline(THREAD, limit=100) == expected
         marker = next(e for e in expected if e.category == MIDDLEWARE)
         index = expected.index(marker)
-        assert await store.list_timeline(THREAD, limit=3, before_seq=marker.seq + 1) == (
-            expected[index - 2 : index + 1]
+        assert (
+            await store.list_timeline(THREAD, limit=3, before_seq=marker.seq + 1)
+            == (expected[index - 2 : index + 1])
         )
-        assert await store.list_timeline(THREAD, limit=2, after_seq=marker.seq - 1) == (
-            expected[index : index + 2]
+        assert (
+            await store.list_timeline(THREAD, limit=2, after_seq=marker.seq - 1)
+            == (expected[index : index + 2])
         )
 
     async def test_timeline_latest_page_when_one_category_dominates(self, store):
@@ -578,8 +680,12 @@ class RunEventStoreConformance:
 
     async def test_list_events_filters_types_before_the_limit(self, store):
         stored = await seed_mixed_thread(store, runs=3)
-        await store.put_batch([event(run_id="run-2", event_type=RUN_ERROR, category=ERROR)])
-        wanted = [e for e in stored if e.run_id == "run-2" and e.event_type == LLM_AI_RESPONSE]
+        await store.put_batch(
+            [event(run_id="run-2", event_type=RUN_ERROR, category=ERROR)]
+        )
+        wanted = [
+            e for e in stored if e.run_id == "run-2" and e.event_type == LLM_AI_RESPONSE
+        ]
         page = await store.list_events(
             THREAD, "run-2", event_types=[LLM_AI_RESPONSE], limit=2
         )
@@ -593,14 +699,19 @@ class RunEventStoreConformance:
         stored = await seed_mixed_thread(store, runs=2)
         run = [e for e in stored if e.run_id == "run-0"]
         assert await store.list_events(THREAD, "run-0", limit=2) == run[:2]
-        assert await store.list_events(THREAD, "run-0", after_seq=run[1].seq, limit=2) == run[2:4]
+        assert (
+            await store.list_events(THREAD, "run-0", after_seq=run[1].seq, limit=2)
+            == run[2:4]
+        )
         assert await store.list_events(THREAD, "run-0", event_types=[]) == []
 
     # -- counts, threads ---------------------------------------------------------
 
     async def test_count_messages_counts_only_messages(self, store):
         stored = await seed_mixed_thread(store, runs=3)
-        assert await store.count_messages(THREAD) == sum(e.category == MESSAGE for e in stored)
+        assert await store.count_messages(THREAD) == sum(
+            e.category == MESSAGE for e in stored
+        )
         assert await store.count_messages("nobody") == 0
 
     async def test_last_seq_and_has_thread(self, store):
@@ -636,11 +747,14 @@ class RunEventStoreConformance:
         run_1 = [e for e in stored if e.run_id == "run-1"]
         assert await store.delete_by_run(THREAD, "run-1") == len(run_1)
         assert await store.list_events(THREAD, "run-1") == []
-        remaining = await store.list_timeline(THREAD, categories=(MESSAGE, TRACE), limit=100)
+        remaining = await store.list_timeline(
+            THREAD, categories=(MESSAGE, TRACE), limit=100
+        )
         assert remaining == [
             e for e in stored if e.run_id != "run-1" and e.category in (MESSAGE, TRACE)
         ]
-        assert (await store.list_threads())[0]["event_count"] == len(stored) - len(run_1)
+        (thread,) = await store.list_threads()
+        assert thread["event_count"] == len(stored) - len(run_1)
         assert await store.delete_by_run(THREAD, "run-1") == 0
         assert await store.delete_by_run("nobody", "run-1") == 0
 
@@ -684,8 +798,11 @@ class RunEventStoreConformance:
                 else:
                     out.append(
                         await store.put(
-                            thread_id=THREAD, run_id=f"w{w}", event_type=LLM_AI_RESPONSE,
-                            category=MESSAGE, content=[w, i],
+                            thread_id=THREAD,
+                            run_id=f"w{w}",
+                            event_type=LLM_AI_RESPONSE,
+                            category=MESSAGE,
+                            content=[w, i],
                         )
                     )
             return out
@@ -695,11 +812,16 @@ class RunEventStoreConformance:
         assert sorted(e.seq for r in results for e in r) == list(range(1, total + 1))
         for written in results:  # each writer's own events in the order it wrote them
             assert seqs(written) == sorted(seqs(written))
-        assert seqs(await store.list_messages(THREAD, limit=total)) == list(range(1, total + 1))
+        assert seqs(await store.list_messages(THREAD, limit=total)) == list(
+            range(1, total + 1)
+        )
 
     async def test_concurrent_duplicates_are_stored_once(self, store):
         results = await asyncio.gather(
-            *(store.put_batch([event(source_key=f"k{i % 5}", content=i)]) for i in range(40))
+            *(
+                store.put_batch([event(source_key=f"k{i % 5}", content=i)])
+                for i in range(40)
+            )
         )
         assert await store.count_messages(THREAD) == 5
         by_key = {}
@@ -707,7 +829,9 @@ class RunEventStoreConformance:
             by_key.setdefault(stored.source_key, set()).add(stored.seq)
         assert all(len(s) == 1 for s in by_key.values())
 
-    async def test_readers_never_see_half_a_batch(self, store, store_url, store_options):
+    async def test_readers_never_see_half_a_batch(
+        self, store, store_url, store_options
+    ):
         batch_size, batches = 40, 15
         done = asyncio.Event()
         observed: list[int] = []
@@ -745,7 +869,10 @@ class RunEventStoreConformance:
             async def write(target: RunEventStore, tag: str) -> None:
                 for i in range(20):
                     await target.put_batch(
-                        [event(run_id=tag, content=[tag, i, j]) for j in range(1 + i % 3)]
+                        [
+                            event(run_id=tag, content=[tag, i, j])
+                            for j in range(1 + i % 3)
+                        ]
                     )
 
             await asyncio.gather(write(store, "a"), write(other, "b"))
@@ -765,11 +892,15 @@ class RunEventStoreConformance:
         barrier.mkdir()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         procs = [
-            subprocess.Popen(
-                [
-                    sys.executable, str(WORKER), store_url, json.dumps(store_options),
-                    THREAD, str(w), str(batches), str(barrier),
-                ],
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(WORKER),
+                store_url,
+                json.dumps(store_options),
+                THREAD,
+                str(w),
+                str(batches),
+                str(barrier),
                 env=env,
             )
             for w in range(writers)
@@ -777,18 +908,20 @@ class RunEventStoreConformance:
         try:
             deadline = time.monotonic() + 120
             while len(list(barrier.glob("ready-*"))) < writers:
-                assert all(p.poll() is None for p in procs), "a writer process exited early"
+                exited = [p.returncode for p in procs if p.returncode is not None]
+                assert not exited, f"a writer process exited early: {exited}"
                 assert time.monotonic() < deadline, "writer processes did not start"
                 await asyncio.sleep(0.05)
             (barrier / "go").touch()
-            for p in procs:
-                while p.poll() is None:
-                    await asyncio.sleep(0.05)
-                assert p.returncode == 0
+            codes = await asyncio.wait_for(
+                asyncio.gather(*(p.wait() for p in procs)), timeout=120
+            )
+            assert codes == [0] * writers
         finally:
             for p in procs:
-                if p.poll() is None:
+                if p.returncode is None:
                     p.kill()
+                    await p.wait()
         per_writer = sum(1 + b % 3 for b in range(batches))
         total = writers * per_writer
         stored = await store.list_messages(THREAD, limit=10_000)

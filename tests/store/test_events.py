@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import FrozenInstanceError, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -30,13 +30,23 @@ def test_catalog_pairs_each_event_type_with_its_category():
         "run.end": "outputs",
         "run.error": "error",
     }
-    assert (events.MESSAGE, events.MIDDLEWARE, events.TRACE, events.OUTPUTS, events.ERROR) == (
-        "message", "middleware", "trace", "outputs", "error",
+    assert (
+        events.MESSAGE,
+        events.MIDDLEWARE,
+        events.TRACE,
+        events.OUTPUTS,
+        events.ERROR,
+    ) == (
+        "message",
+        "middleware",
+        "trace",
+        "outputs",
+        "error",
     )
 
 
 def test_make_event_defaults():
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     made = make_event(thread_id="t", run_id="r", event_type=events.RUN_START)
     assert made.category == events.TRACE
     assert made.metadata == {} and made.content == "" and made.seq is None
@@ -46,7 +56,12 @@ def test_make_event_defaults():
 def test_make_event_needs_a_category_outside_the_catalog():
     with pytest.raises(InvalidEvent, match="category"):
         make_event(thread_id="t", run_id="r", event_type="custom.thing")
-    assert make_event(thread_id="t", run_id="r", event_type="custom", category="x").category == "x"
+    assert (
+        make_event(
+            thread_id="t", run_id="r", event_type="custom", category="x"
+        ).category
+        == "x"
+    )
 
 
 def test_run_event_is_frozen():
@@ -56,7 +71,9 @@ def test_run_event_is_frozen():
 
 def test_to_dict_is_the_json_envelope():
     created = datetime(2025, 3, 4, 5, 6, 7, 89, tzinfo=timezone(timedelta(hours=1)))
-    record = RunEvent("t", "r", "llm.ai.response", "message", {"a": 1}, {"m": 2}, created, seq=7)
+    record = RunEvent(
+        "t", "r", "llm.ai.response", "message", {"a": 1}, {"m": 2}, created, seq=7
+    )
     assert record.to_dict() == {
         "thread_id": "t",
         "run_id": "r",
@@ -72,7 +89,10 @@ def test_to_dict_is_the_json_envelope():
 
 def test_from_dict_inverts_to_dict_and_ignores_unknown_fields():
     record = make_event(
-        thread_id="t", run_id="r", event_type=events.LLM_TOOL_RESULT, content=[1, "x"],
+        thread_id="t",
+        run_id="r",
+        event_type=events.LLM_TOOL_RESULT,
+        content=[1, "x"],
         source_key="k",
     )
     record = replace(record, seq=3)
@@ -111,7 +131,9 @@ def test_invalid_event_is_a_value_error():
 
 
 def test_prepare_leaves_small_json_content_alone():
-    record = make_event(thread_id="t", run_id="r", event_type=events.RUN_END, content={"a": [1]})
+    record = make_event(
+        thread_id="t", run_id="r", event_type=events.RUN_END, content={"a": [1]}
+    )
     prepared = prepare_event(record, 1000)
     assert prepared.event is record
     assert prepared.content_json == '{"a":[1]}' and prepared.metadata_json == "{}"
@@ -119,7 +141,9 @@ def test_prepare_leaves_small_json_content_alone():
 
 def test_prepare_truncation_respects_escapes():
     text = "\n" * 100  # each newline is two bytes of JSON
-    record = make_event(thread_id="t", run_id="r", event_type=events.RUN_END, content=text)
+    record = make_event(
+        thread_id="t", run_id="r", event_type=events.RUN_END, content=text
+    )
     prepared = prepare_event(record, 50)
     assert prepared.event.content == "\n" * 24
     assert len(prepared.content_json.encode()) <= 50
@@ -127,7 +151,7 @@ def test_prepare_truncation_respects_escapes():
 
 
 def test_prepare_keeps_odd_metadata_values_as_text():
-    when = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    when = datetime(2025, 1, 1, tzinfo=UTC)
     record = make_event(
         thread_id="t", run_id="r", event_type=events.RUN_END, metadata={"at": when}
     )

@@ -28,7 +28,9 @@ async def test_open_store_can_be_awaited_and_closed_by_the_caller(tmp_path):
         await store.close()
 
 
-@pytest.mark.parametrize("url", ["mysql://localhost/db", "journal.db", "sqlite://", "sqlite:///:memory:"])
+@pytest.mark.parametrize(
+    "url", ["mysql://localhost/db", "journal.db", "sqlite://", "sqlite:///:memory:"]
+)
 def test_unusable_urls_are_a_clear_value_error(url):
     with pytest.raises(ValueError, match="URL|memory"):
         open_store(url)
@@ -69,6 +71,10 @@ async def test_open_store_without_url_uses_the_default(tmp_path, monkeypatch):
 async def test_store_options_reach_the_backend():
     async with open_store("memory://", max_content_bytes=12) as store:
         stored = await store.put(
-            thread_id="t", run_id="r", event_type="run.end", category="outputs", content="x" * 50
+            thread_id="t",
+            run_id="r",
+            event_type="run.end",
+            category="outputs",
+            content="x" * 50,
         )
     assert stored.content == "x" * 10 and stored.metadata["truncated"] is True

@@ -74,7 +74,8 @@ async def test_a_newer_schema_version_is_refused(postgres_url, postgres_schema):
         pass
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(
-            f'UPDATE "{postgres_schema}".journal_schema SET version = %s', (SCHEMA_VERSION + 1,)
+            f'UPDATE "{postgres_schema}".journal_schema SET version = %s',
+            (SCHEMA_VERSION + 1,),
         )
     with pytest.raises(StoreError, match="schema version"):
         async with open_store(postgres_url, schema=postgres_schema):

@@ -33,7 +33,9 @@ async def test_the_file_is_in_wal_mode_with_a_schema_version(tmp_path):
         await store.put_batch([event()])
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT version FROM journal_schema").fetchall() == [(SCHEMA_VERSION,)]
+        assert conn.execute("SELECT version FROM journal_schema").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
 
 
 async def test_records_survive_reopening_the_file(tmp_path):
@@ -57,7 +59,9 @@ async def test_a_newer_schema_version_is_refused(tmp_path):
             pass
 
 
-async def test_a_relative_url_is_relative_to_the_working_directory(tmp_path, monkeypatch):
+async def test_a_relative_url_is_relative_to_the_working_directory(
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     async with open_store("sqlite:///relative.db") as store:
         await store.put_batch([event()])
