@@ -210,8 +210,9 @@ class PostgresRunEventStore(RunEventStore):
 
     def _get_pool(self) -> AsyncConnectionPool:
         if self._pool is None:
-            raise StoreError(
-                "PostgreSQL journal is not open; use `async with` or `await open()`"
+            raise StoreUnavailable(
+                "PostgreSQL journal is closed or not open yet;"
+                " use `async with` or `await open()`"
             )
         return self._pool
 

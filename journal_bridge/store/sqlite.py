@@ -89,7 +89,16 @@ def _encode_time(value: datetime) -> str:
     return value.isoformat()
 
 
-_UNAVAILABLE_HINTS = ("locked", "busy", "unable to open", "disk i/o", "readonly")
+# "no such table": the journal's tables vanished under a running store (file
+# replaced or wiped) -- an outage of the journal, not a bug in the call.
+_UNAVAILABLE_HINTS = (
+    "locked",
+    "busy",
+    "unable to open",
+    "disk i/o",
+    "readonly",
+    "no such table",
+)
 
 
 def sqlite_path_from_url(url: str) -> str:
@@ -127,6 +136,12 @@ def _translate(exc: sqlite3.Error, what: str) -> StoreError:
     ):
         return StoreUnavailable(message)
     return StoreError(message)
+
+
+def _not_open() -> StoreUnavailable:
+    return StoreUnavailable(
+        "SQLite journal is closed or not open yet; use `async with` or `await open()`"
+    )
 
 
 async def _rollback(conn: aiosqlite.Connection) -> None:
@@ -259,9 +274,7 @@ class SqliteRunEventStore(RunEventStore):
 
     def _read_conn(self) -> aiosqlite.Connection:
         if self._reader is None:
-            raise StoreError(
-                "SQLite journal is not open; use `async with` or `await open()`"
-            )
+            raise _not_open()
         return self._reader
 
     async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
@@ -279,9 +292,7 @@ class SqliteRunEventStore(RunEventStore):
         self, groups: dict[str, list[PreparedEvent]]
     ) -> dict[str, list[RunEvent]]:
         if self._writer is None:
-            raise StoreError(
-                "SQLite journal is not open; use `async with` or `await open()`"
-            )
+            raise _not_open()
         # Source keys are nearly always new: insert assuming so, and only when the
         # unique index objects redo the append looking the keys up first.
         try:
@@ -465,9 +476,7 @@ class SqliteRunEventStore(RunEventStore):
     async def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
         """Run `statements` in one write transaction; return the first one's rowcount."""
         if self._writer is None:
-            raise StoreError(
-                "SQLite journal is not open; use `async with` or `await open()`"
-            )
+            raise _not_open()
         conn = self._writer
         async with self._write_lock:
             try:

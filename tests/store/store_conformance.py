@@ -36,7 +36,12 @@ from journal_bridge.events import (
     RunEvent,
     make_event,
 )
-from journal_bridge.store import InvalidEvent, RunEventStore, StoreError, open_store
+from journal_bridge.store import (
+    InvalidEvent,
+    RunEventStore,
+    StoreUnavailable,
+    open_store,
+)
 
 WORKER = Path(__file__).with_name("append_worker.py")
 THREAD = "thread-1"
@@ -939,11 +944,13 @@ class RunEventStoreConformance:
     async def test_ping_answers_on_an_open_store(self, store):
         await store.ping()
 
-    async def test_a_closed_store_refuses_calls(self, store_url, store_options):
+    async def test_a_closed_store_is_unavailable(self, store_url, store_options):
         opened = await open_store(store_url, **store_options)
         await opened.close()
-        with pytest.raises(StoreError):
+        with pytest.raises(StoreUnavailable, match="closed"):
             await opened.ping()
-        with pytest.raises(StoreError):
+        with pytest.raises(StoreUnavailable, match="closed"):
             await opened.put_batch([event()])
+        with pytest.raises(StoreUnavailable, match="closed"):
+            await opened.list_messages(THREAD)
         await opened.close()  # idempotent

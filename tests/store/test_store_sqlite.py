@@ -68,6 +68,19 @@ async def test_a_relative_url_is_relative_to_the_working_directory(
     assert (tmp_path / "relative.db").exists()
 
 
+async def test_tables_vanishing_under_a_running_store_is_unavailable(tmp_path):
+    path = tmp_path / "events.db"
+    async with open_store(f"sqlite:///{path}") as store:
+        await store.put_batch([event()])
+        with sqlite3.connect(path) as conn:
+            for table in ("journal_events", "journal_threads", "journal_schema"):
+                conn.execute(f"DROP TABLE {table}")
+        with pytest.raises(StoreUnavailable, match="no such table"):
+            await store.list_messages(THREAD)
+        with pytest.raises(StoreUnavailable, match="no such table"):
+            await store.put_batch([event()])
+
+
 async def test_a_locked_file_is_unavailable(tmp_path):
     path = tmp_path / "events.db"
     url = f"sqlite:///{path}"
