@@ -78,3 +78,18 @@ async def test_store_options_reach_the_backend():
             content="x" * 50,
         )
     assert stored.content == "x" * 10 and stored.metadata["truncated"] is True
+
+
+async def test_sqlite_url_takes_a_busy_timeout(tmp_path):
+    store = await open_store(f"sqlite:///{tmp_path / 'events.db'}?busy_timeout=0.25")
+    try:
+        assert store.busy_timeout == 0.25
+        assert store.path == str(tmp_path / "events.db")
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("query", ["timeout=3", "busy_timeout=soon"])
+def test_unknown_or_malformed_sqlite_url_options_are_a_value_error(query):
+    with pytest.raises(ValueError, match="timeout"):
+        open_store(f"sqlite:///events.db?{query}")
