@@ -1,6 +1,8 @@
 """The `journal-bridge` command.
 
     journal-bridge history THREAD_ID [--store STORE_URL | --url SERVER_URL] [--limit N]
+    journal-bridge follow --url SERVER_URL [--store STORE_URL] [--interval S] [--once]
+    journal-bridge backfill --url SERVER_URL [--store STORE_URL] [--thread ID ...]
 
 Each subcommand registers itself in `build_parser` through an `_add_<name>`
 function that sets `handler` on its sub-parser; `main` dispatches to it.
@@ -273,6 +275,135 @@ def _add_history(subparsers: Any) -> None:
     parser.set_defaults(handler=_run_history)
 
 
+# -- follow --------------------------------------------------------------------
+
+
+def _sdk_client(url: str, token: str | None) -> Any:
+    from langgraph_sdk import get_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return get_client(url=url, headers=headers)
+
+
+def _run_follow(args: argparse.Namespace) -> int:
+    import logging
+    from pathlib import Path
+
+    from journal_bridge.follower import default_cursor_path, run_follower
+    from journal_bridge.store import default_store_url
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    store_url = args.store or default_store_url()
+    cursor = Path(args.cursor) if args.cursor else default_cursor_path(store_url)
+    try:
+        summary = run_follower(
+            lambda: _sdk_client(args.url, args.token),
+            store_url,
+            cursor_path=cursor,
+            interval=args.interval,
+            once=args.once,
+        )
+    except Exception as exc:  # noqa: BLE001 - say which source failed and why
+        print(f"journal-bridge follow: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(summary, ensure_ascii=False))
+    else:
+        print(
+            f"runs discovered {summary['runs_discovered']}, journaled {summary['journaled']}, "
+            f"live only {summary['live_only']}, unobservable {summary['unobservable']}, "
+            f"records written {summary['records_written']}, not yet written {summary['backlog']}"
+        )
+        for report in summary["reported"]:
+            print(f"  {report['outcome']}: run {report['run_id']} (thread {report['thread_id']}): {report['reason']}")
+    return 0
+
+
+def _add_follow(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "follow",
+        help="journal the runs of a server without the plugin (sidecar)",
+        description=(
+            "Poll a LangGraph Server for new runs and journal every run whose stream can be "
+            "read (created with 'events' in stream_mode; fully when also stream_resumable). "
+            "Runs it cannot read are reported. The discovery cursor is kept in a JSON file, "
+            "so a restarted follower continues where it stopped."
+        ),
+    )
+    parser.add_argument("--url", required=True, metavar="SERVER_URL", help="LangGraph Server URL")
+    parser.add_argument("--store", metavar="STORE_URL", help="run event store URL (default as for history)")
+    parser.add_argument("--interval", type=float, default=2.0, help="seconds between polls (default 2)")
+    parser.add_argument("--once", action="store_true", help="poll once, journal what was found, exit")
+    parser.add_argument("--cursor", metavar="PATH", help="cursor file (default: next to a SQLite store)")
+    parser.add_argument("--token", help="bearer token for a server with auth")
+    parser.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    parser.set_defaults(handler=_run_follow)
+
+
+# -- backfill ------------------------------------------------------------------
+
+
+def _run_backfill(args: argparse.Namespace) -> int:
+    from journal_bridge.backfill import backfill
+    from journal_bridge.store import default_store_url, open_store
+
+    store_url = args.store or default_store_url()
+
+    def progress(index: int, total: int, result: Any) -> None:
+        print(
+            f"[{index}/{total}] thread {result.thread_id}: {result.status}, "
+            f"{result.written} written, {result.already_present} already present",
+            file=sys.stderr,
+        )
+
+    async def job() -> Any:
+        async with open_store(store_url) as store:
+            return await backfill(
+                _sdk_client(args.url, args.token), store, args.thread or None,
+                since_checkpoint=args.since_checkpoint, on_thread=progress,
+            )
+
+    try:
+        summary = asyncio.run(job())
+    except Exception as exc:  # noqa: BLE001 - say which source failed and why
+        print(f"journal-bridge backfill: {exc}", file=sys.stderr)
+        return 1
+    report = summary.to_dict()
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        print(
+            f"threads {report['threads']}, records written {report['written']}, "
+            f"already present {report['already_present']}, not fully recovered {len(report['incomplete'])}"
+        )
+        for item in report["incomplete"]:
+            print(f"  {item['thread_id']}: {item['status']}: {'; '.join(item['notes'])}")
+    failed = [t for t in summary.threads if t.status in ("error", "not_found")]
+    return 1 if failed else 0
+
+
+def _add_backfill(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "backfill",
+        help="rebuild the journal of threads from the server's checkpoints",
+        description=(
+            "Journal what a thread's checkpoint history shows: every message in order of first "
+            "appearance and a marker at each compaction. Messages and markers already in the "
+            "journal are not written again, so it is safe to repeat."
+        ),
+    )
+    parser.add_argument("--url", required=True, metavar="SERVER_URL", help="LangGraph Server URL")
+    parser.add_argument("--store", metavar="STORE_URL", help="run event store URL (default as for history)")
+    parser.add_argument("--thread", action="append", metavar="ID", help="a thread to backfill (default: all)")
+    parser.add_argument(
+        "--since-checkpoint", metavar="CHECKPOINT_ID",
+        help="ignore checkpoints older than this one (as if they had been pruned)",
+    )
+    parser.add_argument("--token", help="bearer token for a server with auth")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.set_defaults(handler=_run_backfill)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="journal-bridge",
@@ -280,6 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_history(subparsers)
+    _add_follow(subparsers)
+    _add_backfill(subparsers)
     return parser
 
 

@@ -108,7 +108,7 @@ class TeeWriter:
         """Wait until everything queued is stored; False if `timeout` passed first."""
         try:
             await asyncio.wait_for(self.bridge.drain(), timeout=timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return True
 
@@ -160,7 +160,7 @@ class _RunTee:
     async def feed(self, event: str, data: Any) -> None:
         try:
             await self._feed(event, data)
-        except Exception:  # noqa: BLE001 - journaling must not break the stream
+        except Exception:
             logger.exception("journal-bridge tee: could not map a %r part", event)
 
     async def _feed(self, event: str, data: Any) -> None:
@@ -198,7 +198,7 @@ class _RunTee:
                     len(self._held),
                     "run id" if self._run_id is None else "thread id",
                 )
-        except Exception:  # noqa: BLE001
+        except Exception:
             logger.exception("journal-bridge tee: could not finish a run's journal")
 
 
@@ -266,7 +266,7 @@ class JournalingClient:
         await self.writer.start()
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.writer.stop(self._drain_timeout)
 
     async def drain(self, timeout: float | None = None) -> bool:

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from conversation import (
+    EARLY_SUMMARIZATION,
+    TURNS,
+    human,
+    normalize,
+    stream_turn,
+    wait_journal_idle,
+)
 from langgraph_sdk import get_client
 
-from conversation import EARLY_SUMMARIZATION, TURNS, human, normalize, stream_turn, wait_journal_idle
 from journal_bridge.store import open_store
 from journal_bridge.tee import JournalingClient
 

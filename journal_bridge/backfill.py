@@ -1,0 +1,466 @@
+"""Backfill: rebuild the journal of threads the bridge never saw, from checkpoints.
+
+A thread's checkpoint history (`threads.get_history`, paged back with
+`before=`) holds every state the thread went through. Walked oldest to newest:
+
+- every message id that ever appeared, in order of first appearance, becomes
+  the record the bridge would have written (`llm.human.input`,
+  `llm.ai.response`, `llm.tool.result`, category `message`, the message dict
+  as content);
+- a summary message (`additional_kwargs.lc_source == "summarization"`) that is
+  new in a checkpoint is a compaction: a `middleware:summarize` record whose
+  `changes` say which ids of the previous checkpoint it replaced (present
+  before, gone after) and which it preserved, placed before the messages new
+  in that checkpoint -- where the bridge places it. The summary text is the
+  message content without the upstream prefix.
+
+Records carry `metadata.source = "backfill"`, the checkpoint's `run_id` and
+`created_at`, and keys `backfill:message:{id}` / `backfill:summarize:{id}`.
+
+Idempotency: a message whose id the thread's journal already holds (written by
+the bridge, the tee, the follower or an earlier backfill) and a marker whose
+`summary_message_id` it already holds are not written again, so a second
+backfill, or one of a thread the plugin journaled, writes nothing.
+
+Limits, reported per thread rather than hidden:
+- history that does not start at the thread's first checkpoint (pruned, copied
+  into a new thread, or `since_checkpoint`): messages already in the oldest
+  checkpoint are journaled in their checkpoint order, but a compaction before it
+  replaced messages that are gone (status `partial`);
+- a busy thread (a run in progress) is skipped: its run is still being written;
+- records appended to a thread that already had a journal go after it in seq.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from journal_bridge.events import (
+    LLM_AI_RESPONSE,
+    LLM_HUMAN_INPUT,
+    LLM_TOOL_RESULT,
+    MESSAGE,
+    MIDDLEWARE,
+    MIDDLEWARE_SUMMARIZE,
+    RunEvent,
+    make_event,
+)
+from journal_bridge.store import RunEventStore
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "BACKFILL_SOURCE",
+    "BackfillSummary",
+    "ThreadBackfill",
+    "backfill",
+    "backfill_thread",
+    "summary_text",
+]
+
+BACKFILL_SOURCE = "backfill"
+_EVENT_TYPES = {"human": LLM_HUMAN_INPUT, "ai": LLM_AI_RESPONSE, "tool": LLM_TOOL_RESULT}
+_PAGE = 100
+_WRITE_BATCH = 500
+
+COMPLETE = "complete"
+PARTIAL = "partial"
+NOT_RECOVERABLE = "not_recoverable"
+BUSY = "busy"
+NOT_FOUND = "not_found"
+FAILED = "error"
+
+
+@dataclass
+class ThreadBackfill:
+    """What backfill did for one thread. `status`: complete, partial, not_recoverable, busy, not_found, error."""
+
+    thread_id: str
+    status: str = COMPLETE
+    checkpoints: int = 0
+    messages: int = 0
+    markers: int = 0
+    written: int = 0
+    already_present: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class BackfillSummary:
+    threads: list[ThreadBackfill] = field(default_factory=list)
+
+    @property
+    def written(self) -> int:
+        return sum(t.written for t in self.threads)
+
+    @property
+    def already_present(self) -> int:
+        return sum(t.already_present for t in self.threads)
+
+    def not_recoverable(self) -> list[ThreadBackfill]:
+        return [t for t in self.threads if t.status not in (COMPLETE,)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "threads": len(self.threads),
+            "written": self.written,
+            "already_present": self.already_present,
+            "incomplete": [
+                {"thread_id": t.thread_id, "status": t.status, "notes": t.notes} for t in self.not_recoverable()
+            ],
+            "results": [t.to_dict() for t in self.threads],
+        }
+
+
+def _summary_prefix() -> tuple[str, str]:
+    """The text upstream puts around a summary, read from upstream itself."""
+    try:
+        from langchain.agents.middleware.summarization import SummarizationMiddleware
+
+        sentinel = "\x00journal-bridge\x00"
+        (message,) = SummarizationMiddleware._build_new_messages(sentinel)
+        before, _, after = str(message.content).partition(sentinel)
+        return before, after
+    except Exception:  # noqa: BLE001 - an upstream change: fall back to the whole content
+        return "", ""
+
+
+_PREFIX, _SUFFIX = _summary_prefix()
+
+
+def summary_text(message: dict[str, Any]) -> str:
+    """The summary a summary message carries, without upstream's template around it."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(
+            b.get("text", "") if isinstance(b, dict) else str(b) for b in content
+        )
+    text = str(content or "")
+    if _PREFIX and text.startswith(_PREFIX) and text.endswith(_SUFFIX):
+        return text[len(_PREFIX): len(text) - len(_SUFFIX) if _SUFFIX else None]
+    return text
+
+
+def _is_summary(message: dict[str, Any]) -> bool:
+    return (message.get("additional_kwargs") or {}).get("lc_source") == "summarization"
+
+
+def _messages(state: dict[str, Any]) -> list[dict[str, Any]]:
+    values = state.get("values")
+    messages = values.get("messages") if isinstance(values, dict) else None
+    return [m for m in messages or [] if isinstance(m, dict)]
+
+
+def _created_at(state: dict[str, Any]) -> datetime | None:
+    value = state.get("created_at")
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _checkpoint_id(state: dict[str, Any]) -> str | None:
+    checkpoint = state.get("checkpoint") or {}
+    return checkpoint.get("checkpoint_id") or state.get("checkpoint_id")
+
+
+def _writer_node(previous: dict[str, Any] | None) -> str | None:
+    """The node that produced a checkpoint: the one task its parent had pending."""
+    if previous is None:
+        return None
+    names = [t.get("name") for t in previous.get("tasks") or [] if isinstance(t, dict)]
+    names = names or list(previous.get("next") or [])
+    return names[0] if len(names) == 1 else None
+
+
+async def read_history(
+    client: Any, thread_id: str, *, page_size: int = _PAGE
+) -> list[dict[str, Any]]:
+    """The thread's root checkpoints, oldest first, every page of them."""
+    states: list[dict[str, Any]] = []
+    before: Any = None
+    while True:
+        page = await client.threads.get_history(thread_id, limit=page_size, before=before)
+        page = [s for s in page if not ((s.get("checkpoint") or {}).get("checkpoint_ns"))]
+        if not page:
+            break
+        states.extend(page)
+        if len(page) < page_size:
+            break
+        before = page[-1]["checkpoint"]
+    states.reverse()
+    return states
+
+
+class _Reconstruction:
+    """Walks checkpoints oldest to newest and collects the records they imply."""
+
+    def __init__(self, thread_id: str, result: ThreadBackfill) -> None:
+        self.thread_id = thread_id
+        self.result = result
+        self.records: list[RunEvent] = []
+        # (kind, identity) per record, for the already-journaled check.
+        self.identities: list[tuple[str, str]] = []
+
+    def walk(self, states: list[dict[str, Any]]) -> None:
+        seen: set[str] = set()
+        previous: dict[str, Any] | None = None
+        previous_ids: list[str] = []
+        for state in states:
+            messages = _messages(state)
+            ids = [str(m.get("id")) for m in messages if m.get("id")]
+            present = set(ids)
+            for message in messages:
+                if _is_summary(message) and message.get("id") and message["id"] not in set(previous_ids):
+                    self._marker(message, state, previous, previous_ids, present, first=previous is None)
+            for message in messages:
+                key = message.get("id")
+                if not key or key in seen:
+                    continue
+                seen.add(key)
+                if not _is_summary(message):
+                    self._message(message, state, previous)
+            previous, previous_ids = state, ids
+
+    def _metadata(self, state: dict[str, Any], node: str | None) -> dict[str, Any]:
+        metadata = state.get("metadata") or {}
+        return {
+            "source": BACKFILL_SOURCE,
+            "checkpoint_id": _checkpoint_id(state),
+            "langgraph_step": metadata.get("step"),
+            "langgraph_node": node,
+        }
+
+    def _run_id(self, state: dict[str, Any]) -> str:
+        return str((state.get("metadata") or {}).get("run_id") or BACKFILL_SOURCE)
+
+    def _message(self, message: dict[str, Any], state: dict[str, Any], previous: dict[str, Any] | None) -> None:
+        event_type = _EVENT_TYPES.get(str(message.get("type")))
+        if event_type is None:
+            return
+        node = _writer_node(previous)
+        metadata = self._metadata(state, node)
+        if event_type == LLM_AI_RESPONSE:
+            metadata.update(caller=node, usage=message.get("usage_metadata"))
+        elif event_type == LLM_TOOL_RESULT:
+            metadata["tool"] = message.get("name")
+        self.result.messages += 1
+        self.identities.append(("message", str(message["id"])))
+        self.records.append(
+            make_event(
+                thread_id=self.thread_id,
+                run_id=self._run_id(state),
+                event_type=event_type,
+                category=MESSAGE,
+                content=dict(message),
+                metadata=metadata,
+                created_at=_created_at(state),
+                source_key=f"backfill:message:{message['id']}",
+            )
+        )
+
+    def _marker(
+        self,
+        summary: dict[str, Any],
+        state: dict[str, Any],
+        previous: dict[str, Any] | None,
+        previous_ids: list[str],
+        present: set[str],
+        *,
+        first: bool,
+    ) -> None:
+        node = _writer_node(previous)
+        name, _, hook = (node or "").rpartition(".")
+        if first:
+            # The summary is in the oldest checkpoint there is: what it replaced is gone.
+            replaced: list[str] | None = None
+            preserved = [str(m["id"]) for m in _messages(state) if m.get("id") and m["id"] != summary["id"]]
+        else:
+            replaced = [i for i in previous_ids if i not in present]
+            preserved = [i for i in previous_ids if i in present]
+        changes = {
+            "event": "summarization",
+            "middleware": name or None,
+            "hook": hook or "before_model",
+            "replaced_count": None if replaced is None else len(replaced),
+            "preserved_count": len(preserved),
+            "replaced_message_ids": replaced,
+            "preserved_message_ids": preserved,
+            "summary_message_id": summary["id"],
+            "summary": summary_text(summary),
+        }
+        metadata = self._metadata(state, node)
+        if first:
+            metadata["incomplete"] = True
+        self.result.markers += 1
+        self.identities.append(("marker", str(summary["id"])))
+        self.records.append(
+            make_event(
+                thread_id=self.thread_id,
+                run_id=self._run_id(state),
+                event_type=MIDDLEWARE_SUMMARIZE,
+                category=MIDDLEWARE,
+                content={
+                    "name": name or "SummarizationMiddleware",
+                    "hook": hook or "before_model",
+                    "action": "summarize",
+                    "changes": changes,
+                },
+                metadata=metadata,
+                created_at=_created_at(state),
+                source_key=f"backfill:summarize:{summary['id']}",
+            )
+        )
+
+
+async def _journaled_identities(store: RunEventStore, thread_id: str) -> set[tuple[str, str]]:
+    """Message ids and marker summary ids the thread's journal already holds."""
+    found: set[tuple[str, str]] = set()
+    after = 0
+    while True:
+        page = await store.list_timeline(thread_id, limit=500, after_seq=after)
+        for record in page:
+            content = record.content
+            if not isinstance(content, dict):
+                continue
+            if record.category == MESSAGE and content.get("id"):
+                found.add(("message", str(content["id"])))
+            elif record.event_type == MIDDLEWARE_SUMMARIZE:
+                summary_id = (content.get("changes") or {}).get("summary_message_id")
+                if summary_id:
+                    found.add(("marker", str(summary_id)))
+        if len(page) < 500:
+            return found
+        after = page[-1].seq
+
+
+def _completeness(states: list[dict[str, Any]], result: ThreadBackfill, since_checkpoint: str | None) -> None:
+    oldest = states[0]
+    messages = _messages(oldest)
+    truncated = since_checkpoint is not None or oldest.get("parent_checkpoint") is not None
+    summaries = [m for m in messages if _is_summary(m)]
+    # A summary in the oldest state means a compaction happened before it, even in
+    # a thread whose first checkpoint this is (state copied in with update_state).
+    if not summaries and (not truncated or not messages):
+        return
+    checkpoint = _checkpoint_id(oldest)
+    if summaries:
+        result.status = PARTIAL
+        result.notes.append(
+            f"history starts at checkpoint {checkpoint}, after a compaction: the messages its "
+            f"summary replaced are gone ({len(messages) - len(summaries)} later messages recovered)"
+        )
+    else:
+        result.status = PARTIAL
+        result.notes.append(
+            f"history starts at checkpoint {checkpoint}, which already holds {len(messages)} "
+            "messages: they are journaled in checkpoint order; any earlier compaction is unknown"
+        )
+
+
+async def backfill_thread(
+    client: Any,
+    store: RunEventStore,
+    thread_id: str,
+    *,
+    since_checkpoint: str | None = None,
+    page_size: int = _PAGE,
+    allow_busy: bool = False,
+) -> ThreadBackfill:
+    """Journal what `thread_id`'s checkpoints show and the journal lacks.
+
+    `since_checkpoint` ignores checkpoints older than the given id, as if they
+    had been pruned. Never raises for a thread-level problem: the result says it.
+    """
+    result = ThreadBackfill(thread_id=thread_id)
+    try:
+        thread = await client.threads.get(thread_id)
+    except Exception as exc:  # noqa: BLE001 - 404 and transport errors alike, reported
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        result.status = NOT_FOUND if status == 404 else FAILED
+        result.notes.append(f"cannot read the thread: {exc}")
+        return result
+    if thread.get("status") == "busy" and not allow_busy:
+        result.status = BUSY
+        result.notes.append("a run is in progress; backfill the thread again once it is idle")
+        return result
+    states = await read_history(client, thread_id, page_size=page_size)
+    if since_checkpoint is not None:
+        ids = [_checkpoint_id(s) for s in states]
+        if since_checkpoint not in ids:
+            result.status = FAILED
+            result.notes.append(f"checkpoint {since_checkpoint} is not in the thread's history")
+            return result
+        states = states[ids.index(since_checkpoint):]
+    result.checkpoints = len(states)
+    if not states:
+        result.status = NOT_RECOVERABLE
+        result.notes.append("the thread has no checkpoints")
+        return result
+    _completeness(states, result, since_checkpoint)
+
+    rebuilt = _Reconstruction(thread_id, result)
+    rebuilt.walk(states)
+    known = await _journaled_identities(store, thread_id)
+    fresh = [r for r, ident in zip(rebuilt.records, rebuilt.identities) if ident not in known]
+    result.already_present = len(rebuilt.records) - len(fresh)
+    if fresh and known:
+        result.notes.append(
+            f"{len(fresh)} records appended after the {len(known)} the journal already held"
+        )
+    last_seq = await store.last_seq(thread_id)
+    for start in range(0, len(fresh), _WRITE_BATCH):
+        stored = await store.put_batch(fresh[start: start + _WRITE_BATCH])
+        # A key stored meanwhile comes back with its old seq: not written now.
+        added = [r for r in stored if r.seq is not None and r.seq > last_seq]
+        result.written += len(added)
+        result.already_present += len(stored) - len(added)
+        last_seq = max([last_seq, *(r.seq for r in added)])
+    return result
+
+
+async def _all_thread_ids(client: Any, page_size: int = _PAGE) -> list[str]:
+    ids: list[str] = []
+    offset = 0
+    while True:
+        page = await client.threads.search(
+            limit=page_size, offset=offset, sort_by="created_at", sort_order="asc", select=["thread_id"]
+        )
+        ids.extend(str(t["thread_id"]) for t in page)
+        if len(page) < page_size:
+            return list(dict.fromkeys(ids))
+        offset += page_size
+
+
+async def backfill(
+    client: Any,
+    store: RunEventStore,
+    thread_ids: Iterable[str] | None = None,
+    *,
+    since_checkpoint: str | None = None,
+    on_thread: Callable[[int, int, ThreadBackfill], Awaitable[None] | None] | None = None,
+) -> BackfillSummary:
+    """Backfill `thread_ids` (default: every thread on the server), one after another."""
+    ids = list(thread_ids) if thread_ids else await _all_thread_ids(client)
+    summary = BackfillSummary()
+    for index, thread_id in enumerate(ids, start=1):
+        try:
+            result = await backfill_thread(client, store, thread_id, since_checkpoint=since_checkpoint)
+        except Exception as exc:
+            logger.exception("journal-bridge backfill: thread %s failed", thread_id)
+            result = ThreadBackfill(thread_id=thread_id, status=FAILED, notes=[str(exc)])
+        summary.threads.append(result)
+        if on_thread is not None:
+            outcome = on_thread(index, len(ids), result)
+            if outcome is not None:
+                await outcome
+    return summary
