@@ -255,6 +255,41 @@ async def thread_markers(request: Request) -> Response:
     return _JSON(await history.markers_page(store, thread_id, **params))
 
 
+async def thread_repair(request: Request) -> Response:
+    """Backfill the thread's journal from its checkpoints; the backfill summary.
+
+    Waits (up to 10 s) for the bridge to finish journaling the thread first, so
+    the two never write the same message under different keys: 409 if it has
+    not, or if a run is in progress on the thread.
+    """
+    from langgraph_sdk import get_client
+
+    from journal_bridge.backfill import BUSY, NOT_FOUND, backfill_thread
+
+    thread_id = request.path_params["thread_id"]
+    await _check_access(request, thread_id)
+    since = request.query_params.get("since_checkpoint") or None
+    store = _store(request)
+    journal = getattr(request.app.state, "journal", None)
+    bridge = getattr(journal, "bridge", None)
+    if bridge is not None:
+        tail = bridge._thread_tails.get(thread_id)  # the thread's run being journaled
+        try:
+            if tail is not None:
+                await asyncio.wait_for(asyncio.shield(tail), timeout=10)
+            await asyncio.wait_for(bridge.drain(), timeout=10)
+        except asyncio.TimeoutError:
+            return _error(409, "the journal is still catching up on this thread; retry shortly",
+                          {"Retry-After": "5"})
+    result = await backfill_thread(get_client(), store, thread_id, since_checkpoint=since)
+    if result.status == NOT_FOUND:
+        raise HTTPException(404, f"thread {thread_id!r} not found")
+    if result.status == BUSY:
+        return _error(409, "a run is in progress on this thread; retry once it is idle",
+                      {"Retry-After": "5"})
+    return _JSON(result.to_dict())
+
+
 async def run_events(request: Request) -> Response:
     """A run's raw records, ascending seq, for audit; optionally filtered by event type."""
     thread_id = request.path_params["thread_id"]
@@ -362,6 +397,11 @@ def journal_routes(prefix: str | None = None) -> list[BaseRoute]:
             f"{prefix}/threads/{{thread_id}}/markers",
             _handler(thread_markers),
             methods=["GET"],
+        ),
+        Route(
+            f"{prefix}/threads/{{thread_id}}/repair",
+            _handler(thread_repair),
+            methods=["POST"],
         ),
         Route(
             f"{prefix}/threads/{{thread_id}}/runs/{{run_id}}/events",

@@ -45,7 +45,7 @@ async def plain_thread(start_dev_server):
 
 
 async def test_backfill_recovers_every_message_and_each_compaction_in_order(plain_thread, tmp_path):
-    server, client, thread_id, frames = plain_thread
+    _server, client, thread_id, frames = plain_thread
     async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
         result = await backfill_thread(client, store, thread_id)
         items = await _items(store, thread_id)
@@ -73,7 +73,7 @@ async def test_backfill_recovers_every_message_and_each_compaction_in_order(plai
 
 
 async def test_a_second_backfill_writes_nothing(plain_thread, tmp_path):
-    server, client, thread_id, _ = plain_thread
+    server, _client, thread_id, _ = plain_thread
     store_url = f"sqlite:///{tmp_path / 'journal.db'}"
     runs = []
     for _ in range(2):
@@ -91,7 +91,7 @@ async def test_a_second_backfill_writes_nothing(plain_thread, tmp_path):
 
 
 async def test_history_missing_its_early_checkpoints_is_reported_as_partial(plain_thread, tmp_path):
-    server, client, thread_id, frames = plain_thread
+    _server, client, thread_id, _frames = plain_thread
     history = await client.threads.get_history(thread_id, limit=1000)
     # The newest checkpoint that already holds a summary, but before the second one.
     oldest_first = list(reversed(history))
@@ -111,7 +111,7 @@ async def test_history_missing_its_early_checkpoints_is_reported_as_partial(plai
 
 
 async def test_a_copied_thread_reports_its_lost_beginning(plain_thread, tmp_path):
-    server, client, thread_id, _ = plain_thread
+    _server, client, thread_id, _ = plain_thread
     state = await client.threads.get_state(thread_id)
     copy = (await client.threads.create(graph_id="agent"))["thread_id"]
     await client.threads.update_state(copy, state["values"])

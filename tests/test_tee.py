@@ -61,7 +61,7 @@ async def test_tee_journals_what_the_plugin_journals_and_yields_what_plain_strea
         tee_thread, tee_frames = await _conversation(client, turns, UI_MODES)
         assert await client.drain(timeout=30)
         assert client.health()["dropped"] == 0
-    plain_thread, plain_frames = await _conversation(get_client(url=plain.url), turns, UI_MODES)
+    _plain_thread, plain_frames = await _conversation(get_client(url=plain.url), turns, UI_MODES)
     plugin_thread, _ = await _conversation(get_client(url=dev_server.url), turns, UI_MODES)
     await wait_journal_idle(dev_server.url)
 
@@ -105,7 +105,7 @@ async def test_an_unreachable_store_never_breaks_the_stream(start_dev_server, tm
     client = JournalingClient(get_client(url=plain.url), f"sqlite:///{missing}", drain_timeout=0.5)
     async with client:
         frames = await stream_turn(client, None, "agent", "add 3 and 4", "values")
-        assert [e for e, _ in frames][0] == "metadata"
+        assert next(e for e, _ in frames) == "metadata"
         health = client.health()
         assert health["backlog"] > 0 and health["store_open"] is False
     assert frames[-1][1]["messages"][-1]["content"]
