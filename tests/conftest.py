@@ -1,13 +1,10 @@
-"""Shared test policy and fixtures.
+"""Shared fixtures: real `langgraph dev` servers of this project.
 
-Optional suites (Postgres, browser) skip with a reason on a developer machine
-that lacks the service, and fail instead when JOURNAL_BRIDGE_REQUIRE_ALL=1 (CI),
-so a missing service can never pass silently there.
+The policy for suites that need a service (Postgres, Chromium) is in `suites.py`.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,15 +14,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from langgraph_server import LanggraphDevServer  # noqa: E402
-
-REQUIRE_ALL = os.environ.get("JOURNAL_BRIDGE_REQUIRE_ALL") == "1"
-
-
-def require_or_skip(reason: str) -> None:
-    """Skip with `reason` locally; fail with it when every suite is required."""
-    if REQUIRE_ALL:
-        pytest.fail(f"required suite cannot run: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import require_or_skip
+from suites import require_or_skip
 from test_history_seed import (
     SCRIPT_TEXT,
     SUMMARY_TEXT,

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from suites import require_or_skip
 
 POSTGRES_URL_ENV = "JOURNAL_BRIDGE_TEST_POSTGRES_URL"
 SKIP_REASON = f"set {POSTGRES_URL_ENV} to run the Postgres conformance suite"
@@ -20,9 +21,7 @@ SKIP_REASON = f"set {POSTGRES_URL_ENV} to run the Postgres conformance suite"
 def postgres_url() -> str:
     url = os.environ.get(POSTGRES_URL_ENV)
     if not url:
-        if os.environ.get("JOURNAL_BRIDGE_REQUIRE_ALL") == "1":
-            pytest.fail(f"required suite cannot run: {SKIP_REASON}")
-        pytest.skip(SKIP_REASON)
+        require_or_skip(SKIP_REASON)
     return url
 
 
