@@ -278,7 +278,7 @@ async def thread_repair(request: Request) -> Response:
             if tail is not None:
                 await asyncio.wait_for(asyncio.shield(tail), timeout=10)
             await asyncio.wait_for(bridge.drain(), timeout=10)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return _error(409, "the journal is still catching up on this thread; retry shortly",
                           {"Retry-After": "5"})
     result = await backfill_thread(get_client(), store, thread_id, since_checkpoint=since)

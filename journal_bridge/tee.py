@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, Self
 
 from journal_bridge.bridge import Bridge
 from journal_bridge.mapping import RunMapper
@@ -262,7 +262,7 @@ class JournalingClient:
         self.runs = _JournalingRuns(client.runs, self.writer)
         self._drain_timeout = drain_timeout
 
-    async def __aenter__(self) -> JournalingClient:
+    async def __aenter__(self) -> Self:
         await self.writer.start()
         return self
 

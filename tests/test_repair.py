@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from conversation import EARLY_SUMMARIZATION, TURNS, stream_turn, wait_journal_idle
 from langgraph_sdk import get_client
 
-from conversation import EARLY_SUMMARIZATION, TURNS, stream_turn, wait_journal_idle
 from journal_bridge.history import project
 from journal_bridge.store import open_store
 

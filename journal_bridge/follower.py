@@ -1,0 +1,424 @@
+"""Follower sidecar: journal the runs of a server that cannot mount the plugin.
+
+    journal-bridge follow --url http://server:2024 --store sqlite:///journal.db
+
+Discovery. Every `interval` seconds the follower lists threads by
+`updated_at`, newest first, down to its cursor (the newest `updated_at` it has
+seen, minus a small overlap so threads reordered during paging are not
+missed), and lists each changed thread's runs. A thread's `updated_at` moves
+when a run is created and when it ends, so every run is found within about
+one interval of its creation.
+
+Observation. A run's `kwargs` say how it was created, and that decides what
+the follower can see of it through `runs.join_stream(..., "events",
+last_event_id="0")`:
+
+| created with                            | outcome                                  |
+|-----------------------------------------|------------------------------------------|
+| `events` in stream_mode, resumable      | `journaled`: replayed from its first frame, also after it ended |
+| `events`, not resumable, not yet ended  | `live_only`: journaled from the join on; reported |
+| `events`, not resumable, ended          | `unobservable`: nothing left to read; reported |
+| no `events` in stream_mode              | `unobservable`: the server never produced events; reported |
+| resumable, but the replay is empty      | `unobservable`: frames gone (server restart, expiry); reported |
+
+Every reported run gets a log line, a counter per reason (`stats`) and a line
+in the final `summary()`. Nothing is skipped silently.
+
+Restart. The cursor -- the `updated_at` watermark, the runs already decided and
+the runs still being journaled -- is a small JSON file (by default next to a
+SQLite store: `journal.db.follow.json`; otherwise `journal-bridge-follow.json`
+in the working directory), replaced atomically after each poll. A run counts as
+decided only once its records are in the store; a follower that is killed
+re-joins the runs it had in flight and re-discovers the rest. Records carry
+the bridge's idempotency keys, so the replay of a resumable run adds exactly
+what was missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from journal_bridge.bridge import Bridge
+from journal_bridge.store import RunEventStore
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Follower", "default_cursor_path"]
+
+JOURNALED = "journaled"
+LIVE_ONLY = "live_only"
+UNOBSERVABLE = "unobservable"
+
+_OBSERVED_MODE = "events"
+_ACTIVE = {"pending", "running"}
+_MAX_DECIDED = 100_000
+_CURSOR_VERSION = 1
+
+
+def default_cursor_path(store_url: str) -> Path:
+    """Next to a SQLite store's file; otherwise in the working directory."""
+    if store_url.startswith("sqlite:"):
+        from journal_bridge.store.sqlite import sqlite_path_from_url
+
+        return Path(f"{sqlite_path_from_url(store_url)}.follow.json")
+    return Path.cwd() / "journal-bridge-follow.json"
+
+
+def _modes(value: Any) -> list[str]:
+    if value is None:
+        return ["values"]
+    if isinstance(value, str):
+        return [value]
+    return [m for m in value if isinstance(m, str)]
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return datetime.fromisoformat(value)
+    return None
+
+
+class _CountingRuns:
+    def __init__(self, runs: Any, counts: Counter[str]) -> None:
+        self._runs = runs
+        self._counts = counts
+
+    def join_stream(self, thread_id: str, run_id: str, **kwargs: Any) -> Any:
+        return self._count(self._runs.join_stream(thread_id, run_id, **kwargs), str(run_id))
+
+    async def _count(self, stream: Any, run_id: str) -> Any:
+        async for part in stream:
+            self._counts[run_id] += 1
+            yield part
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runs, name)
+
+
+class _CountingClient:
+    """The SDK client, counting the parts each run's join yields (0 = nothing replayed)."""
+
+    def __init__(self, client: Any, counts: Counter[str]) -> None:
+        self._client = client
+        self.runs = _CountingRuns(client.runs, counts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+class Follower:
+    """Discovers runs on a server and journals each one it can read through a `Bridge`."""
+
+    def __init__(
+        self,
+        client: Any,
+        store: RunEventStore,
+        *,
+        cursor_path: Path | str | None = None,
+        interval: float = 2.0,
+        page_size: int = 100,
+        overlap: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.cursor_path = Path(cursor_path) if cursor_path is not None else None
+        self.interval = interval
+        self.page_size = page_size
+        self.overlap = timedelta(seconds=overlap)
+        self._parts: Counter[str] = Counter()
+        self.bridge = Bridge(store, lambda: _CountingClient(client, self._parts), on_run_done=self._run_done)
+        self.stats: Counter[str] = Counter()
+        self.reports: list[dict[str, Any]] = []
+        self._since: datetime | None = None
+        self._decided: OrderedDict[str, str] = OrderedDict()
+        self._inflight: dict[str, tuple[str, str]] = {}  # run_id -> (thread_id, planned outcome)
+        # run_id -> (thread_id, outcome): finished, records not yet confirmed stored
+        self._finished: dict[str, tuple[str, str]] = {}
+        self.discovered_at: dict[str, float] = {}
+        self._started = False
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        await self._load_cursor()
+        await self.bridge.start()
+        for run_id, (thread_id, outcome) in list(self._inflight.items()):
+            # Left in flight by a previous follower: join again from the first frame.
+            self.bridge.observe(thread_id, run_id)
+            logger.info("journal-bridge follow: resuming run %s of thread %s (%s)", run_id, thread_id, outcome)
+
+    async def run(self, *, once: bool = False, stop: asyncio.Event | None = None) -> None:
+        """Poll until `stop` is set (then finish in-flight runs and save the cursor),
+        or once with `once`. Cancelling is a crash: see `abort`."""
+        await self.start()
+        try:
+            while stop is None or not stop.is_set():
+                started = time.monotonic()
+                try:
+                    await self.poll()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - the server may be restarting; poll again
+                    self.stats["poll_errors"] += 1
+                    logger.warning("journal-bridge follow: poll failed: %s", exc)
+                if once:
+                    await self.bridge.wait_for_runs()
+                    await self._checkpoint(drain_timeout=None)
+                    return
+                await self._checkpoint(drain_timeout=self.interval)
+                pause = max(0.0, self.interval - (time.monotonic() - started))
+                if stop is None:
+                    await asyncio.sleep(pause)
+                else:
+                    await _bounded(stop.wait(), pause)
+            await self.stop()
+        except asyncio.CancelledError:
+            await self.abort()
+            raise
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Finish the runs being journaled (up to `timeout`), store the cursor."""
+        await _bounded(self.bridge.wait_for_runs(), timeout)
+        await self._checkpoint(drain_timeout=timeout)
+        await self.bridge.stop(timeout=timeout)
+
+    async def abort(self) -> None:
+        """Stop at once, as a crash would: nothing more is written, the cursor is not updated."""
+        followers = list(self.bridge._followers.values())  # the bridge's per-run tasks
+        for task in followers:
+            task.cancel()
+        await asyncio.gather(*followers, return_exceptions=True)
+        writer = self.bridge._writer
+        if writer is not None:
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await writer
+            self.bridge._writer = None
+
+    # -- discovery -------------------------------------------------------------
+
+    async def poll(self) -> int:
+        """One discovery pass; returns how many new runs it decided on."""
+        threads = await self._changed_threads()
+        found = 0
+        newest = self._since
+        for thread in threads:
+            updated = _time(thread.get("updated_at"))
+            if updated is not None and (newest is None or updated > newest):
+                newest = updated
+            found += await self._discover_runs(str(thread["thread_id"]))
+        if newest is not None:
+            self._since = newest
+        self.stats["polls"] += 1
+        return found
+
+    async def _changed_threads(self) -> list[dict[str, Any]]:
+        floor = self._since - self.overlap if self._since is not None else None
+        threads: list[dict[str, Any]] = []
+        offset = 0
+        while True:
+            page = await self.client.threads.search(
+                limit=self.page_size,
+                offset=offset,
+                sort_by="updated_at",
+                sort_order="desc",
+                select=["thread_id", "updated_at", "status"],
+            )
+            for thread in page:
+                updated = _time(thread.get("updated_at"))
+                if floor is not None and updated is not None and updated < floor:
+                    return threads
+                threads.append(thread)
+            if len(page) < self.page_size:
+                return threads
+            offset += self.page_size
+
+    async def _discover_runs(self, thread_id: str) -> int:
+        runs: list[dict[str, Any]] = []
+        offset = 0
+        while True:
+            page = await self.client.runs.list(thread_id, limit=self.page_size, offset=offset)
+            runs.extend(page)
+            fresh = [r for r in page if not self._known(str(r["run_id"]))]
+            if len(page) < self.page_size or not fresh:
+                break
+            offset += self.page_size
+        found = 0
+        # Oldest first, so the bridge journals a thread's runs in creation order.
+        for run in sorted(runs, key=lambda r: str(r.get("created_at"))):
+            run_id = str(run["run_id"])
+            if self._known(run_id):
+                continue
+            found += 1
+            self.discovered_at[run_id] = time.monotonic()
+            self.stats["runs_discovered"] += 1
+            self._decide(thread_id, run)
+        return found
+
+    def _known(self, run_id: str) -> bool:
+        return run_id in self._decided or run_id in self._inflight or run_id in self._finished
+
+    def _decide(self, thread_id: str, run: dict[str, Any]) -> None:
+        run_id = str(run["run_id"])
+        kwargs = run.get("kwargs") or {}
+        modes = _modes(kwargs.get("stream_mode"))
+        resumable = bool(kwargs.get("resumable"))
+        active = run.get("status") in _ACTIVE
+        if _OBSERVED_MODE not in modes:
+            self._report(thread_id, run_id, UNOBSERVABLE, f"created without 'events' in stream_mode {modes}")
+            self._decided[run_id] = UNOBSERVABLE
+            return
+        if not resumable and not active:
+            self._report(thread_id, run_id, UNOBSERVABLE,
+                         f"ended ({run.get('status')}) and was not created with stream_resumable: nothing to replay")
+            self._decided[run_id] = UNOBSERVABLE
+            return
+        outcome = JOURNALED
+        if not resumable:
+            outcome = LIVE_ONLY
+            self._report(thread_id, run_id, LIVE_ONLY,
+                         f"not created with stream_resumable: journaled from the join on (run was {run.get('status')})")
+        self._inflight[run_id] = (thread_id, outcome)
+        self.bridge.observe(thread_id, run_id)
+
+    def _report(self, thread_id: str, run_id: str, outcome: str, reason: str) -> None:
+        self.stats[outcome] += 1
+        self.reports.append({"thread_id": thread_id, "run_id": run_id, "outcome": outcome, "reason": reason})
+        logger.warning("journal-bridge follow: run %s of thread %s %s: %s", run_id, thread_id,
+                       "is only partly observable" if outcome == LIVE_ONLY else "cannot be journaled", reason)
+
+    def _run_done(self, thread_id: str, run_id: str) -> None:
+        entry = self._inflight.pop(run_id, None)
+        outcome = entry[1] if entry else JOURNALED
+        if self._parts.pop(run_id, 0) == 0:
+            self._report(thread_id, run_id, UNOBSERVABLE,
+                         "the join returned no frames (run created before a server restart, or frames expired)")
+            outcome = UNOBSERVABLE
+        elif outcome == JOURNALED:
+            self.stats[JOURNALED] += 1
+        self._finished[run_id] = (thread_id, outcome)
+
+    # -- cursor ----------------------------------------------------------------
+
+    async def _checkpoint(self, *, drain_timeout: float | None) -> None:
+        """Confirm the finished runs whose records are stored, then save the cursor."""
+        finished = dict(self._finished)
+        drained = True
+        if finished:
+            if drain_timeout is None:
+                await self.bridge.drain()
+            else:
+                drained = await _bounded(self.bridge.drain(), drain_timeout)
+        if drained:
+            for run_id, (_thread_id, outcome) in finished.items():
+                self._finished.pop(run_id, None)
+                self._decided[run_id] = outcome
+        while len(self._decided) > _MAX_DECIDED:
+            self._decided.popitem(last=False)
+        await self._save_cursor()
+
+    def _cursor(self) -> dict[str, Any]:
+        # Finished but not confirmed stored counts as in flight: a restart journals it again.
+        inflight = {**self._finished, **self._inflight}
+        return {
+            "version": _CURSOR_VERSION,
+            "since": self._since.isoformat() if self._since else None,
+            "decided": dict(self._decided),
+            "inflight": {run_id: list(entry) for run_id, entry in inflight.items()},
+        }
+
+    async def _save_cursor(self) -> None:
+        if self.cursor_path is None:
+            return
+        data = json.dumps(self._cursor())
+        await asyncio.to_thread(_write_atomically, self.cursor_path, data)
+
+    async def _load_cursor(self) -> None:
+        if self.cursor_path is None or not self.cursor_path.exists():
+            return
+        raw = await asyncio.to_thread(self.cursor_path.read_text)
+        data = json.loads(raw)
+        if data.get("version") != _CURSOR_VERSION:
+            raise ValueError(f"{self.cursor_path}: unknown follower cursor version {data.get('version')!r}")
+        self._since = _time(data.get("since"))
+        self._decided = OrderedDict(data.get("decided") or {})
+        self._inflight = {run_id: (entry[0], entry[1]) for run_id, entry in (data.get("inflight") or {}).items()}
+
+    # -- reporting -------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        health = self.bridge.health()
+        return {
+            "polls": self.stats["polls"],
+            "runs_discovered": self.stats["runs_discovered"],
+            "journaled": self.stats[JOURNALED],
+            "live_only": self.stats[LIVE_ONLY],
+            "unobservable": self.stats[UNOBSERVABLE],
+            "poll_errors": self.stats["poll_errors"],
+            "records_written": health["records_written"],
+            "backlog": health["backlog"],
+            "runs_failed": health["runs_failed"],
+            "reported": list(self.reports),
+        }
+
+
+async def _bounded(awaitable: Any, timeout: float) -> bool:
+    try:
+        await asyncio.wait_for(awaitable, timeout=timeout)
+    except TimeoutError:
+        return False
+    return True
+
+
+def _write_atomically(path: Path, data: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(data)
+    os.replace(tmp, path)
+
+
+def run_follower(
+    client_factory: Callable[[], Any],
+    store_url: str,
+    *,
+    cursor_path: Path | None,
+    interval: float,
+    once: bool,
+) -> dict[str, Any]:
+    """The CLI's entry: follow until SIGINT/SIGTERM (or one pass); the summary."""
+    from journal_bridge.store import open_store
+
+    async def main() -> dict[str, Any]:
+        async with open_store(store_url) as store:
+            follower = Follower(client_factory(), store, cursor_path=cursor_path, interval=interval)
+            if once:
+                await follower.run(once=True)
+                await follower.bridge.stop()
+                return follower.summary()
+            loop = asyncio.get_running_loop()
+            stopping = asyncio.Event()
+            for signame in ("SIGINT", "SIGTERM"):
+                with contextlib.suppress(NotImplementedError, AttributeError):
+                    import signal
+
+                    loop.add_signal_handler(getattr(signal, signame), stopping.set)
+            await follower.run(stop=stopping)
+            return follower.summary()
+
+    return asyncio.run(main())
