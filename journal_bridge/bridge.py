@@ -122,6 +122,25 @@ class Bridge:
         while not self._queue.empty() or self._inflight:
             await asyncio.sleep(0.02)
 
+    async def abort(self) -> None:
+        """Stop at once, as a crash would: followers and the writer are cancelled and
+        whatever is still queued is not written."""
+        followers = list(self._followers.values())
+        for task in followers:
+            task.cancel()
+        await asyncio.gather(*followers, return_exceptions=True)
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+            self._writer = None
+
+    async def wait_for_thread(self, thread_id: str) -> None:
+        """Wait until the runs of this thread observed so far are read to their end."""
+        tail = self._thread_tails.get(str(thread_id))
+        if tail is not None:
+            await asyncio.gather(asyncio.shield(tail), return_exceptions=True)
+
     async def wait_for_runs(self) -> None:
         """Wait until every observed run's follower has finished."""
         while self._followers:

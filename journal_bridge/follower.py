@@ -200,16 +200,7 @@ class Follower:
 
     async def abort(self) -> None:
         """Stop at once, as a crash would: nothing more is written, the cursor is not updated."""
-        followers = list(self.bridge._followers.values())  # the bridge's per-run tasks
-        for task in followers:
-            task.cancel()
-        await asyncio.gather(*followers, return_exceptions=True)
-        writer = self.bridge._writer
-        if writer is not None:
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
-            self.bridge._writer = None
+        await self.bridge.abort()
 
     # -- discovery -------------------------------------------------------------
 

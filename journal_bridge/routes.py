@@ -273,10 +273,8 @@ async def thread_repair(request: Request) -> Response:
     journal = getattr(request.app.state, "journal", None)
     bridge = getattr(journal, "bridge", None)
     if bridge is not None:
-        tail = bridge._thread_tails.get(thread_id)  # the thread's run being journaled
         try:
-            if tail is not None:
-                await asyncio.wait_for(asyncio.shield(tail), timeout=10)
+            await asyncio.wait_for(bridge.wait_for_thread(thread_id), timeout=10)
             await asyncio.wait_for(bridge.drain(), timeout=10)
         except TimeoutError:
             return _error(409, "the journal is still catching up on this thread; retry shortly",
