@@ -34,6 +34,8 @@ __all__ = [
     "RUN_END",
     "RUN_ERROR",
     "RUN_START",
+    "SUMMARIZATION_EVENT",
+    "SUMMARIZER_CALLER",
     "TRACE",
     "InvalidEvent",
     "PreparedEvent",
@@ -60,6 +62,12 @@ LLM_TOOL_RESULT = "llm.tool.result"
 MIDDLEWARE_SUMMARIZE = "middleware:summarize"
 RUN_END = "run.end"
 RUN_ERROR = "run.error"
+
+# The custom event a tracking summarization middleware emits when it compacts,
+# and the `caller` recorded for the summarizer model's own calls (kept out of
+# the conversation: category `trace`).
+SUMMARIZATION_EVENT = "summarization"
+SUMMARIZER_CALLER = "middleware:summarize"
 
 EVENT_CATEGORIES: dict[str, str] = {
     RUN_START: TRACE,

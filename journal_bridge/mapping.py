@@ -41,6 +41,8 @@ from journal_bridge.events import (
     RUN_END,
     RUN_ERROR,
     RUN_START,
+    SUMMARIZATION_EVENT,
+    SUMMARIZER_CALLER,
     TRACE,
     RunEvent,
     make_event,
@@ -48,10 +50,7 @@ from journal_bridge.events import (
 
 logger = logging.getLogger(__name__)
 
-SUMMARIZATION_EVENT = "summarization"
-SUMMARIZER_CALLER = "middleware:summarize"
-
-__all__ = ["SUMMARIZATION_EVENT", "SUMMARIZER_CALLER", "RunMapper", "message_dict"]
+__all__ = ["RunMapper", "map_parts", "message_dict"]
 
 
 def message_dict(message: Any) -> dict[str, Any] | None:

@@ -29,10 +29,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
+from journal_bridge.events import SUMMARIZATION_EVENT
+
 __all__ = ["SUMMARIZATION_EVENT", "TrackingSummarizationMiddleware"]
 
-SUMMARIZATION_EVENT = "summarization"
-"""Name of the custom event, and value of the payload's `event` field."""
 
 
 class TrackingSummarizationMiddleware(SummarizationMiddleware):
