@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from langgraph_sdk import get_client
-from test_history_seed import seed_conversation
+from seed import seed_conversation
 
 from journal_bridge.store import open_store
 

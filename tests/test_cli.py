@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_history_seed import SUMMARY_TEXT, THREAD_ID, ServedApp, journal_app, seed_file
+from seed import SUMMARY_TEXT, THREAD_ID, ServedApp, journal_app, seed_file
 
 from journal_bridge.cli import main
 

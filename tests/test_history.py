@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_history_seed import SUMMARY_TEXT, THREAD_ID, expected_items, seed_conversation
+from seed import SUMMARY_TEXT, THREAD_ID, expected_items, seed_conversation
 
 from journal_bridge import history
 from journal_bridge.events import make_event

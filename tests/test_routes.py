@@ -6,7 +6,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_history_seed import THREAD_ID, expected_items, journal_app, seed_conversation
+from seed import THREAD_ID, expected_items, journal_app, seed_conversation
 
 from journal_bridge.store import open_store
 

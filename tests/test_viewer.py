@@ -6,8 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from suites import require_or_skip
-from test_history_seed import (
+from seed import (
     SCRIPT_TEXT,
     SUMMARY_TEXT,
     THREAD_ID,
@@ -15,6 +14,7 @@ from test_history_seed import (
     journal_app,
     seed_file,
 )
+from suites import require_or_skip
 
 pytestmark = pytest.mark.browser
 
