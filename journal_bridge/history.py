@@ -35,7 +35,6 @@ always resume from it, also to poll a live thread.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -77,15 +76,6 @@ _SUMMARIZER_CALLER = "middleware:summarize"
 _MIN_READ = 16
 
 
-def _json_content(content: Any) -> Any:
-    if isinstance(content, str):
-        try:
-            return json.loads(content)
-        except ValueError:
-            return content
-    return content
-
-
 def _created_at(event: RunEvent) -> str | None:
     value = event.created_at
     return value.isoformat() if isinstance(value, datetime) else value
@@ -105,7 +95,7 @@ def _message_row(event: RunEvent) -> dict[str, Any] | None:
     message_type = _MESSAGE_TYPES.get(event.event_type)
     if message_type is None:
         return None
-    content = _json_content(event.content)
+    content = event.content
     if isinstance(content, dict):
         message = dict(content)
         message.setdefault("type", message_type)
@@ -124,7 +114,7 @@ def _message_row(event: RunEvent) -> dict[str, Any] | None:
 def _marker(event: RunEvent) -> dict[str, Any] | None:
     if event.event_type != MIDDLEWARE_SUMMARIZE:
         return None
-    content = _json_content(event.content)
+    content = event.content
     if not isinstance(content, dict):
         content = {}
     action = content.get("action", "summarize")

@@ -203,3 +203,20 @@ def test_a_record_with_text_content_still_projects_to_a_message():
     event = replace(event, seq=4)
     assert history.project_record(event)["type"] == "human"
     assert history.project_record(event)["content"] == "plain"
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '{"type": "ai", "content": "not me"}', "42", "null"])
+async def test_text_content_reads_back_as_the_same_text(store, text):
+    await store.put_batch(
+        [
+            make_event(
+                thread_id="text-thread",
+                run_id="r",
+                event_type="llm.human.input",
+                content=text,
+            )
+        ]
+    )
+    (item,) = (await history.history_page(store, "text-thread"))["data"]
+    assert item["type"] == "human"
+    assert item["content"] == text
