@@ -3,7 +3,7 @@
 A thread's timeline (message and middleware records, ascending `seq`) becomes
 a list of *items*:
 
-- a **message row** for every user-visible message record: the LangChain
+- a **message row** for every record of category `message`: the LangChain
   message dict (`type`, `content`, `id`, `tool_calls`, ...) plus the record's
   `seq`, `run_id` and `created_at`;
 - a **summary marker** for every `middleware:summarize` record:
@@ -14,8 +14,9 @@ a list of *items*:
 
 Items keep the `seq` of their record, so a marker sits exactly where the
 compaction happened: after the messages it replaced, before the answer that
-followed. Records that are not part of the conversation (the summarizer
-model's own calls, other middleware actions) project to nothing.
+followed. The category alone decides what is conversation: writers journal
+the summarizer model's own calls under `trace`, so they never reach the
+timeline, and other middleware actions project to nothing.
 
 Paging is by `seq` cursor, both directions, and never splits or repeats an
 item, because every item is exactly one record:
@@ -66,11 +67,6 @@ _MESSAGE_TYPES = {
     LLM_AI_RESPONSE: "ai",
     LLM_TOOL_RESULT: "tool",
 }
-# The summarizer model's calls are journaled for audit but were never shown to
-# the user; they are recognised by either of these marks.
-_SUMMARIZATION_SOURCE = "summarization"
-_SUMMARIZER_CALLER = "middleware:summarize"
-
 # A timeline read may hit records that project to nothing; each read asks for
 # at least this many so a page with hidden records still needs few queries.
 _MIN_READ = 16
@@ -79,16 +75,6 @@ _MIN_READ = 16
 def _created_at(event: RunEvent) -> str | None:
     value = event.created_at
     return value.isoformat() if isinstance(value, datetime) else value
-
-
-def _is_summarizer_call(event: RunEvent, message: dict[str, Any]) -> bool:
-    metadata = event.metadata or {}
-    if metadata.get("caller") == _SUMMARIZER_CALLER:
-        return True
-    if metadata.get("lc_source") == _SUMMARIZATION_SOURCE:
-        return True
-    kwargs = message.get("additional_kwargs")
-    return isinstance(kwargs, dict) and kwargs.get("lc_source") == _SUMMARIZATION_SOURCE
 
 
 def _message_row(event: RunEvent) -> dict[str, Any] | None:
@@ -102,8 +88,6 @@ def _message_row(event: RunEvent) -> dict[str, Any] | None:
     else:
         # A writer that journaled bare text: still a readable message.
         message = {"type": message_type, "content": content}
-    if _is_summarizer_call(event, message):
-        return None
     message.setdefault("id", None)
     message["seq"] = event.seq
     message["run_id"] = event.run_id

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
-from journal_bridge.events import make_event
+from journal_bridge.events import SUMMARIZER_CALLER, make_event
 
 THREAD_ID = "thread-history"
 SCRIPT_TEXT = (
@@ -88,12 +88,13 @@ def conversation_records(thread_id: str = THREAD_ID) -> list[dict[str, Any]]:
     rows += [
         ("run.start", "run-3", {"input": "..."}, {}),
         ("llm.human.input", "run-3", _human(3, SCRIPT_TEXT), {}),
-        # The summarizer's own model call: journaled, never shown.
+        # The summarizer's own model call: journaled under `trace`, as the
+        # mapper writes it, never shown.
         (
             "llm.ai.response",
             "run-3",
             _ai(900, SUMMARY_TEXT),
-            {"caller": "middleware:summarize", "lc_source": "summarization"},
+            {"caller": "middleware:summarize"},
         ),
         (
             "middleware:summarize",
@@ -142,6 +143,7 @@ def conversation_records(thread_id: str = THREAD_ID) -> list[dict[str, Any]]:
             "thread_id": thread_id,
             "run_id": run_id,
             "event_type": event_type,
+            "category": "trace" if metadata.get("caller") == SUMMARIZER_CALLER else None,
             "content": content,
             "metadata": metadata,
             "created_at": _START + timedelta(seconds=i),
@@ -162,10 +164,7 @@ def expected_items(records: list[Any]) -> list[tuple[int, str]]:
     for record in records:
         if record.event_type == "middleware:summarize":
             shown.append((record.seq, "summary_marker"))
-        elif (
-            record.category == "message"
-            and record.metadata.get("caller") != "middleware:summarize"
-        ):
+        elif record.category == "message":
             shown.append((record.seq, record.content["type"]))
     return shown
 

@@ -158,6 +158,7 @@ async def test_has_more_is_false_when_only_hidden_records_remain(store):
                 thread_id=thread,
                 run_id="r",
                 event_type="llm.ai.response",
+                category="trace",
                 content={"type": "ai", "content": "summary"},
                 metadata={"caller": "middleware:summarize"},
             ),
@@ -220,3 +221,36 @@ async def test_text_content_reads_back_as_the_same_text(store, text):
     (item,) = (await history.history_page(store, "text-thread"))["data"]
     assert item["type"] == "human"
     assert item["content"] == text
+
+
+async def test_the_category_alone_decides_what_is_conversation(store):
+    # A human message that carries the summarizer's marks (a client that sent
+    # a summary back as input) is still something the user sent; an AI message
+    # journaled under `trace` is not conversation, whatever it looks like.
+    summary_like = {
+        "type": "human",
+        "content": "Here is a summary of the conversation so far",
+        "id": "sent-back",
+        "additional_kwargs": {"lc_source": "summarization"},
+    }
+    await store.put_batch(
+        [
+            make_event(
+                thread_id="categories",
+                run_id="r",
+                event_type="llm.human.input",
+                content=summary_like,
+                metadata={"caller": "middleware:summarize", "lc_source": "summarization"},
+            ),
+            make_event(
+                thread_id="categories",
+                run_id="r",
+                event_type="llm.ai.response",
+                category="trace",
+                content={"type": "ai", "content": "plain answer", "id": "traced"},
+                metadata={"caller": "agent"},
+            ),
+        ]
+    )
+    items = (await history.history_page(store, "categories"))["data"]
+    assert [item["id"] for item in items] == ["sent-back"]
