@@ -7,18 +7,20 @@ records they stand for:
 | part                                      | record                              |
 |-------------------------------------------|-------------------------------------|
 | root `on_chain_start`                     | `run.start` (trace)                 |
-| human messages of the run input           | `llm.human.input` (message)         |
-| `on_chat_model_end` of the agent model    | `llm.ai.response` (message)         |
-| `on_chat_model_end` of the summarizer     | `llm.ai.response` (trace, hidden)   |
-| `on_tool_end`                             | `llm.tool.result` (message)         |
+| messages of the run input                 | `llm.human.input` / `llm.ai.response` / `llm.tool.result` (message) |
+| `on_chat_model_end` in a top-level node   | `llm.ai.response` (message)         |
+| `on_chat_model_end` elsewhere             | `llm.ai.response` (trace): the summarizer, models called inside tools or subgraphs |
+| `on_tool_end` in a top-level node         | `llm.tool.result` (message)         |
 | `on_custom_event` named `summarization`   | `middleware:summarize` (middleware) |
 | root `on_chain_end`                       | `run.end` (outputs)                 |
 | root `on_chain_error`, an `error` part    | `run.error` (error)                 |
 
-Every record carries a `source_key` derived from the stream itself (the
-LangChain run id of the callback, or the position of an input message), so
+Every record carries a `source_key` derived from the stream itself, so
 replaying a stream, or receiving a frame twice, yields the same keys and the
-store keeps one record per key.
+store keeps one record per key. A message with an id is keyed by that id
+(`message:{id}`, unique in a thread), so a message a client sends again in a
+later run's input is journaled once; everything else by the run and the
+callback's own run id.
 
 Parts the journal does not need are ignored. A part that is not shaped like
 the server's output is counted in `malformed` and skipped; it never raises.
@@ -30,6 +32,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from journal_bridge.events import (
@@ -68,9 +71,19 @@ def message_dict(message: Any) -> dict[str, Any] | None:
 
 
 def _is_summarizer_call(event: Mapping[str, Any]) -> bool:
+    # Upstream marks its summarizer calls so; a plain `nostream` tag is not enough,
+    # user graphs tag conversation models that way too.
+    return (event.get("metadata") or {}).get("lc_source") == "summarization"
+
+
+def _in_conversation(event: Mapping[str, Any]) -> bool:
+    """A callback of the graph's own nodes, not of a tool's or a subgraph's insides."""
     metadata = event.get("metadata") or {}
-    tags = event.get("tags") or []
-    return metadata.get("lc_source") == "summarization" or "nostream" in tags
+    namespace = metadata.get("langgraph_checkpoint_ns") or ""
+    return "|" not in namespace and not _is_summarizer_call(event)
+
+
+_MESSAGE_EVENT_TYPES = {"human": LLM_HUMAN_INPUT, "ai": LLM_AI_RESPONSE, "tool": LLM_TOOL_RESULT}
 
 
 def _digest(value: Any) -> str:
@@ -78,27 +91,48 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@dataclass
+class _Pending:
+    """A record waiting for its message's id, or queued behind one that is."""
+
+    event_type: str
+    content: Any
+    key: str
+    category: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    is_message: bool = False
+
+
 class RunMapper:
-    """Maps the stream parts of one run, in order, to records of that run."""
+    """Maps the stream parts of one run, in order, to records of that run.
+
+    Message records need the id the message has in the thread's state. Input
+    messages get theirs from the server's input step, a tool's result often
+    from the reducer after `on_tool_end`: neither id is in the event itself.
+    Such records are held back, and every record after them too so the order
+    stays the stream's, until a node's input shows the state that holds them
+    (or the run ends). Ids are matched structurally: a tool result by its
+    `tool_call_id`, an input message by position from the end of the state.
+    """
 
     def __init__(self, thread_id: str, run_id: str) -> None:
         self.thread_id = str(thread_id)
         self.run_id = str(run_id)
         self.malformed = 0
-        self.seen_parts = 0
-        self._pending_input: list[dict[str, Any]] | None = None
-        self._ended = False
+        self._held: list[_Pending] = []
+        self._input_count = 0
+        # Tool calls in progress: model calls and tools under them are not the conversation.
+        self._tool_runs: set[Any] = set()
 
     # -- public -----------------------------------------------------------
 
     def feed(self, event: str, data: Any) -> list[RunEvent]:
         """Records for one stream part (`event` is the SSE event name)."""
-        self.seen_parts += 1
         try:
             if event == "events":
                 return self._from_callback_event(data)
             if event == "error":
-                return [self._error_record(data, key="run.error")]
+                return self._emit(self._error(data))
             return []
         except Exception as exc:  # noqa: BLE001 - a bad part must never stop a run's journal
             self.malformed += 1
@@ -111,8 +145,8 @@ class RunMapper:
             return []
 
     def flush(self) -> list[RunEvent]:
-        """Records still held back when the stream ends (input never placed)."""
-        return self._input_records(None)
+        """Records still held back when the stream ends, with the ids they have."""
+        return self._release(None, final=True)
 
     # -- callbacks ----------------------------------------------------------
 
@@ -130,18 +164,21 @@ class RunMapper:
         if kind == "on_chain_start":
             if is_root:
                 return self._run_start(data, payload)
-            return self._input_records(payload.get("input"))
+            return self._release(payload.get("input"), final=False)
+        if kind == "on_tool_start":
+            self._tool_runs.add(data.get("run_id"))
+            return []
         if kind == "on_chat_model_end":
-            return [*self._input_records(None), self._ai_response(data, payload)]
+            return self._emit(self._ai_response(data, payload))
         if kind == "on_tool_end":
-            record = self._tool_result(data, payload)
-            return [*self._input_records(None), *([record] if record else [])]
+            return self._emit(self._tool_result(data, payload))
         if kind == "on_custom_event" and data.get("name") == SUMMARIZATION_EVENT:
-            return [*self._input_records(None), self._summarize(data, payload)]
+            return self._emit(self._summarize(data, payload))
         if kind == "on_chain_end" and is_root:
-            return [*self._input_records(None), self._run_end(payload)]
+            output = payload.get("output")
+            return [*self._release(output, final=True), *self._emit(self._run_end(output))]
         if kind == "on_chain_error" and is_root:
-            return [*self._input_records(None), self._error_record(payload.get("error"), "run.error")]
+            return [*self._release(None, final=True), *self._emit(self._error(payload.get("error")))]
         return []
 
     def _is_root(self, data: Mapping[str, Any]) -> bool:
@@ -150,88 +187,115 @@ class RunMapper:
         parents = data.get("parent_ids")
         return isinstance(parents, list) and not parents and data.get("event", "").startswith("on_chain")
 
-    def _record(self, event_type: str, content: Any, *, key: str, category: str | None = None,
-                metadata: dict[str, Any] | None = None) -> RunEvent:
+    def _nested(self, data: Mapping[str, Any]) -> bool:
+        """Inside a tool call or a subgraph: not something the graph said to the user."""
+        parents = data.get("parent_ids") or []
+        return not _in_conversation(data) or any(p in self._tool_runs for p in parents)
+
+    # -- ordering -------------------------------------------------------------
+
+    def _emit(self, pending: _Pending) -> list[RunEvent]:
+        message = pending.content if pending.is_message else None
+        if not self._held and (message is None or message.get("id")):
+            return [self._record(pending)]
+        self._held.append(pending)
+        return []
+
+    def _release(self, state: Any, *, final: bool) -> list[RunEvent]:
+        """Give held messages the ids `state` shows; release what no longer waits."""
+        if not self._held:
+            return []
+        messages = state.get("messages") if isinstance(state, Mapping) else None
+        if isinstance(messages, list):
+            self._resolve_ids([m for m in (message_dict(x) for x in messages) if m])
+        released: list[RunEvent] = []
+        while self._held:
+            head = self._held[0]
+            waiting = head.is_message and not head.content.get("id")
+            if waiting and not final:
+                break
+            released.append(self._record(self._held.pop(0)))
+        return released
+
+    def _resolve_ids(self, state_messages: list[dict[str, Any]]) -> None:
+        by_call = {m.get("tool_call_id"): m.get("id") for m in state_messages if m.get("type") == "tool"}
+        inputs = [p for p in self._held if p.key.startswith("input:")]
+        tail = state_messages[-self._input_count :] if self._input_count else []
+        for pending in self._held:
+            message = pending.content
+            if not pending.is_message or message.get("id"):
+                continue
+            if message.get("type") == "tool" and by_call.get(message.get("tool_call_id")):
+                message["id"] = by_call[message["tool_call_id"]]
+            elif pending in inputs and len(tail) == self._input_count:
+                stored = tail[int(pending.key.split(":", 1)[1])]
+                if stored.get("type") == message.get("type") and stored.get("content") == message.get("content"):
+                    message["id"] = stored.get("id")
+
+    def _record(self, pending: _Pending) -> RunEvent:
+        message_id = pending.content.get("id") if pending.is_message else None
+        # A message id is unique within the thread; anything else is keyed within the run.
+        source_key = f"message:{message_id}" if message_id else f"{self.run_id}:{pending.key}"
         return make_event(
             thread_id=self.thread_id,
             run_id=self.run_id,
-            event_type=event_type,
-            category=category,
-            content=content,
-            metadata=metadata or {},
-            source_key=f"{self.run_id}:{key}",
+            event_type=pending.event_type,
+            category=pending.category,
+            content=pending.content,
+            metadata=pending.metadata,
+            source_key=source_key,
         )
+
+    # -- records ------------------------------------------------------------------
 
     def _run_start(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> list[RunEvent]:
         run_input = payload.get("input")
         messages = run_input.get("messages") if isinstance(run_input, Mapping) else None
-        if isinstance(messages, (list, tuple)):
-            humans = [m for m in (message_dict(x) for x in messages) if m and m.get("type") == "human"]
-        elif isinstance(messages, (str, dict)):
-            one = message_dict(messages)
-            humans = [one] if one and one.get("type") == "human" else []
-        else:
-            humans = []
-        self._pending_input = humans
+        if isinstance(messages, (str, dict)):
+            messages = [messages]
+        converted = [message_dict(m) for m in messages] if isinstance(messages, (list, tuple)) else []
+        inputs = [m for m in converted if m and m.get("type") in _MESSAGE_EVENT_TYPES]
+        self._input_count = len(inputs)
         metadata = data.get("metadata") or {}
         content = {
             "graph": data.get("name"),
             "assistant_id": metadata.get("assistant_id"),
             "input_keys": sorted(run_input) if isinstance(run_input, Mapping) else None,
-            "input_messages": len(humans),
+            "input_messages": len(inputs),
         }
-        return [self._record(RUN_START, content, key="run.start")]
+        records = self._emit(_Pending(RUN_START, content, "run.start"))
+        for index, message in enumerate(inputs):
+            pending = _Pending(
+                _MESSAGE_EVENT_TYPES[message["type"]],
+                message,
+                f"input:{index}",
+                metadata={"caller": "input"},
+                is_message=True,
+            )
+            # Input messages wait for the first node, which shows them with their ids.
+            self._held.append(pending)
+        return records
 
-    def _input_records(self, state_input: Any) -> list[RunEvent]:
-        """The run's human input, placed once the first node has seen it.
-
-        The server's input step gives messages their ids; the first node's input
-        holds them at the end of the state's message list, in input order, so
-        that is where the ids are read from. Client-supplied ids are kept.
-        """
-        pending, self._pending_input = self._pending_input, None
-        if not pending:
-            return []
-        state_messages = state_input.get("messages") if isinstance(state_input, Mapping) else None
-        if isinstance(state_messages, list) and len(state_messages) >= len(pending):
-            tail = state_messages[-len(pending):]
-            for message, stored in zip(pending, tail):
-                stored = message_dict(stored) or {}
-                if not message.get("id") and stored.get("type") == "human" and stored.get("content") == message.get("content"):
-                    message["id"] = stored.get("id")
-        return [
-            self._record(LLM_HUMAN_INPUT, message, key=f"human:{index}")
-            for index, message in enumerate(pending)
-        ]
-
-    def _ai_response(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> RunEvent:
-        output = payload.get("output")
-        message = message_dict(output)
+    def _ai_response(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> _Pending:
+        message = message_dict(payload.get("output"))
         if message is None:
             raise TypeError("on_chat_model_end without a message output")
         metadata = data.get("metadata") or {}
         usage = message.get("usage_metadata")
         key = f"llm:{data.get('run_id')}"
         if _is_summarizer_call(data):
-            return self._record(
-                LLM_AI_RESPONSE,
-                message,
-                key=key,
-                category=TRACE,
-                metadata={"caller": SUMMARIZER_CALLER, "usage": usage},
-            )
-        return self._record(
-            LLM_AI_RESPONSE,
-            message,
-            key=key,
-            metadata={
-                "caller": metadata.get("langgraph_node") or data.get("name"),
-                "usage": usage,
-                "langgraph_step": metadata.get("langgraph_step"),
-            },
-        )
+            return _Pending(LLM_AI_RESPONSE, message, key, TRACE, {"caller": SUMMARIZER_CALLER, "usage": usage})
+        details = {
+            "caller": metadata.get("langgraph_node") or data.get("name"),
+            "usage": usage,
+            "langgraph_step": metadata.get("langgraph_step"),
+        }
+        if self._nested(data):
+            return _Pending(LLM_AI_RESPONSE, message, key, TRACE, details)
+        return _Pending(LLM_AI_RESPONSE, message, key, None, details, is_message=True)
 
-    def _tool_result(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> RunEvent | None:
+    def _tool_result(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> _Pending:
+        self._tool_runs.discard(data.get("run_id"))
         output = payload.get("output")
         message = message_dict(output) if isinstance(output, Mapping) else None
         if message is None or message.get("type") != "tool":
@@ -244,14 +308,13 @@ class RunMapper:
                 "id": None,
             }
         metadata = data.get("metadata") or {}
-        return self._record(
-            LLM_TOOL_RESULT,
-            message,
-            key=f"tool:{data.get('run_id')}",
-            metadata={"tool": data.get("name"), "langgraph_step": metadata.get("langgraph_step")},
-        )
+        details = {"tool": data.get("name"), "langgraph_step": metadata.get("langgraph_step")}
+        key = f"tool:{data.get('run_id')}"
+        if self._nested(data):
+            return _Pending(LLM_TOOL_RESULT, message, key, TRACE, details)
+        return _Pending(LLM_TOOL_RESULT, message, key, None, details, is_message=True)
 
-    def _summarize(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> RunEvent:
+    def _summarize(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> _Pending:
         metadata = data.get("metadata") or {}
         changes = dict(payload)
         content = {
@@ -261,36 +324,36 @@ class RunMapper:
             "changes": changes,
         }
         identity = changes.get("summary_message_id") or _digest(changes)
-        return self._record(
+        return _Pending(
             MIDDLEWARE_SUMMARIZE,
             content,
-            key=f"summarize:{data.get('run_id')}:{identity}",
-            category=MIDDLEWARE,
-            metadata={
+            f"summarize:{data.get('run_id')}:{identity}",
+            MIDDLEWARE,
+            {
                 "langgraph_step": metadata.get("langgraph_step"),
                 "langgraph_node": metadata.get("langgraph_node"),
                 "langgraph_checkpoint_ns": metadata.get("langgraph_checkpoint_ns"),
             },
         )
 
-    def _run_end(self, payload: Mapping[str, Any]) -> RunEvent:
-        self._ended = True
-        output = payload.get("output")
+    def _run_end(self, output: Any) -> _Pending:
         messages = output.get("messages") if isinstance(output, Mapping) else None
         content: dict[str, Any] = {"output_keys": sorted(output) if isinstance(output, Mapping) else None}
         if isinstance(messages, list):
             last = message_dict(messages[-1]) if messages else None
             content["message_count"] = len(messages)
             content["last_message_id"] = last.get("id") if last else None
-        return self._record(RUN_END, content, key="run.end")
+        return _Pending(RUN_END, content, "run.end")
 
-    def _error_record(self, error: Any, key: str) -> RunEvent:
+    def _error(self, error: Any) -> _Pending:
         if isinstance(error, Mapping):
             content = {"error": error.get("error"), "message": error.get("message")}
+        elif isinstance(error, str):
+            content = {"error": "Error", "message": error}
         else:
-            content = {"error": type(error).__name__ if not isinstance(error, str) else "Error",
-                       "message": str(error)}
-        return self._record(RUN_ERROR, content, key=key)
+            content = {"error": type(error).__name__, "message": str(error)}
+        # An error part and the root's on_chain_error describe one failure: one key.
+        return _Pending(RUN_ERROR, content, "run.error")
 
 
 def map_parts(thread_id: str, run_id: str, parts: Iterable[tuple[str, Any]]) -> list[RunEvent]:

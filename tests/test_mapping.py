@@ -148,3 +148,68 @@ def test_an_error_part_becomes_one_run_error():
     assert [r.event_type for r in first] == ["run.error"]
     assert first[0].content == {"error": "ValueError", "message": "boom"}
     assert second[0].source_key == first[0].source_key
+
+
+def _tool_calling_model_graph():
+    """A graph whose tool calls a model itself, and whose agent model is tagged `nostream`."""
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+
+    from journal_bridge.offline_model import OfflineChatModel
+
+    inner = OfflineChatModel()
+
+    @tool
+    async def ask_expert(question: str) -> str:
+        """Ask another model."""
+        answer = await inner.ainvoke(question)
+        return f"the expert says: {answer.content}"
+
+    model = OfflineChatModel().with_config(tags=["nostream"])
+    return create_agent(model, tools=[ask_expert], checkpointer=InMemorySaver())
+
+
+async def test_models_inside_tools_are_trace_and_nostream_answers_stay_messages():
+    graph = _tool_calling_model_graph()
+    thread_id = str(uuid.uuid4())
+    run_id, parts = await _capture(graph, thread_id, "ask_expert question=why")
+    records = map_parts(thread_id, run_id, parts)
+    messages = [r.content for r in records if r.category == "message"]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
+    assert messages[1]["tool_calls"][0]["name"] == "ask_expert"
+    nested = [r for r in records if r.category == "trace" and r.event_type == "llm.ai.response"]
+    assert len(nested) == 1 and nested[0].metadata["caller"] == "tools"
+    state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+    assert [m["id"] for m in messages] == [m.id for m in state.values["messages"]]
+
+
+async def test_every_input_message_is_journaled_once_by_its_id():
+    from langchain.agents import create_agent
+
+    from journal_bridge.offline_model import OfflineChatModel
+
+    graph = create_agent(OfflineChatModel(), tools=[], checkpointer=InMemorySaver())
+    thread_id = str(uuid.uuid4())
+    config = {"configurable": {"thread_id": thread_id}}
+    first = [
+        {"type": "human", "content": "what is 2 + 2", "id": "h-1"},
+        {"type": "ai", "content": "4", "id": "a-1"},
+        {"type": "human", "content": "and 3 + 3?"},
+    ]
+    records = []
+    for run_input in (first, [{"type": "human", "content": "what is 2 + 2", "id": "h-1"}, "thanks"]):
+        run_id = str(uuid.uuid4())
+        parts = [
+            ("events", json.loads(json.dumps(e, default=_dump)))
+            async for e in graph.astream_events({"messages": run_input}, {**config, "run_id": run_id}, version="v2")
+        ]
+        records += map_parts(thread_id, run_id, parts)
+    messages = [r for r in records if r.category == "message"]
+    assert [m.event_type for m in messages[:3]] == ["llm.human.input", "llm.ai.response", "llm.human.input"]
+    assert messages[0].source_key == "message:h-1" and messages[1].source_key == "message:a-1"
+    assert messages[2].content["id"], "the id the server assigned is read back from the state"
+    keys = [m.source_key for m in messages]
+    # The resent message maps to the same key: the store keeps the first record.
+    assert keys.count("message:h-1") == 2
+    state = await graph.aget_state(config)
+    assert list(dict.fromkeys(m.content["id"] for m in messages)) == [m.id for m in state.values["messages"]]
