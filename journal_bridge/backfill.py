@@ -10,7 +10,8 @@ A thread's checkpoint history (`threads.get_history`, paged back with
 - a summary message (`additional_kwargs.lc_source == "summarization"`) that is
   new in a checkpoint is a compaction: a `middleware:summarize` record whose
   `changes` say which ids of the previous checkpoint it replaced (present
-  before, gone after) and which it preserved, placed before the messages new
+  before, gone after; `previous_summary_ids` / `condensed_count` as the
+  tracking middleware reports them) and which it preserved, placed before the messages new
   in that checkpoint -- where the bridge places it. The summary text is the
   message content without the upstream prefix.
 
@@ -46,6 +47,7 @@ from journal_bridge.events import (
     MESSAGE,
     MIDDLEWARE,
     MIDDLEWARE_SUMMARIZE,
+    SUMMARIZATION_EVENT,
     RunEvent,
     make_event,
 )
@@ -221,7 +223,7 @@ class _Reconstruction:
             present = set(ids)
             for message in messages:
                 if _is_summary(message) and message.get("id") and message["id"] not in set(previous_ids):
-                    self._marker(message, state, previous, previous_ids, present, first=previous is None)
+                    self._marker(message, state, previous, previous_ids, present)
             for message in messages:
                 key = message.get("id")
                 if not key or key in seen:
@@ -275,31 +277,36 @@ class _Reconstruction:
         previous: dict[str, Any] | None,
         previous_ids: list[str],
         present: set[str],
-        *,
-        first: bool,
     ) -> None:
         node = _writer_node(previous)
         name, _, hook = (node or "").rpartition(".")
-        if first:
+        replaced: list[str] | None = None
+        earlier_summaries: list[str] | None = None
+        condensed: int | None = None
+        if previous is None:
             # The summary is in the oldest checkpoint there is: what it replaced is gone.
-            replaced: list[str] | None = None
             preserved = [str(m["id"]) for m in _messages(state) if m.get("id") and m["id"] != summary["id"]]
         else:
             replaced = [i for i in previous_ids if i not in present]
             preserved = [i for i in previous_ids if i in present]
+            summaries = {str(m.get("id")) for m in _messages(previous) if _is_summary(m)}
+            earlier_summaries = [i for i in replaced if i in summaries]
+            condensed = len(replaced) - len(earlier_summaries)
         changes = {
-            "event": "summarization",
+            "event": SUMMARIZATION_EVENT,
             "middleware": name or None,
             "hook": hook or "before_model",
             "replaced_count": None if replaced is None else len(replaced),
             "preserved_count": len(preserved),
             "replaced_message_ids": replaced,
+            "previous_summary_ids": earlier_summaries,
+            "condensed_count": condensed,
             "preserved_message_ids": preserved,
             "summary_message_id": summary["id"],
             "summary": summary_text(summary),
         }
         metadata = self._metadata(state, node)
-        if first:
+        if previous is None:
             metadata["incomplete"] = True
         self.result.markers += 1
         self.identities.append(("marker", str(summary["id"])))

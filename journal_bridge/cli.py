@@ -61,7 +61,8 @@ def format_item(item: dict[str, Any], width: int = 100) -> str:
     """One history item as terminal text: a header line, then the content indented."""
     seq = item.get("seq")
     if item.get("type") == "summary_marker":
-        count = item.get("replaced_count")
+        # A server older than `condensed_count` sends only `replaced_count`.
+        count = item.get("condensed_count", item.get("replaced_count"))
         noun = "message" if count == 1 else "messages"
         label = (
             f"{count} {noun} condensed" if count is not None else "messages condensed"

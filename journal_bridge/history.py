@@ -8,9 +8,12 @@ a list of *items*:
   `seq`, `run_id` and `created_at`;
 - a **summary marker** for every `middleware:summarize` record:
   `{"type": "summary_marker", "id": "summary-marker-{seq}", "seq", "run_id",
-  "created_at", "replaced_count", "preserved_count", "summary",
-  "summary_message_id"}`. `summary_marker` is never a LangChain message type,
-  so a client can tell the two apart by `type` alone.
+  "created_at", "replaced_count", "condensed_count", "preserved_count",
+  "summary", "summary_message_id"}`. `replaced_count` counts every message the
+  compaction removed from the state, the summary of an earlier compaction
+  included; `condensed_count` only the conversation messages among them, the
+  number to show as "N messages condensed". `summary_marker` is never a
+  LangChain message type, so a client can tell the two apart by `type` alone.
 
 Items keep the `seq` of their record, so a marker sits exactly where the
 compaction happened: after the messages it replaced, before the answer that
@@ -114,6 +117,8 @@ def _marker(event: RunEvent) -> dict[str, Any] | None:
         "run_id": event.run_id,
         "created_at": _created_at(event),
         "replaced_count": changes.get("replaced_count"),
+        # Records written before `condensed_count` existed count every replaced id.
+        "condensed_count": changes.get("condensed_count", changes.get("replaced_count")),
         "preserved_count": changes.get("preserved_count"),
         "summary": changes.get("summary"),
         "summary_message_id": changes.get("summary_message_id"),

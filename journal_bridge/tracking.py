@@ -33,6 +33,12 @@ from journal_bridge.events import SUMMARIZATION_EVENT
 
 __all__ = ["SUMMARIZATION_EVENT", "TrackingSummarizationMiddleware"]
 
+# How upstream marks the summary message it puts in the state (`additional_kwargs`).
+_SUMMARY_SOURCE = "summarization"
+
+
+def _is_summary(message: BaseMessage) -> bool:
+    return message.additional_kwargs.get("lc_source") == _SUMMARY_SOURCE
 
 
 class TrackingSummarizationMiddleware(SummarizationMiddleware):
@@ -45,6 +51,10 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
       `hook`: `"before_model"`
     - `replaced_message_ids` / `replaced_count`: ids the update removes from the
       state, in their original order (input ids minus the ids the update keeps)
+    - `previous_summary_ids`: the replaced ids that were summaries of an earlier
+      compaction (state, never conversation)
+    - `condensed_count`: the replaced conversation messages, i.e. `replaced_count`
+      minus the earlier summaries: what "N messages condensed" counts
     - `preserved_message_ids` / `preserved_count`: ids kept after the summary
     - `summary_message_id`: id of the summary message as stored in the state
     - `summary`: the summary text (without the message's templated prefix)
@@ -146,6 +156,9 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
         kept_ids = [m.id for m in after if m.id in known]
         kept = set(kept_ids)
         replaced_ids = [i for i in input_ids if i not in kept]
+        previous_summary_ids = [
+            m.id for m in messages if m.id not in kept and _is_summary(m)
+        ]
         # Counted only once compaction happened, so idle calls pay no extra count.
         tokens_before = self.token_counter(list(messages))
         summary = self._summary_text
@@ -158,6 +171,8 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
             "replaced_count": len(replaced_ids),
             "preserved_count": len(kept_ids),
             "replaced_message_ids": replaced_ids,
+            "previous_summary_ids": previous_summary_ids,
+            "condensed_count": len(replaced_ids) - len(previous_summary_ids),
             "preserved_message_ids": kept_ids,
             "summary_message_id": summary_message.id,
             "summary": summary,

@@ -244,3 +244,64 @@ def seed_file(store_url: str, thread_id: str = THREAD_ID) -> list[Any]:
             return await seed_conversation(store, thread_id)
 
     return asyncio.run(seed())
+
+
+AGENT_TURNS = ["hello", "add 2 and 3", "weather in Paris", "add 4 and 5", "weather in Rome"]
+
+
+async def journal_agent_thread(
+    store: Any, thread_id: str, turns: list[str] = AGENT_TURNS
+) -> list[Any]:
+    """Run a real agent that compacts every few messages (in-process, through
+    `astream_events` v2, serialised as the server sends it) and journal its runs
+    the way the bridge does; return the stored records. These turns compact
+    more than once, so a later compaction also replaces an earlier summary."""
+    import json
+    import uuid
+
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graphs.agent import SYSTEM_PROMPT, TOOLS
+    from journal_bridge.mapping import map_parts
+    from journal_bridge.offline_model import OfflineChatModel
+    from journal_bridge.tracking import TrackingSummarizationMiddleware
+
+    def dump(value: Any) -> Any:
+        return value.model_dump(mode="json") if hasattr(value, "model_dump") else str(value)
+
+    model = OfflineChatModel()
+    graph = create_agent(
+        model,
+        tools=TOOLS,
+        middleware=[
+            TrackingSummarizationMiddleware(model, trigger=("messages", 6), keep=("messages", 2))
+        ],
+        system_prompt=SYSTEM_PROMPT,
+        checkpointer=InMemorySaver(),
+    )
+    stored = []
+    for text in turns:
+        run_id = str(uuid.uuid4())
+        config = {"configurable": {"thread_id": thread_id}, "run_id": run_id}
+        parts = [
+            ("events", json.loads(json.dumps(event, default=dump)))
+            async for event in graph.astream_events(
+                {"messages": [{"role": "user", "content": text}]}, config, version="v2"
+            )
+        ]
+        stored += await store.put_batch(map_parts(thread_id, run_id, parts))
+    return stored
+
+
+def seed_agent_file(store_url: str, thread_id: str) -> list[Any]:
+    """`journal_agent_thread` for synchronous callers."""
+    import asyncio
+
+    from journal_bridge.store import open_store
+
+    async def seed() -> list[Any]:
+        async with open_store(store_url) as store:
+            return await journal_agent_thread(store, thread_id)
+
+    return asyncio.run(seed())

@@ -70,6 +70,12 @@ async def test_backfill_recovers_every_message_and_each_compaction_in_order(plai
         assert all(position[i] < position[marker["id"]] for i in replaced)
         assert items[position[marker["id"]] + 1]["type"] == "ai", "the marker precedes the answer that followed"
         assert record.metadata["source"] == "backfill" and record.run_id != "backfill"
+        earlier = changes["previous_summary_ids"]
+        assert set(earlier) <= set(summaries) and set(earlier) <= set(changes["replaced_message_ids"])
+        assert marker["condensed_count"] == marker["replaced_count"] - len(earlier)
+    # A later compaction also replaced the summary before it: not counted as condensed.
+    assert markers[0]["condensed_count"] == markers[0]["replaced_count"]
+    assert markers[1]["condensed_count"] == markers[1]["replaced_count"] - 1
 
 
 async def test_a_second_backfill_writes_nothing(plain_thread, tmp_path):
@@ -108,6 +114,7 @@ async def test_history_missing_its_early_checkpoints_is_reported_as_partial(plai
     humans = [i["content"] for i in items if i["type"] == "human"]
     assert humans == TURNS[-len(humans):] and len(humans) < len(TURNS)
     assert items[0]["type"] == "summary_marker" and items[0]["replaced_count"] is None
+    assert items[0]["condensed_count"] is None
 
 
 async def test_a_copied_thread_reports_its_lost_beginning(plain_thread, tmp_path):

@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from seed import SUMMARY_TEXT, THREAD_ID, ServedApp, journal_app, seed_file
+from seed import (
+    SUMMARY_TEXT,
+    THREAD_ID,
+    ServedApp,
+    journal_app,
+    seed_agent_file,
+    seed_file,
+)
 
 from journal_bridge.cli import main
 
@@ -33,6 +40,21 @@ def test_history_prints_messages_and_the_marker_inline(store_url, capsys):
     assert headers[at + 1].startswith("[17] ai")
     assert blocks[at].splitlines()[1] == "    " + SUMMARY_TEXT
     assert len(blocks) == 19
+
+
+def test_a_later_marker_says_how_many_conversation_messages_it_condensed(
+    tmp_path, capsys
+):
+    url = f"sqlite:///{tmp_path / 'agent.db'}"
+    records = seed_agent_file(url, "compacted-twice")
+    changes = [r.content["changes"] for r in records if r.event_type == "middleware:summarize"]
+    assert len(changes) >= 2 and changes[1]["previous_summary_ids"]
+    with ServedApp(journal_app(url)) as served:
+        assert main(["history", "compacted-twice", "--url", served.url]) == 0
+    headers = [block.splitlines()[0] for block in _blocks(capsys.readouterr().out)]
+    labels = [h.split("── ")[1] for h in headers if "condensed" in h]
+    assert labels[1] == f"{changes[1]['replaced_count'] - 1} messages condensed ──"
+    assert labels[0] == f"{changes[0]['replaced_count']} messages condensed ──"
 
 
 def test_history_shows_tool_calls_with_args_and_tool_results(store_url, capsys):

@@ -6,7 +6,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from seed import SUMMARY_TEXT, THREAD_ID, expected_items, seed_conversation
+from seed import (
+    SUMMARY_TEXT,
+    THREAD_ID,
+    expected_items,
+    journal_agent_thread,
+    seed_conversation,
+)
 
 from journal_bridge import history
 from journal_bridge.events import make_event
@@ -80,6 +86,7 @@ async def test_marker_sits_after_the_replaced_messages_and_before_the_answer(
         "run_id": "run-3",
         "created_at": summarize.created_at.isoformat(),
         "replaced_count": 8,
+        "condensed_count": 8,
         "preserved_count": 1,
         "summary": SUMMARY_TEXT,
         "summary_message_id": "summary-1",
@@ -254,3 +261,23 @@ async def test_the_category_alone_decides_what_is_conversation(store):
     )
     items = (await history.history_page(store, "categories"))["data"]
     assert [item["id"] for item in items] == ["sent-back"]
+
+
+async def test_a_later_marker_does_not_count_the_earlier_summary_as_condensed(store):
+    await journal_agent_thread(store, "compacted-twice")
+    markers = (await history.markers_page(store, "compacted-twice"))["data"]
+    assert len(markers) >= 2
+    first, second = markers[0], markers[1]
+    assert first["condensed_count"] == first["replaced_count"]
+    assert second["condensed_count"] == second["replaced_count"] - 1
+    items = (await history.history_page(store, "compacted-twice", limit=500))["data"]
+    # Every message a marker counts is one the history shows before it.
+    shown_before = {i["id"] for i in items[: items.index(second)] if i["type"] != "summary_marker"}
+    record = next(
+        r for r in await store.list_timeline("compacted-twice", categories=("middleware",), limit=10)
+        if r.seq == second["seq"]
+    )
+    changes = record.content["changes"]
+    condensed = [i for i in changes["replaced_message_ids"] if i not in changes["previous_summary_ids"]]
+    assert len(condensed) == second["condensed_count"] and set(condensed) <= shown_before
+    assert changes["previous_summary_ids"] == [first["summary_message_id"]]

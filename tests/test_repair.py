@@ -12,7 +12,10 @@ from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e
 
-_COMPARED = ("type", "id", "content", "run_id", "replaced_count", "preserved_count", "summary", "summary_message_id")
+_COMPARED = (
+    "type", "id", "content", "run_id", "replaced_count", "condensed_count", "preserved_count", "summary",
+    "summary_message_id",
+)
 
 
 def _view(items):

@@ -300,6 +300,24 @@ def test_input_messages_without_ids_are_reported_with_their_stored_ids():
     assert payload["replaced_count"] == 5
 
 
+def test_condensed_count_leaves_out_the_earlier_summary_a_compaction_replaces():
+    graph, config = make_agent(trigger=("messages", 6), keep=("messages", 2)), thread()
+    payloads = []
+    for text in ["hello", "add 2 and 3", "weather in Paris", "add 4 and 5", "weather in Rome"]:
+        payloads += list(graph.stream(user(text), config, stream_mode="custom"))
+
+    assert len(payloads) >= 2
+    first, second = payloads[0], payloads[1]
+    assert first["previous_summary_ids"] == []
+    assert first["condensed_count"] == first["replaced_count"]
+    # The second compaction removes the first summary along with the conversation.
+    assert second["previous_summary_ids"] == [first["summary_message_id"]]
+    assert first["summary_message_id"] in second["replaced_message_ids"]
+    assert second["condensed_count"] == second["replaced_count"] - 1
+    before, after = compaction_states(graph, config, second["summary_message_id"])
+    assert_payload_matches_states(second, before, after)
+
+
 # --- tool pairs ---------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from seed import (
     THREAD_ID,
     ServedApp,
     journal_app,
+    seed_agent_file,
     seed_file,
 )
 from suites import require_or_skip
@@ -122,6 +123,32 @@ def test_marker_card_sits_where_the_compaction_happened(page, served):
     )
     assert previous == ["14", "human"]
     assert following == ["17", "ai"]
+
+
+@pytest.fixture(scope="module")
+def compacted_twice(tmp_path_factory):
+    """A real agent's thread, compacted more than once, served; and its records."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('viewer-agent') / 'journal.db'}"
+    records = seed_agent_file(url, "compacted-twice")
+    with ServedApp(journal_app(url)) as app:
+        yield app, records
+
+
+def test_a_later_marker_card_counts_only_the_conversation_it_condensed(
+    compacted_twice, page
+):
+    served, records = compacted_twice
+    replaced = [
+        r.content["changes"]["replaced_count"]
+        for r in records
+        if r.event_type == "middleware:summarize"
+    ]
+    assert len(replaced) >= 2
+    page.goto(f"{served.url}/journal/ui/threads/compacted-twice")
+    page.wait_for_selector("#conversation > li.summary-marker")
+    labels = page.locator("li.summary-marker summary").all_inner_texts()
+    assert labels[0] == f"{replaced[0]} messages condensed"
+    assert labels[1] == f"{replaced[1] - 1} messages condensed"
 
 
 def test_summary_opens_on_click(page, served):

@@ -99,7 +99,8 @@
     li.dataset.type = item.type;
     li.id = item.id;
     const details = el("details");
-    const count = item.replaced_count;
+    // Earlier summaries a compaction replaced are not conversation: not counted.
+    const count = item.condensed_count === undefined ? item.replaced_count : item.condensed_count;
     const label = (count === null || count === undefined ? "Earlier" : count) +
       (count === 1 ? " message condensed" : " messages condensed");
     details.appendChild(el("summary", "marker-label", label));
