@@ -149,15 +149,31 @@ async def test_stateless_and_batch_runs_are_journaled(dev_server):
     async for part in client.runs.stream(None, "agent", input=human("stateless hello"), stream_mode="values"):
         frames.append((part.event, part.data))
     assert {event for event, _ in frames} == {"metadata", "values"}
+    stateless_run = frames[0][1]["run_id"]
     batch = await client.runs.create_batch(
         [{"assistant_id": "agent", "input": human(f"batch {i}")} for i in range(2)]
     )
-    await asyncio.sleep(0)
-    health = await wait_journal_idle(dev_server.url)
-    assert health["dropped"] == 0
     for run in batch:
-        timeline = await _timeline(dev_server, run["thread_id"])
-        assert [r.content["type"] for r in timeline if r.category == "message"][:1] == ["human"]
+        await client.runs.join(run["thread_id"], run["run_id"])
+    health = await wait_journal_idle(dev_server.url)
+    assert health["dropped"] == 0 and health["runs_failed"] == 0
+
+    async with open_store(dev_server.store_url) as store:
+        journaled = {}
+        for thread in await store.list_threads(limit=500):
+            for run_id in (stateless_run, *(r["run_id"] for r in batch)):
+                events = await store.list_events(thread["thread_id"], run_id)
+                if events:
+                    journaled[run_id] = (thread["thread_id"], events)
+    assert set(journaled) == {stateless_run, *(r["run_id"] for r in batch)}
+    stateless_thread, events = journaled[stateless_run]
+    humans = [e.content["content"] for e in events if e.event_type == "llm.human.input"]
+    assert humans == ["stateless hello"]
+    assert [m["id"] for m in message_ids_seen(frames)] == [e.content["id"] for e in events if e.category == "message"]
+    for index, run in enumerate(batch):
+        thread_id, events = journaled[run["run_id"]]
+        assert thread_id == run["thread_id"]
+        assert [e.content["content"] for e in events if e.event_type == "llm.human.input"] == [f"batch {index}"]
 
 
 async def test_frames_kept_for_the_replay_are_released_after_journaling(dev_server):
@@ -185,3 +201,28 @@ async def test_a_client_that_asked_for_resumable_can_still_resume(dev_server):
     assert replayed == live
     assert all(event != "events" for event, _ in replayed)
     assert health["retained_frames"] > 0, "the client's own frames stay for its resumption"
+
+
+async def test_streams_joined_later_show_only_what_their_clients_asked_for(dev_server):
+    client = get_client(url=dev_server.url)
+    thread_id = (await client.threads.create())["thread_id"]
+
+    async def thread_stream():
+        frames = []
+        stream = await client.threads.join_stream(thread_id)
+        async for part in stream:
+            frames.append(part.event)
+            if part.event == "values" and len([f for f in frames if f == "values"]) >= 2:
+                break
+        return frames
+
+    watcher = asyncio.create_task(thread_stream())
+    await asyncio.sleep(0.5)
+    run = await client.runs.create(thread_id, "agent", input=human("add 8 and 9"), stream_mode=["values"])
+    joined = [part.event async for part in client.runs.join_stream(thread_id, run["run_id"])]
+    thread_frames = await asyncio.wait_for(watcher, timeout=60)
+    assert "values" in joined and "events" not in joined
+    assert "values" in thread_frames and "events" not in thread_frames
+    await wait_journal_idle(dev_server.url)
+    timeline = await _timeline(dev_server, thread_id)
+    assert [r.content["type"] for r in timeline if r.category == "message"] == ["human", "ai", "tool", "ai"]

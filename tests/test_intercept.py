@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from journal_bridge.intercept import RunRequestPlan, _SSEFilter, plan_run_request
+from journal_bridge.intercept import RunRequestPlan, _SSEFilter, plan_run_request, route_path
 
 
 def _plan(path: str, body, method: str = "POST"):
-    return plan_run_request(method, path, json.dumps(body).encode())
+    plans, new_body = plan_run_request(method, path, json.dumps(body).encode())
+    return (plans[0] if len(plans) == 1 else plans), new_body
 
 
 @pytest.mark.parametrize(
@@ -30,15 +31,27 @@ def test_run_creating_requests_get_events_and_resumable(path, kind):
     assert plan.kind == kind
     assert payload["stream_mode"] == ["values", "messages-tuple", "events"]
     assert payload["stream_resumable"] is True
-    assert plan.client_modes == [{"values", "messages-tuple"}]
+    assert plan.client_modes == {"values", "messages-tuple"}
     assert plan.added_mode and plan.forced_resumable
-    assert plan.thread_id == ("t1" if path.startswith("/threads") else None)
 
 
 def test_default_mode_is_the_servers_default():
     plan, body = _plan("/threads/t1/runs", {"assistant_id": "agent"})
     assert json.loads(body)["stream_mode"] == ["values", "events"]
-    assert plan.client_modes == [{"values"}]
+    assert plan.client_modes == {"values"}
+
+
+@pytest.mark.parametrize("empty", [[], ""])
+def test_an_empty_mode_means_the_servers_default(empty):
+    plan, body = _plan("/threads/t1/runs/stream", {"assistant_id": "agent", "stream_mode": empty})
+    assert json.loads(body)["stream_mode"] == ["values", "events"]
+    assert plan.client_modes == {"values"}
+
+
+@pytest.mark.parametrize("bad", [5, {"a": 1}, [1, "values"], [None]])
+def test_a_mode_the_server_would_reject_is_forwarded_unchanged(bad):
+    body = json.dumps({"assistant_id": "agent", "stream_mode": bad}).encode()
+    assert plan_run_request("POST", "/threads/t1/runs/stream", body) is None
 
 
 def test_a_string_mode_and_an_existing_events_mode():
@@ -48,10 +61,11 @@ def test_a_string_mode_and_an_existing_events_mode():
 
 
 def test_batch_rewrites_every_run():
-    plan, body = _plan("/runs/batch", [{"assistant_id": "a"}, {"assistant_id": "b", "stream_mode": "updates"}])
+    plans, body = _plan("/runs/batch", [{"assistant_id": "a"}, {"assistant_id": "b", "stream_mode": "updates"}])
     payload = json.loads(body)
     assert [p["stream_mode"] for p in payload] == [["values", "events"], ["updates", "events"]]
-    assert plan.kind == "batch"
+    assert [p.kind for p in plans] == ["batch", "batch"]
+    assert [p.client_modes for p in plans] == [{"values"}, {"updates"}]
 
 
 @pytest.mark.parametrize(
@@ -66,6 +80,7 @@ def test_batch_rewrites_every_run():
         ("POST", "/threads/t1/runs", b"not json"),
         ("POST", "/threads/t1/runs", b"[1, 2]"),
         ("POST", "/runs/batch", b"{}"),
+        ("POST", "/runs/batch", b"[]"),
     ],
 )
 def test_other_requests_are_left_alone(method, path, body):
@@ -82,8 +97,7 @@ FRAMES = (
 )
 
 
-def _filtered(plan: RunRequestPlan, chunk_size: int, on_thread=None) -> bytes:
-    sse = _SSEFilter(plan, on_thread)
+def _filtered(sse: _SSEFilter, chunk_size: int) -> bytes:
     out = b""
     for start in range(0, len(FRAMES), chunk_size):
         chunk = FRAMES[start : start + chunk_size]
@@ -91,11 +105,13 @@ def _filtered(plan: RunRequestPlan, chunk_size: int, on_thread=None) -> bytes:
     return out
 
 
+def _drop_events(event, data):
+    return not (event or "").startswith("events")
+
+
 @pytest.mark.parametrize("chunk_size", [1, 7, 64, len(FRAMES)])
 def test_sse_filter_gives_the_client_only_what_it_asked_for(chunk_size):
-    plan = RunRequestPlan(kind="stream", thread_id="t", client_modes=[{"values", "messages"}],
-                          added_mode=True, forced_resumable=True)
-    assert _filtered(plan, chunk_size) == (
+    assert _filtered(_SSEFilter(_drop_events, strip_ids=True), chunk_size) == (
         b"event: metadata\r\ndata: {\"run_id\":\"r\"}\r\n\r\n"
         b": heartbeat\r\n\r\n"
         b"event: values\r\ndata: {\"messages\":[]}\r\n\r\n"
@@ -103,10 +119,27 @@ def test_sse_filter_gives_the_client_only_what_it_asked_for(chunk_size):
     )
 
 
-def test_sse_filter_keeps_ids_the_client_asked_for_and_learns_the_thread():
-    plan = RunRequestPlan(kind="stream", thread_id=None, client_modes=[{"values"}],
-                          added_mode=True, forced_resumable=False)
+def test_sse_filter_keeps_ids_unless_told_and_sees_each_frames_data():
     seen = []
-    out = _filtered(plan, 5, seen.append)
-    assert seen == ["t9"]
-    assert b"id: 2-0" in out and b"on_chain_start" not in out
+
+    def keep(event, data):
+        seen.append((event, data))
+        return True
+
+    out = _filtered(_SSEFilter(keep, strip_ids=False), 5)
+    assert out == FRAMES
+    assert seen[1] == ("events", b' {"event":"on_chain_start","metadata":{"thread_id":"t9"}}')
+    assert seen[2] == (None, None)
+
+
+def test_a_filter_that_fails_passes_the_frame_through():
+    def broken(event, data):
+        raise RuntimeError("boom")
+
+    assert _filtered(_SSEFilter(broken, strip_ids=True), 11) == FRAMES
+
+
+def test_route_path_is_relative_to_the_mount_point():
+    assert route_path({"path": "/api/threads/t/runs", "root_path": "/api"}) == "/threads/t/runs"
+    assert route_path({"path": "/threads/t/runs", "root_path": ""}) == "/threads/t/runs"
+    assert route_path({"path": "/apix/runs", "root_path": "/api"}) == "/apix/runs"
