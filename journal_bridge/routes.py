@@ -349,18 +349,17 @@ async def threads_index(request: Request) -> Response:
     return _JSON({"data": threads})
 
 
-def _viewer_file(name: str) -> str:
-    return resources.files("journal_bridge").joinpath("viewer", name).read_text("utf-8")
-
-
 def _viewer_page(name: str, prefix: str) -> Any:
+    # Read once, when the routes are built: a request never touches the disk.
+    template = (
+        resources.files("journal_bridge").joinpath("viewer", name).read_text("utf-8")
+    )
+
     async def page(request: Request) -> Response:
         # The page learns where the API lives from a meta tag; root_path covers
         # a server mounted under a prefix.
         base = request.scope.get("root_path", "") + prefix
-        body = _viewer_file(name).replace(
-            "__JOURNAL_PREFIX__", html.escape(base, quote=True)
-        )
+        body = template.replace("__JOURNAL_PREFIX__", html.escape(base, quote=True))
         return Response(
             body,
             media_type="text/html; charset=utf-8",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
 
 import httpx
@@ -254,3 +257,40 @@ async def test_viewer_pages_and_assets_are_served(client):
     assert script.status_code == 200 and "textContent" in script.text
     assert "innerHTML" not in script.text
     assert (await client.get("/journal/ui/static/viewer.css")).status_code == 200
+
+
+_opened: list[str] | None = None
+_hook_installed = False
+
+
+def _note_open(event: str, args: tuple) -> None:
+    if event == "open" and _opened is not None:
+        _opened.append(str(args[0]))
+
+
+@contextmanager
+def _files_opened():
+    """The paths this process opens inside the block (through the "open" audit event)."""
+    global _opened, _hook_installed
+    if not _hook_installed:
+        sys.addaudithook(_note_open)  # cannot be removed: it records only inside this block
+        _hook_installed = True
+    _opened = []
+    try:
+        yield _opened
+    finally:
+        _opened = None
+
+
+async def test_viewer_pages_are_served_without_reading_from_disk(client):
+    viewer_dir = str(resources.files("journal_bridge").joinpath("viewer"))
+    with _files_opened() as opened:
+        pages = [
+            await client.get(f"/journal/ui/threads/{THREAD_ID}"),
+            await client.get("/journal/ui"),
+            await client.get(f"/journal/ui/threads/{THREAD_ID}"),
+        ]
+    assert [page.status_code for page in pages] == [200, 200, 200]
+    assert all("script-src 'self'" in p.headers["Content-Security-Policy"] for p in pages)
+    assert 'content="/journal"' in pages[0].text
+    assert [path for path in opened if path.startswith(viewer_dir)] == []
