@@ -172,18 +172,27 @@ def auth_configured() -> bool:
 
 
 async def _may_read_thread(request: Request, thread_id: str) -> int:
-    """Ask the server whether the caller may read `thread_id`: 200, 401 or 404."""
+    """Ask the server whether the caller may read `thread_id`: 200, 401 or 404.
+
+    The check is dispatched the way the caller's own `GET /threads/{thread_id}`
+    would be: under the same mount (`http.mount_prefix`), so the server's
+    middleware sees the path it expects.
+    """
     headers = [
         (key, value)
         for key, value in request.headers.raw
         if key.lower() not in _HOP_HEADERS
     ]
-    transport = httpx.ASGITransport(app=request.app, raise_app_exceptions=False)
+    root_path = request.scope.get("root_path", "")
+    transport = httpx.ASGITransport(
+        app=request.app, raise_app_exceptions=False, root_path=root_path
+    )
     async with httpx.AsyncClient(
         transport=transport, base_url="http://journal-access"
     ) as client:
         response = await client.get(
-            f"/threads/{quote(thread_id, safe='')}", headers=httpx.Headers(headers)
+            f"{root_path}/threads/{quote(thread_id, safe='')}",
+            headers=httpx.Headers(headers),
         )
     if response.status_code == 200:
         return 200

@@ -294,3 +294,41 @@ async def test_viewer_pages_are_served_without_reading_from_disk(client):
     assert all("script-src 'self'" in p.headers["Content-Security-Policy"] for p in pages)
     assert 'content="/journal"' in pages[0].text
     assert [path for path in opened if path.startswith(viewer_dir)] == []
+
+
+async def test_access_check_under_a_mount_asks_what_the_callers_own_request_would(
+    monkeypatch, store_url, records
+):
+    # The server's app mounted under a prefix, as `http.mount_prefix` does it:
+    # its own GET /threads/{id} lets only user A read the thread.
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Mount, Route
+
+    from journal_bridge import routes
+
+    seen = []
+
+    async def get_thread(request):
+        seen.append((request.scope["root_path"], request.url.path))
+        if request.headers.get("authorization") != "Bearer a":
+            return JSONResponse({"detail": "not found"}, status_code=404)
+        return JSONResponse({"thread_id": request.path_params["thread_id"]})
+
+    monkeypatch.setattr(routes, "auth_configured", lambda: True)
+    app = journal_app(store_url)
+    app.router.routes.append(Route("/threads/{thread_id}", get_thread))
+    server = Starlette(routes=[Mount("/api", app=app)])
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=server), base_url="http://test") as http,
+    ):
+        direct = await http.get(f"/api/threads/{THREAD_ID}", headers={"Authorization": "Bearer a"})
+        owner = await http.get(f"/api/journal/threads/{THREAD_ID}/messages", headers={"Authorization": "Bearer a"})
+        other = await http.get(f"/api/journal/threads/{THREAD_ID}/messages", headers={"Authorization": "Bearer b"})
+
+    assert direct.status_code == 200
+    assert owner.status_code == 200 and owner.json()["data"]
+    assert other.status_code == 404
+    # The check reached the route exactly as the caller's own request did.
+    assert seen == [seen[0]] * 3 == [("/api", f"/api/threads/{THREAD_ID}")] * 3
