@@ -270,6 +270,16 @@ async def thread_repair(request: Request) -> Response:
     Waits (up to 10 s) for the bridge to finish journaling the thread first, so
     the two never write the same message under different keys: 409 if it has
     not, or if a run is in progress on the thread.
+
+    Access is the same as for reading the journal (the server's decision for
+    `GET /threads/{thread_id}`), although the route writes: it only appends
+    records derived from the thread's own checkpoint history, which a reader
+    may already fetch through `/threads/{thread_id}/history`; it never changes
+    or removes a record, and it is idempotent (messages and markers already
+    journaled, by id, are skipped). So a reader can at most make the journal
+    show what the checkpoints already show. Asking the server for an update
+    decision instead would mean running the auth handler's `threads.update`
+    for an update that never happens.
     """
     from langgraph_sdk import get_client
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import httpx
 import pytest
 from conversation import EARLY_SUMMARIZATION, TURNS, stream_turn, wait_journal_idle
@@ -46,3 +49,38 @@ async def test_repair_restores_a_lost_journal_as_the_bridge_wrote_it(dev_server)
     assert unknown.status_code == 404 and "detail" in unknown.json()
     assert _view(page["data"]) == _view(journaled)
     assert sum(item["type"] == "summary_marker" for item in page["data"]) >= 2
+
+
+async def test_repair_is_allowed_exactly_to_those_who_may_read_the_thread(start_dev_server):
+    from langgraph_server import project_config
+
+    auth = Path(__file__).resolve().parent / "auth_fixture" / "auth.py"
+    server = start_dev_server(
+        config=project_config(auth={"path": f"{auth}:auth"}, http={"enable_custom_route_auth": True})
+    )
+    owner = {"Authorization": "Bearer token-a"}
+    client = get_client(url=server.url, api_key=None, headers=owner)
+    thread_id = (await client.threads.create())["thread_id"]
+    await client.runs.wait(thread_id, "agent", input={"messages": [{"role": "user", "content": "add 2 and 3"}]})
+    path = f"/journal/threads/{thread_id}/repair"
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+        anonymous = await http.post(path)
+        other = await http.post(path, headers={"Authorization": "Bearer token-b"})
+        async with open_store(server.store_url) as store:
+            await _journal_idle(http, owner)
+            await store.delete_by_thread(thread_id)
+            mine = await http.post(path, headers=owner)
+            assert await store.last_seq(thread_id) > 0
+
+    assert anonymous.status_code in (401, 403)
+    assert other.status_code == 404
+    assert mine.status_code == 200 and mine.json()["written"] > 0
+
+
+async def _journal_idle(http, headers):
+    for _ in range(600):
+        health = (await http.get("/journal/health", headers=headers)).json()
+        if health["active_runs"] == 0 and health["backlog"] == 0:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"journal still busy: {health}")
