@@ -147,7 +147,10 @@ class Follower:
         self._inflight: dict[str, tuple[str, str]] = {}  # run_id -> (thread_id, planned outcome)
         # run_id -> (thread_id, outcome): finished, records not yet confirmed stored
         self._finished: dict[str, tuple[str, str]] = {}
+        # run_id -> when it was found: monotonic time, and the number of the poll
+        # that found it (1 = the first poll).
         self.discovered_at: dict[str, float] = {}
+        self.discovered_by_poll: dict[str, int] = {}
         self._started = False
 
     # -- lifecycle -------------------------------------------------------------
@@ -258,6 +261,7 @@ class Follower:
                 continue
             found += 1
             self.discovered_at[run_id] = time.monotonic()
+            self.discovered_by_poll[run_id] = self.stats["polls"] + 1
             self.stats["runs_discovered"] += 1
             self._decide(thread_id, run)
         return found

@@ -42,8 +42,10 @@ async def test_runs_of_another_client_are_journaled_and_unobservable_ones_report
             thread_id = (await client.threads.create())["thread_id"]
             created = time.monotonic()
             run = await client.runs.create(thread_id, "agent", input=human("add 2 and 3"), **OBSERVABLE)
+            polls_before = follower.stats["polls"]
             await _wait(lambda: _true(run["run_id"] in follower.discovered_at))
             latency = follower.discovered_at[run["run_id"]] - created
+            found_by = follower.discovered_by_poll[run["run_id"]]
             await client.runs.join(thread_id, run["run_id"])
             frames = await _turns(client, thread_id, "agent", ["weather in Oslo"])
             blind = await client.runs.create(thread_id, "agent", input=human("values only"))
@@ -56,7 +58,8 @@ async def test_runs_of_another_client_are_journaled_and_unobservable_ones_report
         state = await client.threads.get_state(thread_id)
         messages = [r.content for r in await store.list_messages(thread_id, limit=500)]
 
-    assert latency < 1.5, f"discovered {latency:.2f}s after creation"
+    # A poll under way when the run was created may miss it; the next one finds it.
+    assert found_by <= polls_before + 2, f"found by poll {found_by}, created after poll {polls_before}"
     expected = [m["id"] for m in state["values"]["messages"]]
     humans = [m["content"] for m in messages if m["type"] == "human"]
     assert humans == ["add 2 and 3", "weather in Oslo"], "the values-only run cannot be journaled"
@@ -65,7 +68,7 @@ async def test_runs_of_another_client_are_journaled_and_unobservable_ones_report
     (report,) = follower.reports
     assert report["run_id"] == blind["run_id"] and "events" in report["reason"]
     assert follower.summary()["unobservable"] == 1
-    print(f"follower discovery latency: {latency:.3f}s at interval 0.2s")
+    print(f"follower discovery latency: {latency:.3f}s at interval 0.2s (poll {found_by}, created after poll {polls_before})")
 
 
 async def _true(value):
