@@ -12,11 +12,14 @@ Delivery contract:
   order, so per thread the store's `seq` follows the stream.
 - No duplicates: every record carries a `source_key`; the store returns the
   existing record for a key it already holds, so replays and retries are safe.
-- Store down: a failed batch is retried with capped exponential backoff and
-  never reordered or discarded (`retried` counts the attempts). While the
-  queue is full, followers wait instead of dropping (back-pressure).
-- Drops: only a record the store rejects as invalid is dropped; it is counted
-  in `dropped` and logged with the reason.
+- Store down: while the store is unavailable a batch is retried with capped
+  exponential backoff for as long as it takes, never reordered or discarded
+  (`retried` counts the attempts). While the queue is full, followers wait
+  instead of dropping (back-pressure).
+- Drops: a batch that fails for another reason is retried a few times, then
+  written record by record; a record the store still rejects (invalid, or an
+  error retrying will not fix) is dropped, counted in `dropped` and logged with
+  its key and the reason. The records around it are written.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ class Bridge:
         batch_size: int = 500,
         max_backoff: float = 5.0,
         join_retries: int = 5,
+        failures_before_split: int = 5,
         on_run_done: Callable[[str, str], Awaitable[None] | None] | None = None,
     ) -> None:
         self.store = store
@@ -81,14 +85,13 @@ class Bridge:
         self._batch_size = batch_size
         self._max_backoff = max_backoff
         self._join_retries = join_retries
+        self._failures_before_split = failures_before_split
         self._on_run_done = on_run_done
         self._followers: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._thread_tails: dict[str, asyncio.Task[None]] = {}
         self._recent_runs: deque[tuple[str, str]] = deque(maxlen=4096)
         self._writer: asyncio.Task[None] | None = None
         self._inflight: list[_Queued] = []
-        self._idle = asyncio.Event()
-        self._idle.set()
         self.stats = BridgeStats()
 
     # -- lifecycle ------------------------------------------------------------
@@ -186,9 +189,20 @@ class Bridge:
         return self._client
 
     async def _follow(self, thread_id: str, run_id: str) -> None:
-        mapper = RunMapper(thread_id, run_id)
+        try:
+            mapper = await self._read_run(thread_id, run_id)
+        finally:
+            await self._run_done(thread_id, run_id)
+        if mapper is not None:
+            self.stats.malformed += mapper.malformed
+            self.stats.runs_completed += 1
+
+    async def _read_run(self, thread_id: str, run_id: str) -> RunMapper | None:
+        """Read the run from its first frame to its end; None if it could not be read."""
         attempt = 0
         while True:
+            # A rejoin replays from the first frame: the records' keys make the repeat harmless.
+            mapper = RunMapper(thread_id, run_id)
             try:
                 stream = self._sdk().runs.join_stream(
                     thread_id, run_id, stream_mode=["events"], last_event_id="0"
@@ -206,25 +220,25 @@ class Bridge:
                 if attempt > self._join_retries:
                     self.stats.runs_failed += 1
                     logger.error("journal-bridge gave up joining run %s of thread %s: %s", run_id, thread_id, exc)
-                    return
+                    return None
                 logger.warning("journal-bridge: join of run %s failed (%s); rejoining", run_id, exc)
-                # The replay from the first frame repeats records; their keys make that harmless.
-                mapper = RunMapper(thread_id, run_id)
                 await asyncio.sleep(min(self._max_backoff, 0.2 * 2**attempt))
         for record in mapper.flush():
             await self._enqueue(record)
-        self.stats.malformed += mapper.malformed
-        self.stats.runs_completed += 1
-        if self._on_run_done is not None:
-            try:
-                result = self._on_run_done(thread_id, run_id)
-                if asyncio.iscoroutine(result):
-                    await result
-            except Exception:  # noqa: BLE001
-                logger.exception("journal-bridge: run-done hook failed for run %s", run_id)
+        return mapper
+
+    async def _run_done(self, thread_id: str, run_id: str) -> None:
+        # Also after a failed read: whatever the run kept for the bridge is released.
+        if self._on_run_done is None:
+            return
+        try:
+            result = self._on_run_done(thread_id, run_id)
+            if asyncio.iscoroutine(result):
+                await result
+        except Exception:  # noqa: BLE001
+            logger.exception("journal-bridge: run-done hook failed for run %s", run_id)
 
     async def _enqueue(self, record: RunEvent) -> None:
-        self._idle.clear()
         await self._queue.put(_Queued(record, time.monotonic()))
         self.stats.records_enqueued += 1
 
@@ -247,61 +261,70 @@ class Bridge:
             self._inflight = batch
             await self._deliver(batch)
             self._inflight = []
-            if self._queue.empty():
-                self._idle.set()
 
     async def _deliver(self, batch: list[_Queued]) -> None:
+        """Write a batch. While the store is unavailable, wait and retry for as long as
+        it takes. Any other failure is retried a few times, then the batch is written
+        record by record so one bad record cannot hold up every thread."""
         attempt = 0
         while True:
-            store = self.store
             try:
-                if store is None:
+                if self.store is None:
                     raise StoreUnavailable("the run event store is not open yet")
-                await store.put_batch([item.record for item in batch])
+                await self.store.put_batch([item.record for item in batch])
                 self.stats.records_written += len(batch)
-                return
-            except InvalidEvent as exc:
-                await self._deliver_one_by_one(batch, exc)
                 return
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - StoreUnavailable and driver errors alike
+            except InvalidEvent:
+                break
+            except Exception as exc:  # noqa: BLE001 - StoreUnavailable, driver errors alike
                 attempt += 1
                 self.stats.retried += 1
                 self.stats.last_error = f"store: {exc}"
-                delay = min(self._max_backoff, 0.05 * 2**attempt)
+                if not isinstance(exc, StoreUnavailable) and attempt >= self._failures_before_split:
+                    break
                 if attempt == 1 or attempt % 20 == 0:
                     logger.warning(
                         "journal-bridge: store write failed (%s); %d records held, retrying",
                         exc,
                         len(batch) + self._queue.qsize(),
                     )
-                await asyncio.sleep(delay)
+                await asyncio.sleep(min(self._max_backoff, 0.05 * 2**attempt))
+        await self._deliver_one_by_one(batch)
 
-    async def _deliver_one_by_one(self, batch: list[_Queued], cause: InvalidEvent) -> None:
-        """A batch the store rejected: keep every valid record, drop and report the rest."""
+    async def _deliver_one_by_one(self, batch: list[_Queued]) -> None:
+        """Keep every record the store accepts; drop, count and report the rest."""
         for item in batch:
+            attempt = 0
             while True:
                 try:
-                    await self.store.put_batch([item.record])  # type: ignore[union-attr]
+                    if self.store is None:
+                        raise StoreUnavailable("the run event store is not open yet")
+                    await self.store.put_batch([item.record])
                     self.stats.records_written += 1
-                    break
-                except InvalidEvent as exc:
-                    self.stats.dropped += 1
-                    self.stats.last_error = f"dropped invalid record: {exc}"
-                    logger.error(
-                        "journal-bridge dropped a %s record of run %s: %s",
-                        item.record.event_type,
-                        item.record.run_id,
-                        exc,
-                    )
                     break
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # noqa: BLE001
-                    self.stats.retried += 1
-                    self.stats.last_error = f"store: {exc}"
-                    await asyncio.sleep(self._max_backoff / 5)
+                    attempt += 1
+                    if isinstance(exc, StoreUnavailable) or (
+                        not isinstance(exc, InvalidEvent) and attempt < self._failures_before_split
+                    ):
+                        self.stats.retried += 1
+                        self.stats.last_error = f"store: {exc}"
+                        await asyncio.sleep(min(self._max_backoff, 0.05 * 2**attempt))
+                        continue
+                    self.stats.dropped += 1
+                    self.stats.last_error = f"dropped a {item.record.event_type} record: {exc}"
+                    logger.error(
+                        "journal-bridge dropped a %s record of run %s (key %s): %s",
+                        item.record.event_type,
+                        item.record.run_id,
+                        item.record.source_key,
+                        exc,
+                    )
+                    break
 
     # -- health ---------------------------------------------------------------
 

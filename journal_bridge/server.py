@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
@@ -117,7 +118,7 @@ class Journal:
             self.frames_released += release_run_frames(thread_id, run_id, keep_all_except=OBSERVED_MODE)
 
     def health(self) -> dict[str, Any]:
-        report: dict[str, Any] = {"enabled": True, "store_url": _redact(self.store_url)}
+        report: dict[str, Any] = {"enabled": True, "store_url": redact_url(self.store_url)}
         if self.bridge is not None:
             report.update(self.bridge.health())
         report["retained_frames"] = retained_frame_count()
@@ -125,11 +126,10 @@ class Journal:
         return report
 
 
-def _redact(url: str) -> str:
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
+def redact_url(url: str) -> str:
+    """The store URL without credentials: no user info, no query string."""
+    without_query = url.split("?", 1)[0].split("#", 1)[0]
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", without_query)
 
 
 def create_app() -> Starlette:
