@@ -155,8 +155,8 @@ async def _read_backward(
     projector: Any,
     want: int,
     before_seq: int | None,
-) -> tuple[list[dict[str, Any]], bool]:
-    """Up to `want` newest items below `before_seq`; True when the thread start was reached."""
+) -> list[dict[str, Any]]:
+    """Up to `want` newest items below `before_seq`."""
     items: list[dict[str, Any]] = []
     cursor = before_seq
     while len(items) < want:
@@ -165,12 +165,12 @@ async def _read_backward(
             thread_id, categories=tuple(categories), limit=batch, before_seq=cursor
         )
         if not records:
-            return items, True
+            return items
         items = projector(records) + items
         cursor = records[0].seq
         if len(records) < batch:
-            return items, True
-    return items, False
+            return items
+    return items
 
 
 async def _read_forward(
@@ -224,7 +224,7 @@ async def _page(
             "next_before_seq": data[0]["seq"] if data and after_seq > 0 else None,
             "next_after_seq": data[-1]["seq"] if data else after_seq,
         }
-    items, _ = await _read_backward(
+    items = await _read_backward(
         store, thread_id, categories, projector, limit + 1, before_seq
     )
     has_more = len(items) > limit

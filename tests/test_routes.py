@@ -176,13 +176,13 @@ async def test_run_events_reject_a_bad_limit(client):
     assert response.json()["detail"].startswith("limit:")
 
 
-async def test_threads_lists_recent_journaled_threads(client, store_url):
+async def test_threads_lists_recent_journaled_threads(client):
     body = (await client.get("/journal/threads")).json()
     assert [t["thread_id"] for t in body["data"]] == [THREAD_ID]
     assert body["data"][0]["last_seq"] == 30
 
 
-async def test_store_down_is_503_with_the_reason(tmp_path):
+async def test_store_down_is_503_with_the_reason():
     app = journal_app("memory://")
     async with app.router.lifespan_context(app):
         await seed_conversation(app.state.journal_store)
