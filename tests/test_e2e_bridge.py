@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
+import httpx
 import pytest
 from langgraph_sdk import get_client
 
@@ -85,6 +87,19 @@ async def test_values_only_client_conversation_is_journaled_with_markers(dev_ser
         assert following.content["type"] == "ai" and following.run_id == marker.run_id
 
 
+async def _raw_turn(http: httpx.AsyncClient, thread_id: str, assistant_id: str, text: str) -> bytes:
+    body = {"assistant_id": assistant_id, "input": human(text), "stream_mode": UI_MODES}
+    async with http.stream("POST", f"/threads/{thread_id}/runs/stream", json=body) as response:
+        assert response.status_code == 200
+        return b"".join([chunk async for chunk in response.aiter_raw()])
+
+
+def _comparable(raw: bytes) -> str:
+    """The SSE text with heartbeats (timing, not content) dropped and ids normalised."""
+    frames = [f for f in raw.decode().split("\r\n\r\n") if f and not f.startswith(":")]
+    return normalize([("sse", "\r\n\r\n".join(frames))])[0][1]
+
+
 async def test_client_frames_are_identical_with_and_without_the_plugin(dev_server, start_dev_server):
     plain = start_dev_server(plugin=False)
     received = {}
@@ -92,13 +107,13 @@ async def test_client_frames_are_identical_with_and_without_the_plugin(dev_serve
         client = get_client(url=server.url)
         assistant_id = await _early_assistant(client)
         thread_id = (await client.threads.create())["thread_id"]
-        frames = []
-        for text in TURNS[:9]:
-            frames += await stream_turn(client, thread_id, assistant_id, text, UI_MODES)
-        received[name] = normalize(frames)
-    assert [e for e, _ in received["plugin"]] == [e for e, _ in received["plain"]]
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+            raw = [await _raw_turn(http, thread_id, assistant_id, text) for text in TURNS[:9]]
+        received[name] = [_comparable(turn) for turn in raw]
+    # The bytes on the wire, frame for frame: modes, order, payloads, no added id lines.
     assert received["plugin"] == received["plain"]
-    assert any(event == "values" and any(is_summary(m) for m in data["messages"]) for event, data in received["plugin"])
+    assert not any(re.search(r"(?m)^(id:|event: events)", turn) for turn in received["plugin"])
+    assert any("summarization" in turn for turn in received["plugin"]), "the script should compact"
 
 
 async def test_background_and_wait_runs_are_journaled(dev_server):
