@@ -3,7 +3,8 @@
 A backend's test module subclasses `RunEventStoreConformance` and provides the
 `store_url` fixture (plus `store_options` if it needs any). Each test gets a
 fresh, empty store; a backend whose storage outlives one store object (a file,
-a database) sets `shared_storage = True` to also run the multi-writer tests.
+a database) subclasses `SharedStorageConformance` to also run the multi-writer
+tests.
 """
 
 from __future__ import annotations
@@ -862,13 +863,34 @@ class RunEventStoreConformance:
             await asyncio.gather(writer(), reader(store))
         assert observed and all(n % batch_size == 0 for n in observed)
 
-    # -- several store objects / processes on the same storage -------------------
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def test_ping_answers_on_an_open_store(self, store):
+        await store.ping()
+
+    async def test_a_closed_store_is_unavailable(self, store_url, store_options):
+        opened = await open_store(store_url, **store_options)
+        await opened.close()
+        with pytest.raises(StoreUnavailable, match="closed"):
+            await opened.ping()
+        with pytest.raises(StoreUnavailable, match="closed"):
+            await opened.put_batch([event()])
+        with pytest.raises(StoreUnavailable, match="closed"):
+            await opened.list_messages(THREAD)
+        await opened.close()  # idempotent
+
+
+class SharedStorageConformance(RunEventStoreConformance):
+    """The multi-writer behaviour of a backend whose storage outlives one store
+    object (a file, a database): several store objects and several processes
+    writing the same thread share one sequence."""
+
+    shared_storage = True
+
 
     async def test_two_stores_on_the_same_storage_share_one_sequence(
         self, store, store_url, store_options
     ):
-        if not self.shared_storage:
-            pytest.skip("each store object of this backend has its own storage")
         async with open_store(store_url, **store_options) as other:
 
             async def write(target: RunEventStore, tag: str) -> None:
@@ -890,8 +912,6 @@ class RunEventStoreConformance:
     async def test_separate_processes_get_contiguous_seqs(
         self, store, store_url, store_options, tmp_path
     ):
-        if not self.shared_storage:
-            pytest.skip("each store object of this backend has its own storage")
         writers, batches = 4, 25
         barrier = tmp_path / "barrier"
         barrier.mkdir()
@@ -938,19 +958,3 @@ class RunEventStoreConformance:
             assert [(e.content["batch"], e.content["item"]) for e in mine] == [
                 (b, i) for b in range(batches) for i in range(1 + b % 3)
             ]
-
-    # -- lifecycle ---------------------------------------------------------------
-
-    async def test_ping_answers_on_an_open_store(self, store):
-        await store.ping()
-
-    async def test_a_closed_store_is_unavailable(self, store_url, store_options):
-        opened = await open_store(store_url, **store_options)
-        await opened.close()
-        with pytest.raises(StoreUnavailable, match="closed"):
-            await opened.ping()
-        with pytest.raises(StoreUnavailable, match="closed"):
-            await opened.put_batch([event()])
-        with pytest.raises(StoreUnavailable, match="closed"):
-            await opened.list_messages(THREAD)
-        await opened.close()  # idempotent

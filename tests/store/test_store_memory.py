@@ -7,8 +7,6 @@ from store_conformance import RunEventStoreConformance
 
 
 class TestMemoryRunEventStore(RunEventStoreConformance):
-    shared_storage = False
-
     @pytest.fixture
     def store_url(self) -> str:
         return "memory://"

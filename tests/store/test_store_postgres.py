@@ -6,7 +6,7 @@ import socket
 
 import psycopg
 import pytest
-from store_conformance import THREAD, RunEventStoreConformance, event
+from store_conformance import THREAD, SharedStorageConformance, event
 
 from journal_bridge.store import StoreError, StoreUnavailable, open_store
 from journal_bridge.store.base import SCHEMA_VERSION
@@ -14,8 +14,7 @@ from journal_bridge.store.base import SCHEMA_VERSION
 pytestmark = pytest.mark.postgres
 
 
-class TestPostgresRunEventStore(RunEventStoreConformance):
-    shared_storage = True
+class TestPostgresRunEventStore(SharedStorageConformance):
 
     @pytest.fixture
     def store_url(self, postgres_url: str) -> str:

@@ -6,14 +6,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from store_conformance import THREAD, RunEventStoreConformance, event
+from store_conformance import THREAD, SharedStorageConformance, event
 
 from journal_bridge.store import StoreError, StoreUnavailable, open_store
 from journal_bridge.store.base import SCHEMA_VERSION
 
 
-class TestSqliteRunEventStore(RunEventStoreConformance):
-    shared_storage = True
+class TestSqliteRunEventStore(SharedStorageConformance):
 
     @pytest.fixture
     def store_url(self, tmp_path: Path) -> str:
