@@ -144,6 +144,18 @@ def _not_open() -> StoreUnavailable:
     )
 
 
+async def _begin(conn: aiosqlite.Connection) -> None:
+    """Start a write transaction on the store's one writer connection.
+
+    A caller cancelled while its BEGIN was on the way leaves the transaction
+    open on the connection (the statement still runs in the driver's thread);
+    it must not poison every later write, so it is rolled back here first.
+    """
+    if conn.in_transaction:
+        await _rollback(conn)
+    await conn.execute("BEGIN IMMEDIATE")
+
+
 async def _rollback(conn: aiosqlite.Connection) -> None:
     # SQLite may already have rolled back (e.g. on a full disk); the original
     # error is the one worth raising.
@@ -312,8 +324,8 @@ class SqliteRunEventStore(RunEventStore):
         conn = self._writer
         assert conn is not None
         async with self._write_lock:
-            await conn.execute("BEGIN IMMEDIATE")
             try:
+                await _begin(conn)
                 thread_ids = list(groups)
                 marks = ", ".join("?" * len(thread_ids))
                 last_seqs = dict(
@@ -480,7 +492,7 @@ class SqliteRunEventStore(RunEventStore):
         conn = self._writer
         async with self._write_lock:
             try:
-                await conn.execute("BEGIN IMMEDIATE")
+                await _begin(conn)
                 try:
                     counts = []
                     for sql, params in statements:

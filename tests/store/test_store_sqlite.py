@@ -95,3 +95,23 @@ async def test_a_locked_file_is_unavailable(tmp_path):
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+async def test_appends_cancelled_at_any_point_leave_the_store_writable(tmp_path):
+    import asyncio
+
+    async with open_store(f"sqlite:///{tmp_path / 'events.db'}") as store:
+        cancelled = 0
+        for round_ in range(40):
+            task = asyncio.create_task(store.put_batch([event(content=[round_, i]) for i in range(3)]))
+            # Let the append get a varying distance in before it is cancelled.
+            for _ in range(round_ % 8):
+                await asyncio.sleep(0)
+            if task.cancel():
+                cancelled += 1
+            await asyncio.gather(task, return_exceptions=True)
+            stored = await store.put_batch([event(content=["after", round_])])
+            assert stored[0].seq == await store.last_seq(THREAD)
+        assert cancelled > 0
+        seqs = [e.seq for e in await store.list_messages(THREAD, limit=1000)]
+        assert seqs == list(range(1, len(seqs) + 1))
