@@ -165,27 +165,16 @@ def _mode_of(event: str | None) -> str | None:
     return event.split("|", 1)[0] if event else None
 
 
-def _run_id_of(data: bytes | None) -> str | None:
+def _metadata_field(data: bytes | None, name: str) -> str | None:
+    """`metadata[name]` of an `events` frame's payload, if it has one."""
     if data is None:
         return None
     try:
         metadata = json.loads(data).get("metadata")
     except (ValueError, AttributeError):
         return None
-    if isinstance(metadata, dict) and metadata.get("run_id"):
-        return str(metadata["run_id"])
-    return None
-
-
-def _thread_id_of(data: bytes | None) -> str | None:
-    if data is None:
-        return None
-    try:
-        metadata = json.loads(data).get("metadata")
-    except (ValueError, AttributeError):
-        return None
-    if isinstance(metadata, dict) and metadata.get("thread_id"):
-        return str(metadata["thread_id"])
+    if isinstance(metadata, dict) and metadata.get(name):
+        return str(metadata[name])
     return None
 
 
@@ -271,7 +260,7 @@ class RunObserverMiddleware:
         def keep(event: str | None, data: bytes | None) -> bool:
             if _mode_of(event) != OBSERVED_MODE:
                 return True
-            plan = self._plans.get(_run_id_of(data) or "")
+            plan = self._plans.get(_metadata_field(data, "run_id") or "")
             return plan is None or not plan.added_mode
 
         await self.app(scope, receive, _FilteredSend(_SSEFilter(keep, strip_ids=False), send))
@@ -372,7 +361,7 @@ class _CreatedRunSend(_FilteredSend):
         def keep(event: str | None, data: bytes | None) -> bool:
             nonlocal stateless_run
             mode = _mode_of(event)
-            if stateless_run and mode == OBSERVED_MODE and (thread_id := _thread_id_of(data)):
+            if stateless_run and mode == OBSERVED_MODE and (thread_id := _metadata_field(data, "thread_id")):
                 # A stateless streamed run names only its run; its thread comes in the first event.
                 run_id, stateless_run = stateless_run, None
                 self.notify(thread_id, run_id, plan)
