@@ -63,6 +63,41 @@ def _check_cursor(name: str, value: int | None) -> None:
         raise ValueError(f"{name} must be an int or None, got {value!r}")
 
 
+def page_query(
+    select: str,
+    thread_id: str,
+    categories: tuple[str, ...],
+    limit: int,
+    before_seq: int | None,
+    after_seq: int | None,
+    *,
+    mark: str,
+) -> tuple[str, list[Any], bool]:
+    """The SQL of one timeline page: `(sql, params, descending)`.
+
+    One index range per category, merged with UNION ALL: a page costs the page,
+    whatever the other categories in between. Rows come newest first when
+    `descending` (the caller reverses them). `mark` is the driver's placeholder.
+    """
+    if after_seq is not None:
+        bound, direction, cursor = f"seq > {mark}", "ASC", [after_seq]
+    elif before_seq is not None:
+        bound, direction, cursor = f"seq < {mark}", "DESC", [before_seq]
+    else:
+        bound, direction, cursor = "1 = 1", "DESC", []
+    part = (
+        f"SELECT * FROM ({select} WHERE thread_id = {mark} AND category = {mark}"
+        f" AND {bound} ORDER BY seq {direction} LIMIT {mark}) AS page_{{n}}"
+    )
+    params: list[Any] = []
+    for category in categories:
+        params.extend((thread_id, category, *cursor, limit))
+    if len(categories) == 1:
+        return part.format(n=0), params, direction == "DESC"
+    sql = " UNION ALL ".join(part.format(n=n) for n in range(len(categories)))
+    return f"{sql} ORDER BY seq {direction} LIMIT {mark}", [*params, limit], direction == "DESC"
+
+
 def plan_append(
     groups: dict[str, list[PreparedEvent]],
     last_seqs: dict[str, int],

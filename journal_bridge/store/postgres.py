@@ -26,6 +26,7 @@ from journal_bridge.store.base import (
     RunEventStore,
     StoreError,
     StoreUnavailable,
+    page_query,
     plan_append,
 )
 
@@ -316,31 +317,11 @@ class PostgresRunEventStore(RunEventStore):
         before_seq: int | None,
         after_seq: int | None,
     ) -> list[RunEvent]:
-        if after_seq is not None:
-            bound, direction = "seq > %s", "ASC"
-            cursor: tuple[Any, ...] = (after_seq,)
-        elif before_seq is not None:
-            bound, direction = "seq < %s", "DESC"
-            cursor = (before_seq,)
-        else:
-            bound, direction, cursor = "TRUE", "DESC", ()
-        # One index range per category, merged: a page costs the page, whatever
-        # the other categories in between.
-        part = (
-            f"({self._select} WHERE thread_id = %s AND category = %s AND {bound}"
-            f" ORDER BY seq {direction} LIMIT %s)"
+        sql, params, descending = page_query(
+            self._select, thread_id, categories, limit, before_seq, after_seq, mark="%s"
         )
-        params: list[Any] = []
-        for category in categories:
-            params.extend((thread_id, category, *cursor, limit))
-        if len(categories) == 1:
-            sql = part
-        else:
-            sql = " UNION ALL ".join([part] * len(categories))
-            sql += f" ORDER BY seq {direction} LIMIT %s"
-            params.append(limit)
         events = [_row_to_event(row) for row in await self._fetch(sql, params)]
-        if direction == "DESC":
+        if descending:
             events.reverse()
         return events
 

@@ -27,6 +27,7 @@ from journal_bridge.store.base import (
     RunEventStore,
     StoreError,
     StoreUnavailable,
+    page_query,
     plan_append,
 )
 
@@ -383,34 +384,11 @@ class SqliteRunEventStore(RunEventStore):
         before_seq: int | None,
         after_seq: int | None,
     ) -> list[RunEvent]:
-        if after_seq is not None:
-            bound, direction = "seq > ?", "ASC"
-            cursor: tuple[Any, ...] = (after_seq,)
-        elif before_seq is not None:
-            bound, direction = "seq < ?", "DESC"
-            cursor = (before_seq,)
-        else:
-            bound, direction, cursor = "1", "DESC", ()
-        # One index range per category, merged: a page costs the page, whatever
-        # the other categories in between.
-        parts = [
-            f"SELECT * FROM ({_SELECT} WHERE thread_id = ? AND category = ? AND {bound}"
-            f" ORDER BY seq {direction} LIMIT ?)"
-            for _ in categories
-        ]
-        params: list[Any] = []
-        for category in categories:
-            params.extend((thread_id, category, *cursor, limit))
-        sql = (
-            parts[0]
-            if len(parts) == 1
-            else (" UNION ALL ".join(parts) + f" ORDER BY seq {direction} LIMIT ?")
+        sql, params, descending = page_query(
+            _SELECT, thread_id, categories, limit, before_seq, after_seq, mark="?"
         )
-        if len(parts) > 1:
-            params.append(limit)
-        rows = await self._fetch(sql, params)
-        events = [_row_to_event(row) for row in rows]
-        if direction == "DESC":
+        events = [_row_to_event(row) for row in await self._fetch(sql, params)]
+        if descending:
             events.reverse()
         return events
 
