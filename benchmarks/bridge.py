@@ -2,17 +2,24 @@
 
 Starts two real `langgraph dev` servers of this project -- one with the plugin,
 one without -- and drives the same scripted workload against both through the
-SDK, alternating rounds so neither gets the quieter machine. Prints:
+SDK, alternating rounds so neither gets the quieter machine. The workload runs
+twice: with the offline model answering instantly (the worst case: the
+server's CPU is the bottleneck, so every cost of journaling shows in wall
+time) and with the model paced like a hosted one (`--pace` seconds per
+streamed token). Prints, per workload:
 
 - wall time per run (median, p90), on/off ratio            (target <= 1.15)
 - server CPU-seconds per run, on/off ratio
+- server RSS after the workload, on/off ratio                (target <= 1.2)
+
+and once:
+
 - stream parts mapped per CPU-second (the mapper alone, and the server's
   extra CPU per part seen by the bridge)
 - lag from a `summarization` custom frame reaching a client to its
   `middleware:summarize` row being readable in the store (p50/p99)
-- server RSS after the workload, on/off ratio                (target <= 1.2)
 
-Run: `.venv/bin/python benchmarks/bridge.py [--runs 300] [--threads 8]`.
+Run: `.venv/bin/python benchmarks/bridge.py [--runs 300] [--threads 8] [--pace 0.02]`.
 """
 
 from __future__ import annotations
@@ -155,43 +162,58 @@ async def mapper_rate(server: LanggraphDevServer) -> tuple[float, int]:
     return repeats * len(parts) / spent, len(parts)
 
 
-async def main(runs: int, threads: int, rounds: int, compactions: int) -> None:
-    print(f"workload: {runs} runs per server over {threads} concurrent threads, in {rounds} alternating rounds")
-    with LanggraphDevServer(plugin=True) as on_server, LanggraphDevServer(plugin=False) as off_server:
-        targets = [Target("off", off_server), Target("on", on_server)]
-        for target in targets:
-            await target.setup(threads)
-        rss_start = {t.name: rss_mib(t.server.process.pid) for t in targets}
-        per_round = [runs // rounds + (i < runs % rounds) for i in range(rounds)]
-        for i, count in enumerate(per_round):
-            for target in targets if i % 2 == 0 else reversed(targets):
-                await target.round(count)
-        rss_end = {t.name: rss_mib(t.server.process.pid) for t in targets}
-        health = httpx.get(f"{on_server.url}/journal/health").json()
+async def compare(label: str, runs: int, threads: int, rounds: int, pace: float) -> LanggraphDevServer:
+    env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace)}
+    on_server = LanggraphDevServer(plugin=True, env=env).start()
+    try:
+        with LanggraphDevServer(plugin=False, env=env) as off_server:
+            targets = [Target("off", off_server), Target("on", on_server)]
+            for target in targets:
+                await target.setup(threads)
+            rss_start = {t.name: rss_mib(t.server.process.pid) for t in targets}
+            per_round = [runs // rounds + (i < runs % rounds) for i in range(rounds)]
+            for i, count in enumerate(per_round):
+                for target in targets if i % 2 == 0 else reversed(targets):
+                    await target.round(count)
+            rss_end = {t.name: rss_mib(t.server.process.pid) for t in targets}
+    except BaseException:
+        on_server.stop()
+        raise
+    off, on = targets
+    med_on, med_off = statistics.median(on.durations), statistics.median(off.durations)
+    cpu_on, cpu_off = on.cpu / len(on.durations), off.cpu / len(off.durations)
+    print()
+    print(f"{label}: {runs} runs per server over {threads} concurrent threads, {rounds} alternating rounds")
+    print(f"{'':34}{'plugin off':>14}{'plugin on':>14}{'on/off':>10}")
+    print(f"{'wall per run, median (s)':34}{med_off:14.3f}{med_on:14.3f}{med_on / med_off:10.3f}   target <= 1.15")
+    print(f"{'wall per run, p90 (s)':34}{pct(off.durations, .9):14.3f}{pct(on.durations, .9):14.3f}"
+          f"{pct(on.durations, .9) / pct(off.durations, .9):10.3f}")
+    print(f"{'server CPU per run (ms)':34}{cpu_off * 1000:14.1f}{cpu_on * 1000:14.1f}{cpu_on / cpu_off:10.3f}")
+    print(f"{'server RSS at start (MiB)':34}{rss_start['off']:14.1f}{rss_start['on']:14.1f}"
+          f"{rss_start['on'] / rss_start['off']:10.3f}")
+    print(f"{f'server RSS after {runs} runs (MiB)':34}{rss_end['off']:14.1f}{rss_end['on']:14.1f}"
+          f"{rss_end['on'] / rss_end['off']:10.3f}   target <= 1.2")
+    health = httpx.get(f"{on_server.url}/journal/health").json()
+    extra_cpu = max(1e-9, on.cpu - off.cpu)
+    print(f"bridge: {health['parts_seen']} stream parts, {health['records_written']} records written, "
+          f"dropped {health['dropped']}, retried {health['retried']}, retained frames {health['retained_frames']}; "
+          f"{health['parts_seen'] / extra_cpu:,.0f} parts per extra server CPU-second")
+    return on_server
 
-        off, on = targets
-        med_on, med_off = statistics.median(on.durations), statistics.median(off.durations)
-        cpu_on, cpu_off = on.cpu / len(on.durations), off.cpu / len(off.durations)
+
+async def main(runs: int, threads: int, rounds: int, compactions: int, pace: float) -> None:
+    instant = await compare("instant model (server CPU-bound)", runs, threads, rounds, 0.0)
+    try:
         print()
-        print(f"{'':34}{'plugin off':>14}{'plugin on':>14}{'on/off':>10}")
-        print(f"{'wall per run, median (s)':34}{med_off:14.3f}{med_on:14.3f}{med_on / med_off:10.3f}   target <= 1.15")
-        print(f"{'wall per run, p90 (s)':34}{pct(off.durations, .9):14.3f}{pct(on.durations, .9):14.3f}"
-              f"{pct(on.durations, .9) / pct(off.durations, .9):10.3f}")
-        print(f"{'server CPU per run (ms)':34}{cpu_off * 1000:14.1f}{cpu_on * 1000:14.1f}{cpu_on / cpu_off:10.3f}")
-        print(f"{'server RSS at start (MiB)':34}{rss_start['off']:14.1f}{rss_start['on']:14.1f}"
-              f"{rss_start['on'] / rss_start['off']:10.3f}")
-        print(f"{f'server RSS after {runs} runs (MiB)':34}{rss_end['off']:14.1f}{rss_end['on']:14.1f}"
-              f"{rss_end['on'] / rss_end['off']:10.3f}   target <= 1.2")
-        extra_cpu = max(1e-9, on.cpu - off.cpu)
-        print()
-        print(f"bridge: {health['parts_seen']} stream parts, {health['records_written']} records written, "
-              f"dropped {health['dropped']}, retried {health['retried']}, retained frames {health['retained_frames']}")
-        print(f"parts per extra server CPU-second (plugin on minus off): {health['parts_seen'] / extra_cpu:,.0f}")
-        rate, sample = await mapper_rate(on_server)
+        rate, sample = await mapper_rate(instant)
         print(f"parts mapped per CPU-second by RunMapper alone ({sample} real parts): {rate:,.0f}")
-        lags = await measure_lag(on_server, compactions)
+        lags = await measure_lag(instant, compactions)
         print(f"custom frame at client -> marker row readable, {len(lags)} compactions: "
               f"p50 {pct(lags, .5) * 1000:.1f} ms, p99 {pct(lags, .99) * 1000:.1f} ms")
+    finally:
+        instant.stop()
+    paced = await compare(f"model paced at {pace * 1000:g} ms per token", runs, threads, rounds, pace)
+    paced.stop()
 
 
 if __name__ == "__main__":
@@ -200,5 +222,6 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--compactions", type=int, default=30)
+    parser.add_argument("--pace", type=float, default=0.02, help="seconds per streamed token of the paced model")
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.threads, args.rounds, args.compactions))
+    asyncio.run(main(args.runs, args.threads, args.rounds, args.compactions, args.pace))

@@ -31,11 +31,13 @@ declares a profile (`max_input_tokens`) so fractional summarization limits work.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import html
 import json
 import os
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
@@ -62,6 +64,8 @@ __all__ = ["MODEL_ENV", "OfflineChatModel", "make_chat_model"]
 
 MODEL_ENV = "JOURNAL_BRIDGE_MODEL"
 OFFLINE_SPEC = "offline"
+# Pacing, to stand in for a real model's speed in benchmarks: seconds per streamed token.
+PACE_ENV = "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN"
 
 _SUMMARIZER_KWARG = "summarizer_call"
 _REQUESTS = "User requests: "
@@ -78,6 +82,7 @@ class OfflineChatModel(BaseChatModel):
     """Deterministic, network-free chat model with tool calling and streaming."""
 
     model_name: str = "offline-chat"
+    seconds_per_token: float = Field(default_factory=lambda: _pace_from_env())
     profile: dict[str, Any] | None = Field(  # type: ignore[assignment]
         default_factory=lambda: {
             "max_input_tokens": 8192,
@@ -163,6 +168,8 @@ class OfflineChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         reply = self._reply(messages, run_manager, kwargs)
+        if self.seconds_per_token:
+            time.sleep(self.seconds_per_token * len(list(_chunks(reply))))
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     async def _agenerate(
@@ -173,6 +180,8 @@ class OfflineChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         reply = self._reply(messages, run_manager, kwargs)
+        if self.seconds_per_token:
+            await asyncio.sleep(self.seconds_per_token * len(list(_chunks(reply))))
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     def _stream(
@@ -182,7 +191,10 @@ class OfflineChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        yield from _chunks(self._reply(messages, run_manager, kwargs))
+        for chunk in _chunks(self._reply(messages, run_manager, kwargs)):
+            if self.seconds_per_token:
+                time.sleep(self.seconds_per_token)
+            yield chunk
 
     async def _astream(
         self,
@@ -192,6 +204,8 @@ class OfflineChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         for chunk in _chunks(self._reply(messages, run_manager, kwargs)):
+            if self.seconds_per_token:
+                await asyncio.sleep(self.seconds_per_token)
             yield chunk
 
     def _reply(
@@ -230,6 +244,17 @@ def make_chat_model(spec: str | None = None) -> BaseChatModel:
     from langchain.chat_models import init_chat_model
 
     return init_chat_model(spec)
+
+
+def _pace_from_env() -> float:
+    raw = os.environ.get(PACE_ENV, "").strip()
+    try:
+        pace = float(raw) if raw else 0.0
+    except ValueError as exc:
+        raise ValueError(f"{PACE_ENV}: expected seconds per token, got {raw!r}") from exc
+    if pace < 0:
+        raise ValueError(f"{PACE_ENV}: must not be negative, got {raw!r}")
+    return pace
 
 
 def _is_summarizer(metadata: Any) -> bool:

@@ -246,3 +246,23 @@ def test_make_chat_model_passes_other_specs_to_init_chat_model(monkeypatch):
     assert make_chat_model() == "model"
     assert make_chat_model("anthropic:claude") == "model"
     assert seen == ["openai:gpt-4o-mini", "anthropic:claude"]
+
+
+def test_pacing_comes_from_the_environment_and_changes_nothing_else(monkeypatch):
+    from journal_bridge.offline_model import PACE_ENV, OfflineChatModel
+
+    monkeypatch.setenv(PACE_ENV, "0.001")
+    paced = OfflineChatModel()
+    assert paced.seconds_per_token == 0.001
+    plain = OfflineChatModel(seconds_per_token=0)
+    assert [c.content for c in paced.stream("hello there")] == [c.content for c in plain.stream("hello there")]
+    assert paced.invoke("hello there").content == plain.invoke("hello there").content
+
+
+@pytest.mark.parametrize("raw", ["fast", "-1"])
+def test_a_bad_pace_is_refused_naming_the_variable(monkeypatch, raw):
+    from journal_bridge.offline_model import PACE_ENV, OfflineChatModel
+
+    monkeypatch.setenv(PACE_ENV, raw)
+    with pytest.raises(ValueError, match=PACE_ENV):
+        OfflineChatModel()
