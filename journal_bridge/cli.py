@@ -76,7 +76,8 @@ def format_item(item: dict[str, Any], width: int = 100) -> str:
         role = f"tool {item['name']}"
     header = f"[{seq}] {role}"
     if item.get("run_id"):
-        header += f"  (run {str(item['run_id'])[:8]})"
+        # Run ids are time-ordered (uuid7): their tail tells runs apart, their head does not.
+        header += f"  (run …{str(item['run_id'])[-8:]})"
     lines = [header]
     text = _text(item.get("content"))
     if text:
@@ -419,7 +420,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except BrokenPipeError:
+        # The reader went away (`journal-bridge history ... | head`): not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

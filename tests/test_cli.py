@@ -61,7 +61,7 @@ def test_history_shows_tool_calls_with_args_and_tool_results(store_url, capsys):
     main(["history", THREAD_ID, "--store", store_url])
     out = capsys.readouterr().out
     assert '    → get_weather({"city": "Paris"})' in out
-    assert "[4] tool get_weather  (run run-1)\n    Sunny in Paris, 21C" in out
+    assert "[4] tool get_weather  (run …run-1)\n    Sunny in Paris, 21C" in out
 
 
 def test_history_limit_keeps_the_newest_items(store_url, capsys):
@@ -112,3 +112,31 @@ def test_console_script_runs(store_url):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("[28] tool get_weather")
+
+
+def test_history_into_a_closed_pipe_ends_quietly(tmp_path):
+    """`journal-bridge history ... | head -1`: the reader leaves early; no traceback."""
+    import asyncio
+
+    from journal_bridge.events import make_event
+    from journal_bridge.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'long.db'}"
+
+    async def seed_long_thread() -> None:
+        async with open_store(url) as store:
+            await store.put_batch([
+                make_event(thread_id="long", run_id="r", event_type="llm.human.input",
+                           content={"type": "human", "content": f"message {n} " * 20, "id": f"h{n}"})
+                for n in range(2000)
+            ])
+
+    asyncio.run(seed_long_thread())
+    cli = Path(sys.executable).parent / "journal-bridge"
+    proc = subprocess.Popen([str(cli), "history", "long", "--store", url],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"[1] human")
+    proc.stdout.close()  # far more than a pipe holds is still to come
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr
