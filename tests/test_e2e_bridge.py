@@ -168,8 +168,8 @@ async def test_stateless_and_batch_runs_are_journaled(dev_server):
     batch = await client.runs.create_batch(
         [{"assistant_id": "agent", "input": human(f"batch {i}")} for i in range(2)]
     )
-    for run in batch:
-        await client.runs.join(run["thread_id"], run["run_id"])
+    # Stateless threads are deleted when their run ends, so there is nothing to join:
+    # the bridge observed the runs when they were created and is waited for instead.
     health = await wait_journal_idle(dev_server.url)
     assert health["dropped"] == 0 and health["runs_failed"] == 0
 
