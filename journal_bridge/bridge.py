@@ -35,6 +35,7 @@ from typing import Any
 
 from journal_bridge.events import InvalidEvent, RunEvent
 from journal_bridge.mapping import RunMapper
+from journal_bridge.modes import EVENTS_MODE
 from journal_bridge.store import RunEventStore, StoreUnavailable
 
 logger = logging.getLogger(__name__)
@@ -205,7 +206,7 @@ class Bridge:
             mapper = RunMapper(thread_id, run_id)
             try:
                 stream = self._sdk().runs.join_stream(
-                    thread_id, run_id, stream_mode=["events"], last_event_id="0"
+                    thread_id, run_id, stream_mode=[EVENTS_MODE], last_event_id="0"
                 )
                 async for part in stream:
                     self.stats.parts_seen += 1

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from journal_bridge.bridge import Bridge
+from journal_bridge.modes import EVENTS_MODE, requested_modes
 from journal_bridge.store import RunEventStore
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,6 @@ JOURNALED = "journaled"
 LIVE_ONLY = "live_only"
 UNOBSERVABLE = "unobservable"
 
-_OBSERVED_MODE = "events"
 _ACTIVE = {"pending", "running"}
 _MAX_DECIDED = 100_000
 _CURSOR_VERSION = 1
@@ -72,14 +72,6 @@ def default_cursor_path(store_url: str) -> Path:
 
         return Path(f"{sqlite_path_from_url(store_url)}.follow.json")
     return Path.cwd() / "journal-bridge-follow.json"
-
-
-def _modes(value: Any) -> list[str]:
-    if value is None:
-        return ["values"]
-    if isinstance(value, str):
-        return [value]
-    return [m for m in value if isinstance(m, str)]
 
 
 def _time(value: Any) -> datetime | None:
@@ -272,10 +264,10 @@ class Follower:
     def _decide(self, thread_id: str, run: dict[str, Any]) -> None:
         run_id = str(run["run_id"])
         kwargs = run.get("kwargs") or {}
-        modes = _modes(kwargs.get("stream_mode"))
+        modes = requested_modes(kwargs.get("stream_mode")) or []
         resumable = bool(kwargs.get("resumable"))
         active = run.get("status") in _ACTIVE
-        if _OBSERVED_MODE not in modes:
+        if EVENTS_MODE not in modes:
             self._report(thread_id, run_id, UNOBSERVABLE, f"created without 'events' in stream_mode {modes}")
             self._decided[run_id] = UNOBSERVABLE
             return

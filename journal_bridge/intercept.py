@@ -36,9 +36,11 @@ from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from journal_bridge.modes import EVENTS_MODE, mode_of, requested_modes
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["OBSERVED_MODE", "RunObserverMiddleware", "RunRequestPlan", "plan_run_request"]
+__all__ = ["RunObserverMiddleware", "RunRequestPlan", "plan_run_request", "route_path"]
 
 _THREAD_RUNS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs(?P<kind>/stream|/wait)?/?$")
 _STATELESS_RUNS = re.compile(r"^/runs(?P<kind>/stream|/wait|/batch)?/?$")
@@ -47,8 +49,6 @@ _THREAD_STREAM = re.compile(r"^/threads/(?P<thread_id>[^/]+)/stream/?$")
 _CONTENT_LOCATION = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)$")
 _FRAME_END = re.compile(rb"\r\n\r\n|\n\n")
 
-OBSERVED_MODE = "events"
-_SERVER_DEFAULT_MODES = ["values"]
 
 
 @dataclass(frozen=True)
@@ -65,24 +65,13 @@ class RunRequestPlan:
         return self.added_mode or self.forced_resumable
 
 
-def _modes(value: Any) -> list[str] | None:
-    """The modes a `stream_mode` value asks for, or None if the server would reject it."""
-    if value is None or value == [] or value == "":
-        return list(_SERVER_DEFAULT_MODES)  # the server treats an empty value as its default
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list) and all(isinstance(m, str) for m in value):
-        return list(value)
-    return None
-
-
 def _prepare_payload(payload: dict[str, Any], kind: str) -> RunRequestPlan | None:
-    modes = _modes(payload.get("stream_mode"))
+    modes = requested_modes(payload.get("stream_mode"))
     if modes is None:
         return None
-    added = OBSERVED_MODE not in modes
+    added = EVENTS_MODE not in modes
     if added:
-        payload["stream_mode"] = [*modes, OBSERVED_MODE]
+        payload["stream_mode"] = [*modes, EVENTS_MODE]
     forced = not payload.get("stream_resumable")
     if forced:
         payload["stream_resumable"] = True
@@ -159,10 +148,6 @@ class _SSEFilter:
         except Exception:  # noqa: BLE001 - the client's stream matters more than the filter
             logger.exception("journal-bridge: passing an SSE frame through unfiltered")
             return frame + terminator
-
-
-def _mode_of(event: str | None) -> str | None:
-    return event.split("|", 1)[0] if event else None
 
 
 def _metadata_field(data: bytes | None, name: str) -> str | None:
@@ -242,7 +227,7 @@ class RunObserverMiddleware:
         plan = self._plans.get(run_id)
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         asked = {m for value in query.get("stream_mode", []) for m in value.split(",") if m}
-        if plan is None or not plan.changed or OBSERVED_MODE in asked:
+        if plan is None or not plan.changed or EVENTS_MODE in asked:
             await self.app(scope, receive, send)
             return
         # Without stream_mode the server replays the run's modes: the client's own.
@@ -250,15 +235,15 @@ class RunObserverMiddleware:
         resuming = any(k.lower() == b"last-event-id" for k, _ in scope["headers"])
 
         def keep(event: str | None, data: bytes | None) -> bool:
-            mode = _mode_of(event)
-            return not (plan.added_mode and mode == OBSERVED_MODE and OBSERVED_MODE not in keep_modes)
+            mode = mode_of(event)
+            return not (plan.added_mode and mode == EVENTS_MODE and EVENTS_MODE not in keep_modes)
 
         sse = _SSEFilter(keep, strip_ids=plan.forced_resumable and not resuming)
         await self.app(scope, receive, _FilteredSend(sse, send))
 
     async def _thread_stream(self, scope: Scope, receive: Receive, send: Send) -> None:
         def keep(event: str | None, data: bytes | None) -> bool:
-            if _mode_of(event) != OBSERVED_MODE:
+            if mode_of(event) != EVENTS_MODE:
                 return True
             plan = self._plans.get(_metadata_field(data, "run_id") or "")
             return plan is None or not plan.added_mode
@@ -360,12 +345,12 @@ class _CreatedRunSend(_FilteredSend):
 
         def keep(event: str | None, data: bytes | None) -> bool:
             nonlocal stateless_run
-            mode = _mode_of(event)
-            if stateless_run and mode == OBSERVED_MODE and (thread_id := _metadata_field(data, "thread_id")):
+            mode = mode_of(event)
+            if stateless_run and mode == EVENTS_MODE and (thread_id := _metadata_field(data, "thread_id")):
                 # A stateless streamed run names only its run; its thread comes in the first event.
                 run_id, stateless_run = stateless_run, None
                 self.notify(thread_id, run_id, plan)
-            return not (plan.added_mode and mode == OBSERVED_MODE)
+            return not (plan.added_mode and mode == EVENTS_MODE)
 
         self.sse = _SSEFilter(keep, strip_ids=plan.forced_resumable)
 

@@ -35,6 +35,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import BaseMessage, convert_to_messages
+
 from journal_bridge.events import (
     LLM_AI_RESPONSE,
     LLM_HUMAN_INPUT,
@@ -50,6 +52,7 @@ from journal_bridge.events import (
     RunEvent,
     make_event,
 )
+from journal_bridge.modes import EVENTS_MODE
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +61,6 @@ __all__ = ["RunMapper", "map_parts", "message_dict"]
 
 def message_dict(message: Any) -> dict[str, Any] | None:
     """A LangChain message (object, dict, tuple or text) as a plain message dict."""
-    from langchain_core.messages import BaseMessage, convert_to_messages
-
     if isinstance(message, Mapping) and isinstance(message.get("type"), str):
         if message["type"] in {"human", "ai", "tool", "system", "function", "chat"}:
             return dict(message)
@@ -129,7 +130,7 @@ class RunMapper:
     def feed(self, event: str, data: Any) -> list[RunEvent]:
         """Records for one stream part (`event` is the SSE event name)."""
         try:
-            if event == "events":
+            if event == EVENTS_MODE:
                 return self._from_callback_event(data)
             if event == "error":
                 return self._emit(self._error(data))
@@ -219,7 +220,6 @@ class RunMapper:
 
     def _resolve_ids(self, state_messages: list[dict[str, Any]]) -> None:
         by_call = {m.get("tool_call_id"): m.get("id") for m in state_messages if m.get("type") == "tool"}
-        inputs = [p for p in self._held if p.key.startswith("input:")]
         tail = state_messages[-self._input_count :] if self._input_count else []
         for pending in self._held:
             message = pending.content
@@ -227,7 +227,7 @@ class RunMapper:
                 continue
             if message.get("type") == "tool" and by_call.get(message.get("tool_call_id")):
                 message["id"] = by_call[message["tool_call_id"]]
-            elif pending in inputs and len(tail) == self._input_count:
+            elif pending.key.startswith("input:") and len(tail) == self._input_count:
                 stored = tail[int(pending.key.split(":", 1)[1])]
                 if stored.get("type") == message.get("type") and stored.get("content") == message.get("content"):
                     message["id"] = stored.get("id")

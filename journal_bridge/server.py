@@ -32,10 +32,11 @@ from starlette.routing import Route
 from starlette.types import Scope
 
 from journal_bridge.bridge import Bridge
-from journal_bridge.intercept import OBSERVED_MODE, RunObserverMiddleware, RunRequestPlan
+from journal_bridge.intercept import RunObserverMiddleware, RunRequestPlan
+from journal_bridge.modes import EVENTS_MODE
 from journal_bridge.routes import DEFAULT_PREFIX, PREFIX_ENV, journal_routes
 from journal_bridge.runtime import release_run_frames, retained_frame_count
-from journal_bridge.store import RunEventStore, StoreUnavailable, create_store, default_store_url
+from journal_bridge.store import RunEventStore, StoreUnavailable, default_store_url, open_store_when_available
 
 logger = logging.getLogger(__name__)
 
@@ -69,24 +70,15 @@ class Journal:
             await asyncio.wait_for(asyncio.shield(self._opener), timeout=10)
 
     async def _open_store(self, app: Starlette) -> None:
-        delay = 0.5
-        while True:
-            store = create_store(self.store_url)
-            try:
-                await store.open()
-            except StoreUnavailable as exc:
-                logger.warning("journal-bridge: store %s unavailable (%s); retrying", self.store_url, exc)
-                with contextlib.suppress(Exception):
-                    await store.close()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10)
-                continue
-            self.store = store
-            app.state.journal_store = store
-            assert self.bridge is not None
-            self.bridge.store = store
-            logger.info("journal-bridge: journaling runs into %s", self.store_url)
-            return
+        def unavailable(exc: StoreUnavailable) -> None:
+            logger.warning("journal-bridge: store %s unavailable (%s); retrying", redact_url(self.store_url), exc)
+
+        store = await open_store_when_available(self.store_url, on_unavailable=unavailable)
+        self.store = store
+        app.state.journal_store = store
+        assert self.bridge is not None
+        self.bridge.store = store
+        logger.info("journal-bridge: journaling runs into %s", redact_url(self.store_url))
 
     async def stop(self) -> None:
         if self._opener is not None and not self._opener.done():
@@ -115,7 +107,7 @@ class Journal:
         if plan.forced_resumable:
             self.frames_released += release_run_frames(thread_id, run_id, keep_all_except=None)
         elif plan.added_mode:
-            self.frames_released += release_run_frames(thread_id, run_id, keep_all_except=OBSERVED_MODE)
+            self.frames_released += release_run_frames(thread_id, run_id, keep_all_except=EVENTS_MODE)
 
     def health(self) -> dict[str, Any]:
         report: dict[str, Any] = {"enabled": True, "store_url": redact_url(self.store_url)}

@@ -39,14 +39,12 @@ from typing import Any, Self
 
 from journal_bridge.bridge import Bridge
 from journal_bridge.mapping import RunMapper
-from journal_bridge.store import RunEventStore, StoreUnavailable, create_store
+from journal_bridge.modes import EVENTS_MODE, mode_of, requested_modes
+from journal_bridge.store import RunEventStore, StoreUnavailable, open_store_when_available
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["JournalingClient", "TeeWriter", "tee_stream"]
-
-OBSERVED_MODE = "events"
-
 
 def _no_client() -> Any:
     raise RuntimeError("the tee writer never joins runs")
@@ -83,21 +81,11 @@ class TeeWriter:
                 await asyncio.wait_for(asyncio.shield(self._opener), timeout=open_timeout)
 
     async def _open(self, url: str) -> None:
-        delay = 0.5
-        while True:
-            store = create_store(url)
-            try:
-                await store.open()
-            except StoreUnavailable as exc:
-                self.bridge.stats.last_error = f"store: {exc}"
-                logger.warning("journal-bridge tee: store %s unavailable (%s); retrying", url, exc)
-                with contextlib.suppress(Exception):
-                    await store.close()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
-                continue
-            self.bridge.store = store
-            return
+        def unavailable(exc: StoreUnavailable) -> None:
+            self.bridge.stats.last_error = f"store: {exc}"
+            logger.warning("journal-bridge tee: store %s unavailable (%s); retrying", url, exc)
+
+        self.bridge.store = await open_store_when_available(url, on_unavailable=unavailable)
 
     async def write(self, records: Sequence[Any]) -> None:
         """Queue records for the store; the queue is unbounded, so this never waits on the store."""
@@ -130,14 +118,6 @@ class TeeWriter:
         return self.bridge.health()
 
 
-def _modes(stream_mode: Any) -> list[str]:
-    if stream_mode is None:
-        return ["values"]
-    if isinstance(stream_mode, str):
-        return [stream_mode]
-    return list(stream_mode)
-
-
 def _event_and_data(part: Any) -> tuple[str, Any]:
     """(SSE event name, payload) of a v1 `StreamPart` or a v2 part dict."""
     if isinstance(part, dict):
@@ -164,18 +144,18 @@ class _RunTee:
             logger.exception("journal-bridge tee: could not map a %r part", event)
 
     async def _feed(self, event: str, data: Any) -> None:
-        mode = event.split("|", 1)[0]
+        mode = mode_of(event)
         if mode == "metadata" and isinstance(data, dict) and self._run_id is None:
             self._run_id = str(data.get("run_id")) if data.get("run_id") else None
             return
-        if mode not in (OBSERVED_MODE, "error"):
+        if mode not in (EVENTS_MODE, "error"):
             return
-        if self._thread_id is None and mode == OBSERVED_MODE and isinstance(data, dict):
+        if self._thread_id is None and mode == EVENTS_MODE and isinstance(data, dict):
             thread_id = (data.get("metadata") or {}).get("thread_id")
             if thread_id:
                 self._thread_id = str(thread_id)
         if self._mapper is None:
-            if self._run_id is None and mode == OBSERVED_MODE and isinstance(data, dict):
+            if self._run_id is None and mode == EVENTS_MODE and isinstance(data, dict):
                 run_id = (data.get("metadata") or {}).get("run_id")
                 self._run_id = str(run_id) if run_id else None
             if self._thread_id is None or self._run_id is None:
@@ -214,15 +194,19 @@ async def tee_stream(
     Yields exactly the parts `runs.stream` yields for the caller's `stream_mode`
     (and `version`); `"events"` parts are journaled and yielded only if asked for.
     """
-    asked = _modes(kwargs.pop("stream_mode", "values"))
-    sent = asked if OBSERVED_MODE in asked else [*asked, OBSERVED_MODE]
+    value = kwargs.pop("stream_mode", "values")
+    asked = requested_modes(value)
+    if asked is None:
+        # A value the server will reject: send it as given, so the caller gets that error.
+        asked = list(value) if isinstance(value, list | tuple) else [value]
+    sent = asked if EVENTS_MODE in asked else [*asked, EVENTS_MODE]
     run = _RunTee(writer, thread_id)
     stream = runs.stream(thread_id, assistant_id, stream_mode=sent, **kwargs)
     try:
         async for part in stream:
             event, data = _event_and_data(part)
             await run.feed(event, data)
-            if event.split("|", 1)[0] == OBSERVED_MODE and OBSERVED_MODE not in asked:
+            if mode_of(event) == EVENTS_MODE and EVENTS_MODE not in asked:
                 continue
             yield part
     finally:

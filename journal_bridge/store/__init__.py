@@ -9,8 +9,10 @@ default), `postgresql://...` or `postgres://...`, and `memory://`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -27,6 +29,7 @@ __all__ = [
     "create_store",
     "default_store_url",
     "open_store",
+    "open_store_when_available",
 ]
 
 STORE_URL_ENV = "JOURNAL_BRIDGE_STORE_URL"
@@ -112,3 +115,30 @@ def open_store(url: str | None = None, **options: Any) -> _OpeningStore:
     `max_content_bytes`, Postgres `schema`) are passed through.
     """
     return _OpeningStore(create_store(url or default_store_url(), **options))
+
+
+async def open_store_when_available(
+    url: str,
+    *,
+    on_unavailable: Callable[[StoreUnavailable], None] | None = None,
+    max_delay: float = 10.0,
+) -> RunEventStore:
+    """Open the store for `url`, retrying with backoff for as long as it is unavailable.
+
+    For components that must start whether or not their store is up (the plugin,
+    the SDK tee): run it as a task and use the store once it returns.
+    `on_unavailable` hears about every failed attempt.
+    """
+    delay = 0.5
+    while True:
+        store = create_store(url)
+        try:
+            await store.open()
+            return store
+        except StoreUnavailable as exc:
+            if on_unavailable is not None:
+                on_unavailable(exc)
+            with contextlib.suppress(Exception):
+                await store.close()
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, max_delay)
