@@ -89,9 +89,10 @@ _PORT = re.compile(r"(http://127\.0\.0\.1):\d+")
 def normalize(frames: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """Frames with run-specific values (uuids, the server port) replaced by stable names.
 
-    Each distinct uuid becomes `<id-N>` in order of first appearance, so two runs
-    of the same script compare equal exactly when they have the same shape and
-    the same values everywhere else.
+    Each distinct uuid becomes `<id-N>` in order of first appearance (objects
+    read in key order, which carries no meaning in JSON), so two runs of the same
+    script compare equal exactly when they have the same shape and the same
+    values everywhere else.
     """
     names: dict[str, str] = {}
 
@@ -104,7 +105,7 @@ def normalize(frames: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         if isinstance(value, list):
             return [walk(v) for v in value]
         if isinstance(value, dict):
-            return {walk(k): walk(v) for k, v in value.items()}
+            return {walk(k): walk(v) for k, v in sorted(value.items())}
         return value
 
     return [(event, walk(data)) for event, data in frames]
