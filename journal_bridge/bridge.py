@@ -1,10 +1,10 @@
-"""The bridge: reads run streams through langgraph-sdk and journals them.
+"""The bridge: reads runs through langgraph-sdk and journals them.
 
-For every run handed to `Bridge.observe`, a follower joins the run's stream
-with `runs.join_stream(..., stream_mode="events", last_event_id="0")` -- the
-run was created resumable, so the join replays the run from its first frame
-no matter when it subscribes -- maps each part to records (`RunMapper`) and
-puts them on a bounded delivery queue. One writer drains the queue in batches
+Runs reach it two ways: `observe` joins a run through the SDK (runs nobody
+streams; with no capture given, from `events` and the first frame), `tee`
+reads a run from the frames its streaming client receives. Either way the
+run's parts go through the capture's mapper (`journal_bridge.reader`) and the
+records onto a bounded delivery queue. One writer drains the queue in batches
 into the `RunEventStore`.
 
 Delivery contract:
@@ -34,13 +34,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from journal_bridge.events import InvalidEvent, RunEvent
+from journal_bridge.capture import Capture
 from journal_bridge.mapping import RunMapper
 from journal_bridge.modes import EVENTS_MODE
+from journal_bridge.reader import Part, RunSource, TeeSource, read_run, resolve_thread
+from journal_bridge.state_mapping import StateMapper
 from journal_bridge.store import RunEventStore, StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Bridge", "BridgeStats"]
+__all__ = ["EVENTS_CAPTURE", "Bridge", "BridgeStats"]
+
+# A run its client created with `events` (and resumable): read from that mode alone.
+EVENTS_CAPTURE = Capture("events", (EVENTS_MODE,), ())
 
 
 @dataclass
@@ -152,9 +158,11 @@ class Bridge:
 
     # -- observing runs -------------------------------------------------------
 
-    def observe(self, thread_id: str, run_id: str) -> None:
+    def observe(self, thread_id: str, run_id: str, source: RunSource | None = None) -> None:
         """Journal this run; calling it again for a run already followed does nothing.
 
+        Without a `source` the run is joined from its first frame and read
+        from `events` (a run its client created resumable with `events`).
         Runs of one thread are journaled one after the other, in the order they
         were observed, so a thread's records never interleave two runs.
         """
@@ -164,7 +172,8 @@ class Bridge:
         self.stats.runs_observed += 1
         self._recent_runs.append(key)
         previous = self._thread_tails.get(key[0])
-        task = asyncio.create_task(self._follow_after(previous, *key), name=f"journal-bridge-run-{run_id}")
+        source = source or RunSource(EVENTS_CAPTURE)
+        task = asyncio.create_task(self._follow_after(previous, *key, source), name=f"journal-bridge-run-{run_id}")
         self._followers[key] = task
         self._thread_tails[key[0]] = task
 
@@ -175,10 +184,37 @@ class Bridge:
 
         task.add_done_callback(done)
 
-    async def _follow_after(self, previous: asyncio.Task[None] | None, thread_id: str, run_id: str) -> None:
+    def tee(self, thread_id: str | None, run_id: str, source: RunSource) -> TeeSource:
+        """Journal a run from the frames its client receives; returns what to feed them to.
+
+        A stateless run (`thread_id` None) is journaled once a frame names its thread.
+        """
+        tee = source.tee = source.tee or TeeSource(source.capture)
+        if thread_id is not None:
+            self.observe(thread_id, run_id, source)
+            return tee
+        self.stats.runs_observed += 1
+        task = asyncio.create_task(self._follow_stateless(run_id, source), name=f"journal-bridge-run-{run_id}")
+        key = ("", str(run_id))
+        self._followers[key] = task
+        task.add_done_callback(lambda _t, k=key: self._followers.pop(k, None))
+        return tee
+
+    async def _follow_stateless(self, run_id: str, source: RunSource) -> None:
+        assert source.tee is not None
+        thread_id, held = await resolve_thread(source.tee)
+        if thread_id is None:
+            self.stats.runs_failed += 1
+            logger.warning("journal-bridge: run %s ended before any frame named its thread; not journaled", run_id)
+            return
+        await self._follow(thread_id, run_id, source, held)
+
+    async def _follow_after(
+        self, previous: asyncio.Task[None] | None, thread_id: str, run_id: str, source: RunSource
+    ) -> None:
         if previous is not None:
             await asyncio.gather(previous, return_exceptions=True)
-        await self._follow(thread_id, run_id)
+        await self._follow(thread_id, run_id, source)
 
     @property
     def active_runs(self) -> int:
@@ -189,30 +225,32 @@ class Bridge:
             self._client = self._client_factory()
         return self._client
 
-    async def _follow(self, thread_id: str, run_id: str) -> None:
+    async def _follow(self, thread_id: str, run_id: str, source: RunSource, held: list[Part] | None = None) -> None:
         try:
-            mapper = await self._read_run(thread_id, run_id)
+            mapper = await self._read_run(thread_id, run_id, source, held)
         finally:
             await self._run_done(thread_id, run_id)
         if mapper is not None:
             self.stats.malformed += mapper.malformed
             self.stats.runs_completed += 1
 
-    async def _read_run(self, thread_id: str, run_id: str) -> RunMapper | None:
-        """Read the run from its first frame to its end; None if it could not be read."""
+    async def _read_run(
+        self, thread_id: str, run_id: str, source: RunSource, held: list[Part] | None
+    ) -> RunMapper | StateMapper | None:
+        """Read the run to its end; None if it could not be read."""
         attempt = 0
+
+        def seen() -> None:
+            self.stats.parts_seen += 1
+
+        async def emit(records: list[RunEvent]) -> None:
+            for record in records:
+                await self._enqueue(record)
+
         while True:
-            # A rejoin replays from the first frame: the records' keys make the repeat harmless.
-            mapper = RunMapper(thread_id, run_id)
             try:
-                stream = self._sdk().runs.join_stream(
-                    thread_id, run_id, stream_mode=[EVENTS_MODE], last_event_id="0"
-                )
-                async for part in stream:
-                    self.stats.parts_seen += 1
-                    for record in mapper.feed(part.event, part.data):
-                        await self._enqueue(record)
-                break
+                # A second reading replays from the first frame: the records' keys make the repeat harmless.
+                return await read_run(self._sdk(), thread_id, run_id, source, emit, held=held, on_part=seen)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the run goes on; report and retry the join
@@ -223,10 +261,9 @@ class Bridge:
                     logger.error("journal-bridge gave up joining run %s of thread %s: %s", run_id, thread_id, exc)
                     return None
                 logger.warning("journal-bridge: join of run %s failed (%s); rejoining", run_id, exc)
+                source, held = RunSource(source.capture, source.resumable, None, source.run,
+                                         source.assistant_id, source.run_input), None
                 await asyncio.sleep(min(self._max_backoff, 0.2 * 2**attempt))
-        for record in mapper.flush():
-            await self._enqueue(record)
-        return mapper
 
     async def _run_done(self, thread_id: str, run_id: str) -> None:
         # Also after a failed read: whatever the run kept for the bridge is released.

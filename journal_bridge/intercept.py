@@ -1,102 +1,74 @@
-"""ASGI middleware that makes every run observable to the bridge.
+"""ASGI middleware that makes every run observable to the journal, invisibly.
 
-LangGraph Server runs `astream_events(version="v2")` -- the only source of
-`on_custom_event` -- only when a run's `stream_mode` contains `"events"`, and a
-late subscriber sees a run from its first frame only when the run was created
-with `stream_resumable=True`. Clients rarely ask for either (a UI asks for
-`values` and `messages-tuple`; `runs.create` defaults to `values`).
+For each run-creating request (`journal_bridge.run_requests` decides whether
+and how to rewrite it) the middleware:
 
-So for each run-creating request this middleware:
-1. adds `"events"` to the run's `stream_mode` and sets `stream_resumable`;
-2. hands `(thread_id, run_id)` to the bridge as soon as the server names them
-   (the `Content-Location` header, or the created run in the JSON body);
-3. gives the client exactly the stream it asked for: SSE frames of the added
-   mode are dropped and the `id:` lines the resumable flag adds are removed,
-   frame by frame, without buffering the response.
+1. forwards the request with the capture's stream modes and `stream_resumable`
+   added;
+2. journals a streamed run from the frames it forwards to its client (the
+   journal's tee); a run nobody streams (`runs.create`, `runs.wait`, batches)
+   is handed to the journal to join;
+3. gives the client exactly what it would get without the plugin: frames of
+   the added modes are dropped and the `id:` lines the resumable flag adds are
+   removed, frame by frame, without buffering the stream; run objects get the
+   client's own `stream_mode` and `resumable` back.
 
-Streams joined later get the same treatment: a run's stream joined without
-asking for `events` (`runs.join_stream`, a UI reconnecting) and a thread's
-stream never show what the plugin added to the runs it changed.
+Later reads of those runs get the same treatment: a run's stream joined by a
+client (`runs.join_stream`), a run read or listed, and a thread's stream.
 
-Everything else passes through untouched. A body that is not JSON, a
-`stream_mode` the server would reject, or a request the server rejects, is
-forwarded as it came.
+Everything else passes through untouched.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
+import orjson
+from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from journal_bridge.modes import EVENTS_MODE, mode_of, requested_modes
+from journal_bridge.capture import CaptureSetting
+from journal_bridge.compat import max_request_body_bytes
+from journal_bridge.modes import EVENTS_MODE
+from journal_bridge.run_requests import RunPlan, plan_run_request, restore_run_objects, run_creating_kind
+from journal_bridge.sse import Frame, SSEFrames
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RunObserverMiddleware", "RunRequestPlan", "plan_run_request", "route_path"]
+__all__ = ["READER_HEADER", "RunObserverMiddleware", "RunSink", "RunTee", "route_path"]
 
-_THREAD_RUNS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs(?P<kind>/stream|/wait)?/?$")
-_STATELESS_RUNS = re.compile(r"^/runs(?P<kind>/stream|/wait|/batch)?/?$")
 _RUN_JOIN = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/stream/?$")
+_RUN_READ = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs(?:/(?P<run_id>[^/]+))?/?$")
 _THREAD_STREAM = re.compile(r"^/threads/(?P<thread_id>[^/]+)/stream/?$")
 _CONTENT_LOCATION = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)$")
-_FRAME_END = re.compile(rb"\r\n\r\n|\n\n")
+_STATELESS_LOCATION = re.compile(r"^/runs/(?P<run_id>[^/]+)$")
+
+READER_HEADER = "x-journal-bridge-reader"
+"""Sent by the journal's own in-process SDK client: its requests pass untouched."""
+_READER_HEADER = READER_HEADER.encode()
 
 
+class RunTee(Protocol):
+    """The journal's reader of one streamed run, fed the frames its client gets."""
 
-@dataclass(frozen=True)
-class RunRequestPlan:
-    """What one run's client asked for, and what the middleware changed."""
+    def feed(self, frame: Frame) -> None: ...
 
-    kind: str  # "stream" | "wait" | "create" | "batch"
-    client_modes: frozenset[str]
-    added_mode: bool
-    forced_resumable: bool
-
-    @property
-    def changed(self) -> bool:
-        return self.added_mode or self.forced_resumable
+    def close(self, *, complete: bool) -> None: ...
 
 
-def _prepare_payload(payload: dict[str, Any], kind: str) -> RunRequestPlan | None:
-    modes = requested_modes(payload.get("stream_mode"))
-    if modes is None:
-        return None
-    added = EVENTS_MODE not in modes
-    if added:
-        payload["stream_mode"] = [*modes, EVENTS_MODE]
-    forced = not payload.get("stream_resumable")
-    if forced:
-        payload["stream_resumable"] = True
-    return RunRequestPlan(kind, frozenset(modes), added, forced)
+class RunSink(Protocol):
+    """Where the middleware hands the runs it sees."""
 
+    def join(self, thread_id: str, run_id: str, plan: RunPlan) -> None: ...
 
-def plan_run_request(method: str, path: str, body: bytes) -> tuple[list[RunRequestPlan], bytes] | None:
-    """One plan per run the request creates, and the rewritten body; None to leave it alone."""
-    if method != "POST":
-        return None
-    match = _THREAD_RUNS.match(path) or _STATELESS_RUNS.match(path)
-    if not match:
-        return None
-    kind = (match.group("kind") or "").strip("/") or "create"
-    try:
-        payload = json.loads(body or b"null")
-    except ValueError:
-        return None
-    items = payload if kind == "batch" else [payload]
-    if not isinstance(items, list) or not items or not all(isinstance(p, dict) for p in items):
-        return None
-    plans = [_prepare_payload(item, kind) for item in items]
-    if any(plan is None for plan in plans):
-        return None
-    return plans, json.dumps(payload, separators=(",", ":")).encode()  # type: ignore[return-value]
+    def tee(self, thread_id: str | None, run_id: str, plan: RunPlan) -> RunTee: ...
+
+    def unplanned(self, reason: str) -> None: ...
 
 
 def route_path(scope: Scope) -> str:
@@ -108,89 +80,43 @@ def route_path(scope: Scope) -> str:
     return path
 
 
-class _SSEFilter:
-    """Rewrites an SSE body frame by frame; frames may arrive split across chunks.
-
-    `keep(event_name, data_line)` decides whether a frame reaches the client;
-    `strip_ids` removes `id:` lines. A frame the filter cannot make sense of
-    is passed on unchanged.
-    """
-
-    def __init__(self, keep: Callable[[str | None, bytes | None], bool], strip_ids: bool) -> None:
-        self.keep = keep
-        self.strip_ids = strip_ids
-        self._buffer = b""
-
-    def feed(self, chunk: bytes, final: bool) -> bytes:
-        data = self._buffer + chunk
-        out: list[bytes] = []
-        start = 0
-        for match in _FRAME_END.finditer(data):
-            out.append(self._frame(data[start : match.start()], match.group(0)))
-            start = match.end()
-        self._buffer = data[start:]
-        if final and self._buffer:
-            out.append(self._frame(self._buffer, b""))
-            self._buffer = b""
-        return b"".join(out)
-
-    def _frame(self, frame: bytes, terminator: bytes) -> bytes:
-        try:
-            newline = b"\r\n" if b"\r\n" in frame or terminator.startswith(b"\r") else b"\n"
-            lines = frame.splitlines()
-            event = next((ln[6:].strip().decode("utf-8", "replace") for ln in lines if ln.startswith(b"event:")), None)
-            data = next((ln[5:] for ln in lines if ln.startswith(b"data:")), None)
-            if not self.keep(event, data):
-                return b""
-            if self.strip_ids:
-                lines = [line for line in lines if not line.startswith(b"id:")]
-            return newline.join(lines) + terminator
-        except Exception:  # noqa: BLE001 - the client's stream matters more than the filter
-            logger.exception("journal-bridge: passing an SSE frame through unfiltered")
-            return frame + terminator
-
-
-def _metadata_field(data: bytes | None, name: str) -> str | None:
-    """`metadata[name]` of an `events` frame's payload, if it has one."""
-    if data is None:
-        return None
-    try:
-        metadata = json.loads(data).get("metadata")
-    except (ValueError, AttributeError):
-        return None
-    if isinstance(metadata, dict) and metadata.get(name):
-        return str(metadata[name])
-    return None
-
-
-Observer = Callable[[str, str, RunRequestPlan], None]
-
-
 class RunObserverMiddleware:
-    """See the module docstring. `observe(thread_id, run_id, plan)` is called once per run."""
+    """See the module docstring. `sink_for(scope)` returns where runs go, or None to stay out."""
 
-    def __init__(self, app: ASGIApp, observe: Callable[[Scope], Observer | None], max_runs: int = 10_000) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        sink_for: Callable[[Scope], RunSink | None],
+        setting: CaptureSetting = CaptureSetting.AUTO,
+        max_runs: int = 10_000,
+    ) -> None:
         self.app = app
-        self._observer_for = observe
+        self._sink_for = sink_for
+        self._setting = setting
         self._max_runs = max_runs
-        # What the middleware changed in recent runs, for streams joined later.
-        self._plans: OrderedDict[str, RunRequestPlan] = OrderedDict()
+        # What the plugin changed in recent runs, for the reads that come later.
+        self.plans: OrderedDict[str, RunPlan] = OrderedDict()
 
-    def _remember(self, run_id: str, plan: RunRequestPlan) -> None:
-        self._plans[run_id] = plan
-        while len(self._plans) > self._max_runs:
-            self._plans.popitem(last=False)
+    def _remember(self, run_id: str, plan: RunPlan) -> None:
+        if not plan.changed:
+            return
+        self.plans[run_id] = plan
+        while len(self.plans) > self._max_runs:
+            self.plans.popitem(last=False)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or any(k == _READER_HEADER for k, _ in scope["headers"]):
             await self.app(scope, receive, send)
             return
-        method, path = scope.get("method"), route_path(scope)
-        if method == "POST" and (_THREAD_RUNS.match(path) or _STATELESS_RUNS.match(path)):
+        method, path = scope.get("method", ""), route_path(scope)
+        kind = run_creating_kind(method, path)
+        if kind is not None:
             await self._create(scope, receive, send, path)
-        elif method == "GET" and self._plans and (match := _RUN_JOIN.match(path)):
+        elif method == "GET" and self.plans and (match := _RUN_JOIN.match(path)):
             await self._join(scope, receive, send, match.group("run_id"))
-        elif method == "GET" and self._plans and _THREAD_STREAM.match(path):
+        elif method == "GET" and self.plans and _RUN_READ.match(path):
+            await self.app(scope, receive, _RestoringSend(self.plans, send))
+        elif method == "GET" and self.plans and _THREAD_STREAM.match(path):
             await self._thread_stream(scope, receive, send)
         else:
             await self.app(scope, receive, send)
@@ -198,82 +124,100 @@ class RunObserverMiddleware:
     # -- creating runs --------------------------------------------------------
 
     async def _create(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
-        observe = self._observer_for(scope)
-        if observe is None:
+        sink = self._sink_for(scope)
+        if sink is None:
             await self.app(scope, receive, send)
             return
-        body, trailing = await _read_body(receive)
-        planned = plan_run_request("POST", path, body)
+        body, trailing, complete = await _read_body(receive, max_request_body_bytes())
+        planned = plan_run_request("POST", path, body, self._setting) if complete else None
         if planned is None:
-            await self.app(scope, _replay(body, trailing, receive), send)
+            sink.unplanned("a run-creating request the journal cannot read as the server does")
+            await self.app(scope, _replay(body, trailing, receive, complete), send)
             return
         plans, new_body = planned
-        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
-        headers.append((b"content-length", str(len(new_body)).encode()))
-        scope = {**scope, "headers": headers}
+        if new_body is not body:
+            scope = {**scope, "headers": list(scope["headers"])}
+            MutableHeaders(scope=scope)["content-length"] = str(len(new_body))
+        responder = _CreatedRunSend(plans, sink, self._remember, send)
+        try:
+            await self.app(scope, _replay(new_body, trailing, receive, True), responder)
+        finally:
+            responder.finish()
 
-        def notify(thread_id: str, run_id: str, plan: RunRequestPlan) -> None:
-            self._remember(run_id, plan)
-            try:
-                observe(thread_id, run_id, plan)
-            except Exception:  # noqa: BLE001 - journaling must never break the client's response
-                logger.exception("journal-bridge: could not observe run %s", run_id)
-
-        await self.app(scope, _replay(new_body, trailing, receive), _CreatedRunSend(plans, notify, send))
-
-    # -- joining streams ------------------------------------------------------
+    # -- later reads ------------------------------------------------------------
 
     async def _join(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
-        plan = self._plans.get(run_id)
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        asked = {m for value in query.get("stream_mode", []) for m in value.split(",") if m}
-        if plan is None or not plan.changed or EVENTS_MODE in asked:
+        plan = self.plans.get(run_id)
+        if plan is None:
             await self.app(scope, receive, send)
             return
-        # Without stream_mode the server replays the run's modes: the client's own.
-        keep_modes = asked or set(plan.client_modes)
-        resuming = any(k.lower() == b"last-event-id" for k, _ in scope["headers"])
+        if plan.forced_resumable:
+            # The client's run is not resumable: a Last-Event-ID replays nothing.
+            scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"last-event-id"]}
+        added = set(plan.capture.added)
 
-        def keep(event: str | None, data: bytes | None) -> bool:
-            mode = mode_of(event)
-            return not (plan.added_mode and mode == EVENTS_MODE and EVENTS_MODE not in keep_modes)
+        def on_frame(frame: Frame) -> bytes:
+            if frame.mode in added:
+                return b""
+            return frame.to_bytes(strip_ids=plan.forced_resumable)
 
-        sse = _SSEFilter(keep, strip_ids=plan.forced_resumable and not resuming)
-        await self.app(scope, receive, _FilteredSend(sse, send))
+        await self.app(scope, receive, _FilteredSend(SSEFrames(on_frame), send))
 
     async def _thread_stream(self, scope: Scope, receive: Receive, send: Send) -> None:
-        def keep(event: str | None, data: bytes | None) -> bool:
-            if mode_of(event) != EVENTS_MODE:
-                return True
-            plan = self._plans.get(_metadata_field(data, "run_id") or "")
-            return plan is None or not plan.added_mode
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        asked = {m for key in ("stream_mode", "stream_modes") for v in query.get(key, []) for m in v.split(",")}
 
-        await self.app(scope, receive, _FilteredSend(_SSEFilter(keep, strip_ids=False), send))
+        def on_frame(frame: Frame) -> bytes:
+            if frame.mode == EVENTS_MODE and EVENTS_MODE not in asked:
+                plan = self.plans.get(_metadata_field(frame.data, "run_id") or "")
+                if plan is not None and EVENTS_MODE in plan.capture.added:
+                    return b""
+            return frame.to_bytes()
+
+        await self.app(scope, receive, _FilteredSend(SSEFrames(on_frame), send))
 
 
-async def _read_body(receive: Receive) -> tuple[bytes, list[Message]]:
+def _metadata_field(data: bytes | None, name: str) -> str | None:
+    """`metadata[name]` of an `events` frame's payload, if it has one."""
+    if data is None:
+        return None
+    try:
+        metadata = orjson.loads(data).get("metadata")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    if isinstance(metadata, dict) and metadata.get(name):
+        return str(metadata[name])
+    return None
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes, list[Message], bool]:
+    """The request body; `complete` is False when it ended early or grew past `limit`."""
     chunks: list[bytes] = []
+    size = 0
     trailing: list[Message] = []
     while True:
         message = await receive()
-        if message["type"] == "http.request":
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        else:  # a disconnect before the body was complete
+        if message["type"] != "http.request":  # a disconnect before the body was complete
             trailing.append(message)
-            break
-    return b"".join(chunks), trailing
+            return b"".join(chunks), trailing, False
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), trailing, True
+        if size > limit:
+            return b"".join(chunks), trailing, False
 
 
-def _replay(body: bytes, trailing: list[Message], receive: Receive) -> Receive:
+def _replay(body: bytes, trailing: list[Message], receive: Receive, complete: bool) -> Receive:
+    """A `receive` that gives the app `body` first, then whatever the client sends."""
     sent = False
 
     async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": not complete and not trailing}
         if trailing:
             return trailing.pop(0)
         return await receive()
@@ -281,85 +225,155 @@ def _replay(body: bytes, trailing: list[Message], receive: Receive) -> Receive:
     return replay
 
 
-class _FilteredSend:
-    """Passes a successful SSE response body through an `_SSEFilter`."""
+def _is_sse(message: Message) -> bool:
+    content_type = MutableHeaders(raw=list(message.get("headers", []))).get("content-type", "")
+    return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
 
-    def __init__(self, sse: _SSEFilter | None, send: Send) -> None:
-        self.sse = sse
+
+class _FilteredSend:
+    """Passes a successful SSE response body through an `SSEFrames`."""
+
+    def __init__(self, frames: SSEFrames | None, send: Send) -> None:
+        self.frames = frames
         self.send = send
         self.active = False
+        self.ended = False
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
-            self.active = self.sse is not None and 200 <= message["status"] < 300 and _is_sse(message)
-        elif message["type"] == "http.response.body" and self.active and self.sse is not None:
+            self.active = self.frames is not None and 200 <= message["status"] < 300 and _is_sse(message)
+        elif message["type"] == "http.response.body":
             more = message.get("more_body", False)
-            body = self.sse.feed(message.get("body", b""), final=not more)
-            if not body and more:
-                return
-            message = {**message, "body": body}
+            self.ended = not more
+            if self.active and self.frames is not None:
+                body = self.frames.feed(message.get("body", b""), final=not more)
+                if not body and more:
+                    return
+                message = {**message, "body": body}
         await self.send(message)
 
 
-def _is_sse(message: Message) -> bool:
-    for key, value in message.get("headers", []):
-        if key.lower() == b"content-type":
-            return value.split(b";", 1)[0].strip().lower() == b"text/event-stream"
-    return False
+class _RestoringSend:
+    """Gives run objects in a JSON response the client's own values back."""
 
-
-class _CreatedRunSend(_FilteredSend):
-    """Learns the created runs from the response; filters a streamed run's frames."""
-
-    def __init__(self, plans: list[RunRequestPlan], notify: Callable[[str, str, RunRequestPlan], None], send: Send) -> None:
-        super().__init__(None, send)
+    def __init__(self, plans: OrderedDict[str, RunPlan], send: Send) -> None:
         self.plans = plans
-        self.notify = notify
-        self.json_body: list[bytes] | None = None
+        self.send = send
+        self.start: Message | None = None
+        self.chunks: list[bytes] = []
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
-            self._start(message)
-        elif message["type"] == "http.response.body" and self.json_body is not None:
-            self.json_body.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                self._runs_from_json(b"".join(self.json_body))
-                self.json_body = None
+            headers = MutableHeaders(raw=list(message.get("headers", [])))
+            if 200 <= message["status"] < 300 and headers.get("content-type", "").startswith("application/json"):
+                self.start = message
+                return
+        elif message["type"] == "http.response.body" and self.start is not None:
+            self.chunks.append(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            await self._flush(b"".join(self.chunks))
+            return
+        await self.send(message)
+
+    async def _flush(self, body: bytes) -> None:
+        assert self.start is not None
+        restored = restore_run_objects(body, self.plans)
+        start = self.start
+        if restored is not None:
+            body = restored
+            start = {**start, "headers": list(start.get("headers", []))}
+            MutableHeaders(raw=start["headers"])["content-length"] = str(len(body))
+        await self.send(start)
+        await self.send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class _CreatedRunSend(_FilteredSend):
+    """Learns the created runs from the response and hands them to the journal."""
+
+    def __init__(
+        self,
+        plans: list[RunPlan],
+        sink: RunSink,
+        remember: Callable[[str, RunPlan], None],
+        send: Send,
+    ) -> None:
+        super().__init__(None, send)
+        self.run_plans = plans
+        self.sink = sink
+        self.remember = remember
+        self.known: OrderedDict[str, RunPlan] = OrderedDict()
+        self.tee: RunTee | None = None
+        self.restoring: _RestoringSend | None = None
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
+            self._started(message)
+        if self.restoring is not None:
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                body = b"".join([*self.restoring.chunks, message.get("body", b"")])
+                self._runs_from_json(body)
+                self.restoring.chunks = [body]
+                await self.restoring._flush(body)
+                return
+            await self.restoring(message)
+            return
         await super().__call__(message)
 
-    def _start(self, message: Message) -> None:
-        if not 200 <= message["status"] < 300:
-            return
-        plan = self.plans[0]
+    def _started(self, message: Message) -> None:
+        plan = self.run_plans[0]
         if plan.kind in ("create", "batch"):
-            self.json_body = []
+            # Small JSON bodies: held until complete, to learn the runs and restore them.
+            self.restoring = _RestoringSend(self.known, self.send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in message.get("headers", [])}
-        location = headers.get("content-location", "")
+        location = MutableHeaders(raw=list(message.get("headers", []))).get("content-location", "")
         match = _CONTENT_LOCATION.match(location)
-        if match:
-            self.notify(match.group("thread_id"), match.group("run_id"), plan)
-        stateless_run = location.rsplit("/", 1)[-1] if not match and location.startswith("/runs/") else None
-        if plan.kind != "stream" or not (plan.changed or stateless_run):
+        stateless = _STATELESS_LOCATION.match(location)
+        if match is None and stateless is None:
             return
+        thread_id = match.group("thread_id") if match else None
+        run_id = (match or stateless).group("run_id")  # type: ignore[union-attr]
+        self.remember(run_id, plan)
+        if plan.kind == "wait":
+            if thread_id is not None:
+                self._hand_over(lambda: self.sink.join(thread_id, run_id, plan), run_id)
+            return
+        self.tee = self._hand_over(lambda: self.sink.tee(thread_id, run_id, plan), run_id)
+        tee, added, strip = self.tee, set(plan.capture.added), plan.forced_resumable
 
-        def keep(event: str | None, data: bytes | None) -> bool:
-            nonlocal stateless_run
-            mode = mode_of(event)
-            if stateless_run and mode == EVENTS_MODE and (thread_id := _metadata_field(data, "thread_id")):
-                # A stateless streamed run names only its run; its thread comes in the first event.
-                run_id, stateless_run = stateless_run, None
-                self.notify(thread_id, run_id, plan)
-            return not (plan.added_mode and mode == EVENTS_MODE)
+        def on_frame(frame: Frame) -> bytes:
+            if tee is not None:
+                tee.feed(frame)
+            if frame.mode in added:
+                return b""
+            return frame.to_bytes(strip_ids=strip)
 
-        self.sse = _SSEFilter(keep, strip_ids=plan.forced_resumable)
+        self.frames = SSEFrames(on_frame)
+
+    def _hand_over(self, call: Callable[[], Any], run_id: str) -> Any:
+        try:
+            return call()
+        except Exception:  # noqa: BLE001 - journaling must never break the client's response
+            logger.exception("journal-bridge: could not observe run %s", run_id)
+            return None
 
     def _runs_from_json(self, body: bytes) -> None:
         try:
-            data = json.loads(body)
-        except ValueError:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
             return
         runs = data if isinstance(data, list) else [data]
-        for run, plan in zip(runs, self.plans):
+        for run, plan in zip(runs, self.run_plans, strict=False):
             if isinstance(run, dict) and run.get("thread_id") and run.get("run_id"):
-                self.notify(str(run["thread_id"]), str(run["run_id"]), plan)
+                run_id = str(run["run_id"])
+                self.known[run_id] = plan
+                self.remember(run_id, plan)
+                self._hand_over(lambda r=run_id, p=plan, t=str(run["thread_id"]): self.sink.join(t, r, p), run_id)
+
+    def finish(self) -> None:
+        """The response is over: a streamed run's tee learns whether its client saw it all."""
+        if self.tee is not None:
+            try:
+                self.tee.close(complete=self.ended)
+            except Exception:  # noqa: BLE001
+                logger.exception("journal-bridge: could not close a run's tee")

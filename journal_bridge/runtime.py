@@ -49,11 +49,11 @@ def _mode_of(message) -> str | None:
     return decoded.event_bytes.decode("utf-8", "replace").split("|", 1)[0]
 
 
-def release_run_frames(thread_id: str, run_id: str, *, keep_all_except: str | None) -> int:
+def release_run_frames(thread_id: str, run_id: str, *, modes: frozenset[str] | None) -> int:
     """Drop a finished run's retained frames; returns how many were dropped.
 
-    `keep_all_except=None` drops every frame of the run; a mode name drops only
-    that mode's frames and keeps the rest for the client's own resumption.
+    `modes=None` drops every frame of the run; a set of modes drops only those
+    modes' frames and keeps the rest for the client's own resumption.
     """
     manager = _stream_manager()
     if manager is None:
@@ -65,11 +65,11 @@ def release_run_frames(thread_id: str, run_id: str, *, keep_all_except: str | No
     frames = per_thread.get(key)
     if frames is None:
         return 0
-    if keep_all_except is None:
+    if modes is None:
         del per_thread[key]
         dropped = len(frames)
     else:
-        kept = [m for m in frames if _mode_of(m) != keep_all_except]
+        kept = [m for m in frames if _mode_of(m) not in modes]
         dropped = len(frames) - len(kept)
         per_thread[key] = kept
     if not per_thread:

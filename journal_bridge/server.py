@@ -32,8 +32,10 @@ from starlette.routing import Route
 from starlette.types import Scope
 
 from journal_bridge.bridge import Bridge
-from journal_bridge.intercept import RunObserverMiddleware, RunRequestPlan
-from journal_bridge.modes import EVENTS_MODE
+from journal_bridge.capture import CAPTURE_ENV, CaptureSetting
+from journal_bridge.intercept import READER_HEADER, RunObserverMiddleware
+from journal_bridge.reader import RunSource, TeeSource
+from journal_bridge.run_requests import RunPlan
 from journal_bridge.routes import DEFAULT_PREFIX, PREFIX_ENV, journal_routes
 from journal_bridge.runtime import release_run_frames, retained_frame_count
 from journal_bridge.store import RunEventStore, StoreUnavailable, default_store_url, open_store_when_available
@@ -56,13 +58,14 @@ class Journal:
         self.bridge: Bridge | None = None
         self._opener: asyncio.Task[None] | None = None
         # What the plugin added to each observed run, so the bridge can release it.
-        self._plans: OrderedDict[str, RunRequestPlan] = OrderedDict()
+        self._plans: OrderedDict[str, RunPlan] = OrderedDict()
         self.frames_released = 0
+        self.unplanned_requests = 0
 
     async def start(self, app: Starlette) -> None:
         from langgraph_sdk import get_client
 
-        self.bridge = Bridge(None, get_client, on_run_done=self._run_done)
+        self.bridge = Bridge(None, lambda: get_client(headers={READER_HEADER: "1"}), on_run_done=self._run_done)
         await self.bridge.start()
         self._opener = asyncio.create_task(self._open_store(app), name="journal-bridge-open-store")
         # Give a reachable store the chance to be open before the first request.
@@ -88,26 +91,42 @@ class Journal:
         if self.store is not None:
             await self.store.close()
 
-    def observer_for(self, scope: Scope):
-        if self.bridge is None:
-            return None
-        return self.observe
+    def sink_for(self, scope: Scope) -> Journal | None:
+        return self if self.bridge is not None else None
 
-    def observe(self, thread_id: str, run_id: str, plan: RunRequestPlan) -> None:
-        assert self.bridge is not None
+    def _remember(self, run_id: str, plan: RunPlan) -> None:
         self._plans[run_id] = plan
         while len(self._plans) > 10_000:
             self._plans.popitem(last=False)
-        self.bridge.observe(thread_id, run_id)
+
+    @staticmethod
+    def _source(plan: RunPlan) -> RunSource:
+        return RunSource(plan.capture, resumable=True, assistant_id=plan.assistant_id, run_input=plan.run_input)
+
+    def join(self, thread_id: str, run_id: str, plan: RunPlan) -> None:
+        """A run nobody streams: join it from its first frame."""
+        assert self.bridge is not None
+        self._remember(run_id, plan)
+        self.bridge.observe(thread_id, run_id, self._source(plan))
+
+    def tee(self, thread_id: str | None, run_id: str, plan: RunPlan) -> TeeSource:
+        """A streamed run: read it from the frames its client receives."""
+        assert self.bridge is not None
+        self._remember(run_id, plan)
+        return self.bridge.tee(thread_id, run_id, self._source(plan))
+
+    def unplanned(self, reason: str) -> None:
+        self.unplanned_requests += 1
+        logger.warning("journal-bridge: forwarded untouched (%s); its run is not journaled live", reason)
 
     def _run_done(self, thread_id: str, run_id: str) -> None:
         plan = self._plans.pop(run_id, None)
         if plan is None:
             return
         if plan.forced_resumable:
-            self.frames_released += release_run_frames(thread_id, run_id, keep_all_except=None)
-        elif plan.added_mode:
-            self.frames_released += release_run_frames(thread_id, run_id, keep_all_except=EVENTS_MODE)
+            self.frames_released += release_run_frames(thread_id, run_id, modes=None)
+        elif plan.capture.added:
+            self.frames_released += release_run_frames(thread_id, run_id, modes=frozenset(plan.capture.added))
 
     def health(self) -> dict[str, Any]:
         report: dict[str, Any] = {"enabled": True, "store_url": redact_url(self.store_url)}
@@ -115,6 +134,7 @@ class Journal:
             report.update(self.bridge.health())
         report["retained_frames"] = retained_frame_count()
         report["frames_released"] = self.frames_released
+        report["unplanned_requests"] = self.unplanned_requests
         return report
 
 
@@ -146,12 +166,13 @@ def create_app() -> Starlette:
             return JSONResponse({"enabled": False})
         return JSONResponse(journal.health())
 
-    def observer_for(scope: Scope):
-        return journal.observer_for(scope) if journal is not None else None
+    def sink_for(scope: Scope) -> Journal | None:
+        return journal.sink_for(scope) if journal is not None else None
 
+    setting = CaptureSetting.parse(os.environ.get(CAPTURE_ENV))
     app = Starlette(
         routes=[Route(f"{prefix}/health", health, methods=["GET"]), *journal_routes(prefix)],
-        middleware=[Middleware(RunObserverMiddleware, observe=observer_for)],
+        middleware=[Middleware(RunObserverMiddleware, sink_for=sink_for, setting=setting)],
         lifespan=lifespan,
     )
     app.state.journal = journal

@@ -66,7 +66,12 @@ async def test_a_turn_maps_to_start_input_answer_and_end(conversation):
     human, answer = records[1].content, records[2].content
     assert human["type"] == "human" and human["content"] == "hello" and human["id"]
     assert answer["type"] == "ai" and answer["id"].startswith("lc_run--")
-    assert records[2].metadata["caller"] == "model"
+    assert records[2].metadata == {
+        "caller": "lead_agent",
+        "usage": answer["usage_metadata"],
+        "latency_ms": None,
+        "llm_call_index": 1,
+    }
     assert all(r.thread_id == thread_id and r.run_id == run_id for r in records)
 
 
@@ -146,7 +151,7 @@ def test_an_error_part_becomes_one_run_error():
     first = mapper.feed("error", {"error": "ValueError", "message": "boom"})
     second = mapper.feed("events", {"event": "on_chain_error", "run_id": "r", "data": {"error": "boom"}})
     assert [r.event_type for r in first] == ["run.error"]
-    assert first[0].content == {"error": "ValueError", "message": "boom"}
+    assert (first[0].content, first[0].metadata) == ("boom", {"error_type": "ValueError"})
     assert second[0].source_key == first[0].source_key
 
 

@@ -1,0 +1,88 @@
+"""How a run is captured: which stream modes the journal adds, and which mapper reads them.
+
+`JOURNAL_BRIDGE_CAPTURE` chooses:
+
+- `auto` (default): a run whose client already streams tokens (`messages`,
+  `messages-tuple` or `events`) is captured from `events` -- its model calls
+  stream anyway, so adding `events` changes nothing about how they run; any
+  other run from `values` + `custom`, which leave execution untouched;
+- `events`: always from `events` (the only mode that carries custom events a
+  middleware sends through `adispatch_custom_event` alone); every model call
+  of every run is then streamed instead of invoked;
+- `lean`: never `events`.
+
+Both paths yield the same message, marker and outputs records (see
+`journal_bridge.records`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from journal_bridge.modes import EVENTS_MODE
+
+__all__ = [
+    "CAPTURE_ENV",
+    "TOKEN_MODES",
+    "Capture",
+    "CaptureSetting",
+    "plan_capture",
+]
+
+CAPTURE_ENV = "JOURNAL_BRIDGE_CAPTURE"
+
+# Modes under which the server already streams every model call.
+TOKEN_MODES = frozenset({"messages", "messages-tuple", EVENTS_MODE})
+
+_STATE_MODES = ("values", "custom")
+# A stateless streamed run names only its run; the thread comes with its checkpoints.
+_THREAD_MODE = "checkpoints"
+
+
+class CaptureSetting(enum.StrEnum):
+    AUTO = "auto"
+    EVENTS = "events"
+    LEAN = "lean"
+
+    @classmethod
+    def parse(cls, value: str | None) -> CaptureSetting:
+        text = (value or cls.AUTO.value).strip().lower()
+        try:
+            return cls(text)
+        except ValueError:
+            choices = ", ".join(member.value for member in cls)
+            raise ValueError(f"{CAPTURE_ENV}={value!r}: expected one of {choices}") from None
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What the journal reads for one run.
+
+    `path` is `"events"` (the `events` mapper) or `"state"` (the state mapper);
+    `modes` are the stream modes the journal reads; `added` those of them the
+    client did not ask for, in the order they were appended to its request.
+    """
+
+    path: str
+    modes: tuple[str, ...]
+    added: tuple[str, ...]
+
+
+def plan_capture(client_modes: Iterable[str], setting: CaptureSetting, *, needs_thread: bool = False) -> Capture:
+    """The capture of a run whose client asked for `client_modes`.
+
+    `needs_thread`: the run's thread id is not known from the response (a
+    stateless streamed run), so the stream must say it.
+    """
+    asked = list(dict.fromkeys(client_modes))
+    use_events = setting is CaptureSetting.EVENTS or (
+        setting is CaptureSetting.AUTO and any(mode in TOKEN_MODES for mode in asked)
+    )
+    if use_events:
+        modes: tuple[str, ...] = (EVENTS_MODE,)
+    else:
+        modes = _STATE_MODES + ((_THREAD_MODE,) if needs_thread else ())
+    added = tuple(mode for mode in modes if mode not in asked)
+    return Capture("events" if use_events else "state", modes, added)

@@ -1,0 +1,206 @@
+"""Reading one run: its stream parts, from a tee or a join, through the capture's mapper.
+
+A run is read from one of two sources:
+
+- a **tee** (`TeeSource`): the frames the plugin forwards to the client that
+  streams the run, pushed without waiting (the client's stream never waits on
+  the journal). If the client goes away before the run ends, the rest is read
+  by joining the run from the last frame the tee saw;
+- a **join** through the SDK, for runs nobody streams: `runs.join_stream` with
+  the capture's modes, from the first frame when the run is resumable.
+
+`read_run` maps the parts with the capture's mapper (`events` -> `RunMapper`,
+`state` -> `StateMapper`) and hands each batch of records to `emit`, in
+stream order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from journal_bridge.capture import Capture
+from journal_bridge.compat import join_params
+from journal_bridge.events import RunEvent
+from journal_bridge.mapping import RunMapper
+from journal_bridge.modes import EVENTS_MODE
+from journal_bridge.sse import Frame
+from journal_bridge.state_mapping import StateMapper
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Part", "RunSource", "TeeSource", "read_run"]
+
+_ALWAYS_READ = frozenset({"error", "metadata"})
+
+Emit = Callable[[list[RunEvent]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Part:
+    event: str
+    data: Any
+    id: str | None = None
+
+
+class TeeSource:
+    """The frames of one streamed run, as its client receives them.
+
+    `feed` never waits and never raises into the response path; frames of
+    modes the capture does not read are not kept.
+    """
+
+    def __init__(self, capture: Capture) -> None:
+        self._wanted = frozenset(capture.modes) | _ALWAYS_READ
+        self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
+        self.complete: bool | None = None
+        self.last_id: str | None = None
+
+    def feed(self, frame: Frame) -> None:
+        if frame.id is not None:
+            self.last_id = frame.id
+        if frame.event is not None and frame.mode in self._wanted:
+            self._queue.put_nowait(frame)
+
+    def close(self, *, complete: bool) -> None:
+        if self.complete is None:
+            self.complete = complete
+            self._queue.put_nowait(None)
+
+    async def parts(self) -> AsyncIterator[Part]:
+        while True:
+            frame = await self._queue.get()
+            if frame is None:
+                return
+            try:
+                data = orjson.loads(frame.data) if frame.data else None
+            except orjson.JSONDecodeError:
+                data = frame.data.decode("utf-8", "replace") if frame.data else None
+            yield Part(frame.event or "", data, frame.id)
+
+
+@dataclass
+class RunSource:
+    """Where a run's parts come from and what is known about the run already."""
+
+    capture: Capture
+    resumable: bool = True
+    tee: TeeSource | None = None
+    run: Mapping[str, Any] | None = None  # the run object, when the response had it
+    assistant_id: Any = None  # from the request, if the run object cannot be read
+    run_input: Any = None
+
+
+def _thread_from(part: Part) -> str | None:
+    """The thread a stateless run's part names (its `events` metadata or checkpoint config)."""
+    if not isinstance(part.data, Mapping):
+        return None
+    if part.event == EVENTS_MODE:
+        value = (part.data.get("metadata") or {}).get("thread_id")
+    elif part.event == "checkpoints":
+        value = ((part.data.get("config") or {}).get("configurable") or {}).get("thread_id")
+    else:
+        return None
+    return str(value) if value else None
+
+
+async def resolve_thread(tee: TeeSource) -> tuple[str | None, list[Part]]:
+    """Read a stateless run's tee until a part names its thread; the parts read so far."""
+    held: list[Part] = []
+    async for part in tee.parts():
+        held.append(part)
+        thread_id = _thread_from(part)
+        if thread_id:
+            return thread_id, held
+    return None, held
+
+
+async def _start_state_mapper(sdk: Any, mapper: StateMapper, source: RunSource) -> list[RunEvent]:
+    run = source.run
+    if run is None:
+        try:
+            run = await sdk.runs.get(mapper.thread_id, mapper.run_id)
+        except Exception as exc:  # noqa: BLE001 - a stateless run's thread may already be gone
+            logger.debug("journal-bridge: run %s not readable (%s); using its request", mapper.run_id, exc)
+    kwargs = (run or {}).get("kwargs") or {}
+    configurable = (kwargs.get("config") or {}).get("configurable") or {}
+    graph = configurable.get("graph_id") or ((run or {}).get("metadata") or {}).get("graph_id")
+    assistant_id = (run or {}).get("assistant_id") or source.assistant_id
+    run_input = kwargs.get("input") if run else source.run_input
+    return mapper.start(graph, str(assistant_id) if assistant_id else None, run_input)
+
+
+async def read_run(
+    sdk: Any,
+    thread_id: str,
+    run_id: str,
+    source: RunSource,
+    emit: Emit,
+    *,
+    held: list[Part] | None = None,
+    on_part: Callable[[], None] | None = None,
+) -> RunMapper | StateMapper:
+    """Read the run to its end and emit its records; returns the mapper (its `malformed` count).
+
+    Join failures propagate; the caller decides whether to read again.
+    """
+    capture = source.capture
+    mapper: RunMapper | StateMapper
+    if capture.path == "events":
+        mapper = RunMapper(thread_id, run_id)
+    else:
+        mapper = StateMapper(thread_id, run_id)
+        await emit(await _start_state_mapper(sdk, mapper, source))
+
+    async def consume(parts: AsyncIterator[Part] | list[Part]) -> None:
+        if isinstance(parts, list):
+            for part in parts:
+                await feed(part)
+            return
+        async for part in parts:
+            await feed(part)
+
+    async def feed(part: Part) -> None:
+        if on_part is not None:
+            on_part()
+        records = mapper.feed(part.event, part.data)
+        if records:
+            await emit(records)
+
+    tee = source.tee
+    if tee is not None:
+        await consume(held or [])
+        await consume(tee.parts())
+        missed = not tee.complete
+        last_id = tee.last_id
+    else:
+        missed, last_id = True, None
+    if missed:
+        # Nobody streamed the run to its end: join it for what is left.
+        if source.resumable:
+            start = last_id or "0"
+        else:
+            start = None
+        stream = sdk.runs.join_stream(thread_id, run_id, params=join_params(capture.modes), last_event_id=start)
+        await consume(_parts_of(stream))
+    final_state = None
+    if missed and not source.resumable and isinstance(mapper, StateMapper):
+        # Frames between the client leaving and the join are gone; the state still shows their messages.
+        try:
+            final_state = (await sdk.threads.get_state(thread_id)).get("values")
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("journal-bridge: could not read the final state of thread %s: %s", thread_id, exc)
+    records = mapper.flush(final_state) if isinstance(mapper, StateMapper) else mapper.flush()
+    if records:
+        await emit(records)
+    return mapper
+
+
+async def _parts_of(stream: AsyncIterator[Any]) -> AsyncIterator[Part]:
+    async for part in stream:
+        yield Part(part.event, part.data, getattr(part, "id", None))

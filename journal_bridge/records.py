@@ -1,0 +1,249 @@
+"""What each journal record of a run says: one definition per event type.
+
+Every producer -- the `events` mapper, the state mapper, backfill -- builds its
+records with these functions, so the content, metadata and idempotency key of a
+record do not depend on how the run was captured. A `Draft` is a record before
+the run it belongs to is attached (`RunDraft.record`).
+
+Content and metadata follow deer-flow's run event stream contract:
+
+| event_type             | content                                        | metadata |
+|------------------------|------------------------------------------------|----------|
+| `run.start`            | `chain`, `graph`, `assistant_id`, `input_keys`, `input_messages` | `caller` |
+| `llm.human.input`      | the message dict                               | `caller` |
+| `llm.ai.response`      | the message dict                               | `caller`, `usage`, `latency_ms`, `llm_call_index` |
+| `llm.tool.result`      | the message dict                               | `tool` |
+| `middleware:summarize` | `name`, `hook`, `action`, `changes` (the summarization payload) | -- |
+| `run.end`              | `output_keys`, `message_count`, `last_message_id` | `status` |
+| `run.error`            | the error message (text)                       | `error_type` |
+
+Keys: a message with an id is keyed by it (`message:{id}`, unique in a thread,
+so a message sent again in a later run's input is journaled once); everything
+else by the run (`{run_id}:{what}`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage, convert_to_messages
+
+from journal_bridge.events import (
+    LLM_AI_RESPONSE,
+    LLM_HUMAN_INPUT,
+    LLM_TOOL_RESULT,
+    MIDDLEWARE_SUMMARIZE,
+    RUN_END,
+    RUN_ERROR,
+    RUN_START,
+    SUMMARIZER_CALLER,
+    TRACE,
+    RunEvent,
+    make_event,
+)
+
+__all__ = [
+    "CONVERSATION_CALLER",
+    "Draft",
+    "ai_response",
+    "conversation_message",
+    "input_messages",
+    "is_summary_message",
+    "message_dict",
+    "model_call_trace",
+    "record",
+    "run_end",
+    "run_error",
+    "run_start",
+    "summarization_changes",
+    "summarize",
+    "tool_result",
+]
+
+# The caller deer-flow's history view expects for the conversation's own
+# messages (its contract fixes it for human input).
+CONVERSATION_CALLER = "lead_agent"
+
+_MESSAGE_TYPES = {"human", "ai", "tool", "system", "function", "chat"}
+_CONVERSATION_EVENT_TYPES = {"human": LLM_HUMAN_INPUT, "ai": LLM_AI_RESPONSE, "tool": LLM_TOOL_RESULT}
+# Upstream summarization marks the summary message it puts in the state so.
+_SUMMARY_SOURCE = "summarization"
+
+
+@dataclass
+class Draft:
+    """A record of a run before its ids are attached.
+
+    `key` identifies the record within its run; a message record whose message
+    has an id is keyed by that id instead (see `record`).
+    """
+
+    event_type: str
+    content: Any
+    key: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    category: str | None = None
+    is_message: bool = False
+
+    @property
+    def message_id(self) -> str | None:
+        if self.is_message and isinstance(self.content, Mapping):
+            value = self.content.get("id")
+            return str(value) if value else None
+        return None
+
+
+def record(thread_id: str, run_id: str, draft: Draft) -> RunEvent:
+    """The journal record of `draft` in run `run_id` of `thread_id`."""
+    message_id = draft.message_id
+    source_key = f"message:{message_id}" if message_id else f"{run_id}:{draft.key}"
+    return make_event(
+        thread_id=thread_id,
+        run_id=run_id,
+        event_type=draft.event_type,
+        category=draft.category,
+        content=draft.content,
+        metadata=draft.metadata,
+        source_key=source_key,
+    )
+
+
+# -- messages -------------------------------------------------------------------
+
+
+def message_dict(message: Any) -> dict[str, Any] | None:
+    """A LangChain message (object, dict, tuple or text) as a plain message dict."""
+    if isinstance(message, Mapping) and message.get("type") in _MESSAGE_TYPES:
+        return dict(message)
+    try:
+        converted = message if isinstance(message, BaseMessage) else convert_to_messages([message])[0]
+    except Exception:  # noqa: BLE001 - anything unconvertible is not a message
+        return None
+    return converted.model_dump(mode="json")
+
+
+def is_summary_message(message: Mapping[str, Any]) -> bool:
+    """The summary a compaction put in the state: state, not conversation."""
+    return (message.get("additional_kwargs") or {}).get("lc_source") == _SUMMARY_SOURCE
+
+
+def input_messages(run_input: Any) -> list[dict[str, Any]]:
+    """The conversation messages of a run's input, as message dicts."""
+    messages = run_input.get("messages") if isinstance(run_input, Mapping) else None
+    if isinstance(messages, (str, dict)):
+        messages = [messages]
+    if not isinstance(messages, (list, tuple)):
+        return []
+    converted = (message_dict(m) for m in messages)
+    return [m for m in converted if m and m.get("type") in _CONVERSATION_EVENT_TYPES]
+
+
+# -- records ----------------------------------------------------------------------
+
+
+def run_start(graph: str | None, assistant_id: str | None, run_input: Any) -> Draft:
+    content = {
+        "chain": graph,
+        "graph": graph,
+        "assistant_id": assistant_id,
+        "input_keys": sorted(run_input) if isinstance(run_input, Mapping) else None,
+        "input_messages": len(input_messages(run_input)),
+    }
+    return Draft(RUN_START, content, "run.start", {"caller": CONVERSATION_CALLER})
+
+
+def ai_response(message: dict[str, Any], call_index: int, key: str) -> Draft:
+    metadata = {
+        "caller": CONVERSATION_CALLER,
+        "usage": message.get("usage_metadata") or {},
+        "latency_ms": None,
+        "llm_call_index": call_index,
+    }
+    return Draft(LLM_AI_RESPONSE, message, key, metadata, is_message=True)
+
+
+def tool_result(message: dict[str, Any], key: str) -> Draft:
+    return Draft(LLM_TOOL_RESULT, message, key, {"tool": message.get("name")}, is_message=True)
+
+
+def conversation_message(message: dict[str, Any], key: str, call_index: int) -> Draft | None:
+    """The record of a conversation message of any type; None for other types.
+
+    `call_index` numbers AI messages within the run, from 1.
+    """
+    kind = message.get("type")
+    if kind == "ai":
+        return ai_response(message, call_index, key)
+    if kind == "tool":
+        return tool_result(message, key)
+    if kind == "human":
+        return Draft(LLM_HUMAN_INPUT, message, key, {"caller": CONVERSATION_CALLER}, is_message=True)
+    return None
+
+
+def model_call_trace(message: dict[str, Any], key: str, caller: str | None) -> Draft:
+    """A model call that is not the conversation: the summarizer's, or one inside a tool."""
+    metadata = {"caller": caller or SUMMARIZER_CALLER, "usage": message.get("usage_metadata") or {}}
+    return Draft(LLM_AI_RESPONSE, message, key, metadata, TRACE)
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def summarization_changes(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The summarization payload, completed where a minimal emitter left fields out.
+
+    `TrackingSummarizationMiddleware` sends every field; a middleware that sends
+    only `summary` and `replaced_count` (deer-flow's) still yields a full marker.
+    """
+    changes = dict(payload)
+    changes.setdefault("event", "summarization")
+    replaced_ids = changes.get("replaced_message_ids")
+    if not isinstance(changes.get("replaced_count"), int) and isinstance(replaced_ids, list):
+        changes["replaced_count"] = len(replaced_ids)
+    if not isinstance(changes.get("condensed_count"), int) and isinstance(changes.get("replaced_count"), int):
+        previous = changes.get("previous_summary_ids")
+        changes["condensed_count"] = changes["replaced_count"] - (len(previous) if isinstance(previous, list) else 0)
+    return changes
+
+
+def summarize(payload: Mapping[str, Any]) -> Draft:
+    """The marker record of one compaction, keyed by the summary it produced."""
+    changes = summarization_changes(payload)
+    content = {
+        "name": changes.get("middleware") or "SummarizationMiddleware",
+        "hook": changes.get("hook") or "before_model",
+        "action": "summarize",
+        "changes": changes,
+    }
+    identity = changes.get("summary_message_id") or _digest(changes)
+    return Draft(MIDDLEWARE_SUMMARIZE, content, f"summarize:{identity}")
+
+
+def run_end(output: Any) -> Draft:
+    messages = output.get("messages") if isinstance(output, Mapping) else None
+    content: dict[str, Any] = {"output_keys": sorted(output) if isinstance(output, Mapping) else None}
+    if isinstance(messages, list):
+        last = message_dict(messages[-1]) if messages else None
+        content["message_count"] = len(messages)
+        content["last_message_id"] = last.get("id") if last else None
+    return Draft(RUN_END, content, "run.end", {"status": "success"})
+
+
+def run_error(error: Any) -> Draft:
+    """A failed run. An error part and the root's error callback describe one
+    failure, so both map to the same key."""
+    if isinstance(error, Mapping):
+        error_type, message = error.get("error"), error.get("message")
+    elif isinstance(error, str):
+        error_type, message = "Error", error
+    else:
+        error_type, message = type(error).__name__, str(error)
+    text = message if isinstance(message, str) else json.dumps(message, default=str)
+    return Draft(RUN_ERROR, text, "run.error", {"error_type": str(error_type or "Error")})

@@ -1,0 +1,89 @@
+"""Server-sent event frames as they pass through the plugin, without buffering the body.
+
+`SSEFrames` cuts a streamed body into frames (frames may arrive split across
+chunks, or several in one chunk) and hands each to a callback that returns
+the bytes to send on: the frame unchanged, the frame without its `id:` lines,
+or nothing. A frame the callback fails on is passed on unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["Frame", "SSEFrames"]
+
+logger = logging.getLogger(__name__)
+
+_FRAME_END = re.compile(rb"\r\n\r\n|\n\n")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One SSE frame: its raw lines and the fields the plugin reads."""
+
+    raw: bytes
+    terminator: bytes
+    event: str | None
+    data: bytes | None
+    id: str | None
+
+    @classmethod
+    def parse(cls, raw: bytes, terminator: bytes) -> Frame:
+        lines = raw.splitlines()
+        event = data_lines = frame_id = None
+        for line in lines:
+            name, _, value = line.partition(b":")
+            if value.startswith(b" "):
+                value = value[1:]
+            if name == b"event":
+                event = value.decode("utf-8", "replace").strip()
+            elif name == b"data":
+                data_lines = [*(data_lines or []), value]
+            elif name == b"id":
+                frame_id = value.decode("utf-8", "replace").strip()
+        data = b"\n".join(data_lines) if data_lines is not None else None
+        return cls(raw, terminator, event, data, frame_id)
+
+    @property
+    def mode(self) -> str | None:
+        """The stream mode of the event name (`messages|sub:1` -> `messages`)."""
+        return self.event.split("|", 1)[0] if self.event else None
+
+    def to_bytes(self, *, strip_ids: bool = False) -> bytes:
+        """The frame as it came, or without its `id:` lines."""
+        if not strip_ids or self.id is None:
+            return self.raw + self.terminator
+        newline = b"\r\n" if b"\r\n" in self.raw or self.terminator.startswith(b"\r") else b"\n"
+        lines = [line for line in self.raw.splitlines() if not line.startswith(b"id:")]
+        return newline.join(lines) + self.terminator
+
+
+class SSEFrames:
+    """Feeds each complete frame of a body to `on_frame`; returns what to send on."""
+
+    def __init__(self, on_frame: Callable[[Frame], bytes]) -> None:
+        self._on_frame = on_frame
+        self._buffer = b""
+
+    def feed(self, chunk: bytes, final: bool) -> bytes:
+        data = self._buffer + chunk
+        out: list[bytes] = []
+        start = 0
+        for match in _FRAME_END.finditer(data):
+            out.append(self._frame(data[start : match.start()], match.group(0)))
+            start = match.end()
+        self._buffer = data[start:]
+        if final and self._buffer:
+            out.append(self._frame(self._buffer, b""))
+            self._buffer = b""
+        return b"".join(out)
+
+    def _frame(self, raw: bytes, terminator: bytes) -> bytes:
+        try:
+            return self._on_frame(Frame.parse(raw, terminator))
+        except Exception:  # noqa: BLE001 - the client's stream matters more than the journal
+            logger.exception("journal-bridge: passing an SSE frame through unfiltered")
+            return raw + terminator

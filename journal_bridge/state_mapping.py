@@ -1,0 +1,123 @@
+"""From the `values` and `custom` stream modes to journal records.
+
+The `events` stream mode makes the server run `astream_events`, which streams
+every model call instead of invoking it: a run captured that way is executed
+differently. A `StateMapper` journals a run from modes that leave execution
+alone:
+
+- each `values` part is the thread's state after a step; a message that was
+  not in the state before the run and appears in it now is a new conversation
+  message, journaled once, in state order, with the id the state gives it;
+- a `custom` part named `summarization` (what `TrackingSummarizationMiddleware`
+  writes) is the compaction marker; it arrives before the `values` part that
+  shows the compacted state, so the marker sits after the messages it
+  replaced and before the answer that followed;
+- the last state is the run's output (`run.end`); an `error` part is `run.error`.
+
+It yields the same message, middleware and outputs records as the `events`
+mapper (`journal_bridge.mapping`), built by the same functions
+(`journal_bridge.records`), with the same keys.
+
+Which messages belong to the run: those of the first `values` part except
+the last `input_count` (the run's input messages, now with their ids) were
+there before the run and are not journaled again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from journal_bridge import records
+from journal_bridge.events import RunEvent
+from journal_bridge.records import Draft, message_dict
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["StateMapper"]
+
+VALUES_MODE = "values"
+CUSTOM_MODE = "custom"
+
+
+class StateMapper:
+    """Maps the `values`/`custom`/`error` parts of one run, in order, to records.
+
+    Call `start(...)` first (the run's graph, assistant and input, from the run
+    object), then `feed` each part, then `flush` when the stream ends.
+    """
+
+    def __init__(self, thread_id: str, run_id: str) -> None:
+        self.thread_id = str(thread_id)
+        self.run_id = str(run_id)
+        self.malformed = 0
+        self._input_count: int | None = None
+        self._seen: set[str] | None = None
+        self._calls = 0
+        self._last_state: Mapping[str, Any] | None = None
+        self._failed = False
+        self._ended = False
+
+    def start(self, graph: str | None, assistant_id: str | None, run_input: Any) -> list[RunEvent]:
+        """`run.start`; the run's input tells which messages of the first state are new."""
+        self._input_count = len(records.input_messages(run_input))
+        return [self._record(records.run_start(graph, assistant_id, run_input))]
+
+    def feed(self, event: str, data: Any) -> list[RunEvent]:
+        """Records for one stream part (`event` is the SSE event name)."""
+        try:
+            if event == VALUES_MODE:
+                return self._state(data)
+            if event == CUSTOM_MODE:
+                if isinstance(data, Mapping) and data.get("event") == "summarization":
+                    return [self._record(records.summarize(data))]
+                return []
+            if event == "error":
+                self._failed = True
+                return [self._record(records.run_error(data))]
+            return []
+        except Exception as exc:  # noqa: BLE001 - a bad part must never stop a run's journal
+            self.malformed += 1
+            logger.warning("journal-bridge: skipped a malformed %r part of run %s: %s", event, self.run_id, exc)
+            return []
+
+    def flush(self, final_state: Any = None) -> list[RunEvent]:
+        """What the end of the stream adds: messages only `final_state` shows
+        (a stream read in part), then `run.end` unless the run failed."""
+        out = self._state(final_state) if isinstance(final_state, Mapping) else []
+        if not self._failed and not self._ended and self._last_state is not None:
+            self._ended = True
+            out.append(self._record(records.run_end(self._last_state)))
+        return out
+
+    # -- internals -----------------------------------------------------------
+
+    def _state(self, state: Any) -> list[RunEvent]:
+        if not isinstance(state, Mapping):
+            raise TypeError(f"a values part is {type(state).__name__}, not an object")
+        raw = state.get("messages")
+        messages = [m for m in (message_dict(x) for x in raw) if m] if isinstance(raw, list) else []
+        self._last_state = state
+        if self._seen is None:
+            # The first state: everything but the run's input was there before.
+            new_count = self._input_count or 0
+            before = messages[: len(messages) - new_count] if new_count else messages
+            self._seen = {str(m["id"]) for m in before if m.get("id")}
+        out: list[RunEvent] = []
+        for message in messages:
+            message_id = message.get("id")
+            if not message_id or str(message_id) in self._seen:
+                continue
+            self._seen.add(str(message_id))
+            if records.is_summary_message(message):
+                continue
+            call = self._calls + 1 if message.get("type") == "ai" else 0
+            draft = records.conversation_message(message, f"message:{message_id}", call)
+            if draft is not None:
+                self._calls = call or self._calls
+                out.append(self._record(draft))
+        return out
+
+    def _record(self, draft: Draft) -> RunEvent:
+        return records.record(self.thread_id, self.run_id, draft)

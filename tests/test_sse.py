@@ -1,0 +1,67 @@
+"""SSE frames on their way to the client: cut at any chunk boundary, dropped or sent on."""
+
+from __future__ import annotations
+
+import pytest
+
+from journal_bridge.sse import Frame, SSEFrames
+
+FRAMES = (
+    b"event: metadata\r\ndata: {\"run_id\":\"r\"}\r\nid: 1-0\r\n\r\n"
+    b"event: events\r\ndata: {\"event\":\"on_chain_start\",\"metadata\":{\"thread_id\":\"t9\"}}\r\nid: 1-0\r\n\r\n"
+    b": heartbeat\r\n\r\n"
+    b"event: values\r\ndata: {\"messages\":[]}\r\nid: 2-0\r\n\r\n"
+    b"event: events\r\ndata: {\"event\":\"on_chain_end\"}\r\nid: 2-0\r\n\r\n"
+    b"event: messages|sub\r\ndata: [1]\r\nid: 3-0\r\n\r\n"
+)
+
+
+def _through(on_frame, chunk_size: int) -> bytes:
+    frames = SSEFrames(on_frame)
+    out = b""
+    for start in range(0, len(FRAMES), chunk_size):
+        out += frames.feed(FRAMES[start : start + chunk_size], final=start + chunk_size >= len(FRAMES))
+    return out
+
+
+def _drop_events(frame: Frame) -> bytes:
+    return b"" if frame.mode == "events" else frame.to_bytes(strip_ids=True)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 64, len(FRAMES)])
+def test_frames_of_a_mode_are_dropped_and_ids_stripped_at_any_chunk_size(chunk_size):
+    assert _through(_drop_events, chunk_size) == (
+        b"event: metadata\r\ndata: {\"run_id\":\"r\"}\r\n\r\n"
+        b": heartbeat\r\n\r\n"
+        b"event: values\r\ndata: {\"messages\":[]}\r\n\r\n"
+        b"event: messages|sub\r\ndata: [1]\r\n\r\n"
+    )
+
+
+def test_frames_pass_byte_for_byte_and_their_fields_are_read():
+    seen: list[Frame] = []
+
+    def keep(frame: Frame) -> bytes:
+        seen.append(frame)
+        return frame.to_bytes()
+
+    assert _through(keep, 5) == FRAMES
+    assert (seen[1].event, seen[1].data, seen[1].id) == (
+        "events",
+        b'{"event":"on_chain_start","metadata":{"thread_id":"t9"}}',
+        "1-0",
+    )
+    assert (seen[2].event, seen[2].data) == (None, None)
+    assert seen[5].mode == "messages"
+
+
+def test_data_spread_over_several_lines_is_joined():
+    frame = Frame.parse(b"event: values\ndata: {\"a\":\ndata: 1}", b"\n\n")
+    assert frame.data == b'{"a":\n1}'
+
+
+def test_a_callback_that_fails_passes_the_frame_through():
+    def broken(frame: Frame) -> bytes:
+        raise RuntimeError("boom")
+
+    assert _through(broken, 11) == FRAMES
