@@ -3,7 +3,8 @@
 `journal_routes(prefix)` returns plain Starlette routes for the plugin's
 `http.app`. Handlers read the store from `request.app.state.journal_store`,
 which the app's lifespan sets. Who may read a thread's journal is decided in
-`journal_bridge.access`.
+`journal_bridge.access`; the OpenAPI description of each route, which the
+server publishes in its `/openapi.json`, is in `journal_bridge.openapi`.
 
 Errors are JSON `{"detail": "..."}`: 401 unauthenticated, 404 unknown thread,
 422 a bad parameter (named first in the message), 503 store or access check
@@ -29,8 +30,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from journal_bridge import history
+from journal_bridge import history, openapi
 from journal_bridge.access import JournalAccessError, readable_threads, require_thread_access
+from journal_bridge.openapi import MAX_LIMIT, MAX_SEQ
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -44,9 +46,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX = "/journal"
 PREFIX_ENV = "JOURNAL_BRIDGE_ROUTE_PREFIX"
-MAX_LIMIT = 500
-# The largest seq every store can hold (a signed 64-bit integer in SQLite and Postgres).
-MAX_SEQ = 2**63 - 1
 DEFAULT_LIMIT = 50
 DEFAULT_EVENTS_LIMIT = 500
 
@@ -169,8 +168,12 @@ async def _known_thread(request: Request, thread_id: str) -> Any:
     return store
 
 
-def _handler(func: Any) -> Any:
-    """Wrap an endpoint so every failure is the JSON error the API promises."""
+def _handler(func: Any, operation: dict[str, Any]) -> Any:
+    """Wrap an endpoint so every failure is the JSON error the API promises.
+
+    The wrapper carries the route's OpenAPI operation in its docstring, where
+    the server looks for it.
+    """
     unavailable, store_error = _store_error_types()
 
     async def endpoint(request: Request) -> Response:
@@ -194,7 +197,7 @@ def _handler(func: Any) -> Any:
             return _error(500, "the journal failed; the reason is in the server log")
 
     endpoint.__name__ = func.__name__
-    endpoint.__doc__ = func.__doc__
+    openapi.describe(endpoint, operation, func.__doc__)
     return endpoint
 
 
@@ -313,7 +316,7 @@ async def threads_index(request: Request) -> Response:
     return _JSON({"data": [thread for thread in threads if thread["thread_id"] in readable]})
 
 
-def _viewer_page(name: str, prefix: str) -> Any:
+def _viewer_page(name: str, prefix: str, summary: str) -> Any:
     # Read once, when the routes are built: a request never touches the disk.
     template = (
         resources.files("journal_bridge").joinpath("viewer", name).read_text("utf-8")
@@ -338,6 +341,7 @@ def _viewer_page(name: str, prefix: str) -> Any:
         )
 
     page.__name__ = f"viewer_{name.split('.')[0]}"
+    openapi.describe(page, openapi.viewer_operation(f"journal_{page.__name__}", name == "thread.html"), summary)
     return page
 
 
@@ -348,35 +352,35 @@ def journal_routes(prefix: str | None = None) -> list[BaseRoute]:
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
     static_dir = resources.files("journal_bridge").joinpath("viewer")
     return [
-        Route(f"{prefix}/threads", _handler(threads_index), methods=["GET"]),
+        Route(f"{prefix}/threads", _handler(threads_index, openapi.threads_operation()), methods=["GET"]),
         Route(
             f"{prefix}/threads/{{thread_id}}/messages",
-            _handler(thread_messages),
+            _handler(thread_messages, openapi.messages_operation()),
             methods=["GET"],
         ),
         Route(
             f"{prefix}/threads/{{thread_id}}/markers",
-            _handler(thread_markers),
+            _handler(thread_markers, openapi.markers_operation()),
             methods=["GET"],
         ),
         Route(
             f"{prefix}/threads/{{thread_id}}/repair",
-            _handler(thread_repair),
+            _handler(thread_repair, openapi.repair_operation()),
             methods=["POST"],
         ),
         Route(
             f"{prefix}/threads/{{thread_id}}/runs/{{run_id}}/events",
-            _handler(run_events),
+            _handler(run_events, openapi.run_events_operation()),
             methods=["GET"],
         ),
         Route(
             f"{prefix}/ui",
-            _viewer_page("index.html", prefix),
+            _viewer_page("index.html", prefix, "The viewer: the journaled threads."),
             methods=["GET"],
         ),
         Route(
             f"{prefix}/ui/threads/{{thread_id}}",
-            _viewer_page("thread.html", prefix),
+            _viewer_page("thread.html", prefix, "The viewer: a thread's conversation, compactions marked inline."),
             methods=["GET"],
         ),
         Mount(

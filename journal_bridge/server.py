@@ -34,6 +34,7 @@ from starlette.types import Scope
 from journal_bridge.bridge import Bridge
 from journal_bridge.intercept import RunObserverMiddleware, RunRequestPlan
 from journal_bridge.modes import EVENTS_MODE
+from journal_bridge.openapi import HEALTH, describe
 from journal_bridge.routes import DEFAULT_PREFIX, PREFIX_ENV, journal_routes
 from journal_bridge.runtime import release_run_frames, retained_frame_count
 from journal_bridge.store import RunEventStore, StoreUnavailable, default_store_url, open_store_when_available
@@ -145,6 +146,8 @@ def create_app() -> Starlette:
         if journal is None:
             return JSONResponse({"enabled": False})
         return JSONResponse(journal.health())
+
+    describe(health, HEALTH, "The bridge's state: backlog, lag, retried and dropped counts.")
 
     def observer_for(scope: Scope):
         return journal.observer_for(scope) if journal is not None else None
