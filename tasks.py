@@ -6,34 +6,75 @@
     python3 tasks.py bench  # the benchmarks (store, history, bridge)
 
 Each command first makes sure `.venv` exists and holds this project with its
-test extras; it reinstalls only when `pyproject.toml` changed.
+test extras; it reinstalls only when `pyproject.toml` changed. Commands started
+together take turns at that (a file lock), so the second one waits for the
+first to finish `.venv` and then uses it.
+
+Ctrl-C reaches the command's process (the terminal signals the whole process
+group): `dev` lets the server shut down and ends with status 130, quietly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
 import sys
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".journal-bridge-installed"
+# Beside .venv, not inside it: it must exist before .venv does.
+LOCK = ROOT / ".venv.lock"
+INTERRUPTED = 130
 
 
 def _python() -> str:
     return str(BIN / "python")
 
 
+@contextlib.contextmanager
+def _venv_lock() -> Iterator[None]:
+    """Hold the lock on preparing .venv; wait (saying so) while another process holds it."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; commands there must not overlap
+        yield
+        return
+    with open(LOCK, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("waiting for another tasks.py to finish preparing .venv ...", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _installed(wanted: str) -> bool:
+    return STAMP.exists() and STAMP.read_text().strip() == wanted
+
+
 def ensure_venv() -> None:
     if sys.version_info < (3, 11):
         sys.exit("journal-bridge needs Python 3.11 or newer")
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text().strip() == wanted:
+    if _installed(wanted):
         return
+    with _venv_lock():
+        # Another process may have prepared it while this one waited.
+        if not _installed(wanted):
+            _prepare_venv(wanted)
+
+
+def _prepare_venv(wanted: str) -> None:
     if not BIN.exists():
         print("creating .venv ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
@@ -56,16 +97,33 @@ def _env() -> dict[str, str]:
     return env
 
 
-def dev(args: list[str]) -> int:
-    cmd = [str(BIN / "langgraph"), "dev", "--no-browser", *args]
+def _run(cmd: list[str]) -> int:
+    """Run `cmd` in ROOT to its end; its exit status, 130 if it was interrupted.
+
+    A Ctrl-C reaches the child too (same process group), so this process only
+    keeps waiting while the child shuts down, as a shell does for its
+    foreground job; killing the child instead would cut its shutdown short.
+    """
     print("+", " ".join(cmd), flush=True)
-    return subprocess.call(cmd, cwd=ROOT, env=_env())
+    interrupted = False
+    with subprocess.Popen(cmd, cwd=ROOT, env=_env()) as child:
+        while True:
+            try:
+                code = child.wait()
+                break
+            except KeyboardInterrupt:
+                interrupted = True
+    if code < 0:  # ended by a signal: the shell's convention
+        code = 128 - code
+    return INTERRUPTED if interrupted else code
+
+
+def dev(args: list[str]) -> int:
+    return _run([str(BIN / "langgraph"), "dev", "--no-browser", *args])
 
 
 def test(args: list[str]) -> int:
-    cmd = [_python(), "-m", "pytest", *args]
-    print("+", " ".join(cmd), flush=True)
-    code = subprocess.call(cmd, cwd=ROOT, env=_env())
+    code = _run([_python(), "-m", "pytest", *args])
     if code == 5:
         print("pytest collected no tests: treating that as a failure", file=sys.stderr)
         return 1
@@ -75,9 +133,7 @@ def test(args: list[str]) -> int:
 def bench(args: list[str]) -> int:
     scripts = args or ["store", "history", "bridge"]
     for name in scripts:
-        cmd = [_python(), str(ROOT / "benchmarks" / f"{name}.py")]
-        print("+", " ".join(cmd), flush=True)
-        code = subprocess.call(cmd, cwd=ROOT, env=_env())
+        code = _run([_python(), str(ROOT / "benchmarks" / f"{name}.py")])
         if code:
             return code
     return 0
@@ -90,8 +146,12 @@ def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         print(__doc__)
         return 2
-    ensure_venv()
-    return COMMANDS[sys.argv[1]](sys.argv[2:])
+    try:
+        ensure_venv()
+        return COMMANDS[sys.argv[1]](sys.argv[2:])
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -3,9 +3,16 @@
     journal-bridge history THREAD_ID [--store STORE_URL | --url SERVER_URL] [--limit N]
     journal-bridge follow --url SERVER_URL [--store STORE_URL] [--interval S] [--once]
     journal-bridge backfill --url SERVER_URL [--store STORE_URL] [--thread ID ...]
+    journal-bridge --version
 
 Each subcommand registers itself in `build_parser` through an `_add_<name>`
 function that sets `handler` on its sub-parser; `main` dispatches to it.
+
+Every subcommand that talks to a server sends the same credentials:
+`--token` (a bearer token), `--header 'Name: value'` (repeatable) and the
+`x-api-key` langgraph-sdk sends: an explicit `--header 'x-api-key: ...'`,
+else the first of the environment variables `LANGGRAPH_API_KEY`,
+`LANGSMITH_API_KEY`, `LANGCHAIN_API_KEY` that is set.
 """
 
 from __future__ import annotations
@@ -24,6 +31,56 @@ __all__ = ["build_parser", "format_item", "main"]
 
 _PAGE = 500
 _INDENT = "    "
+_API_KEY_HEADER = "x-api-key"
+# Where langgraph-sdk's `get_client` looks for an API key, in this order.
+_API_KEY_ENV = ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY")
+
+
+# -- credentials ---------------------------------------------------------------
+
+
+class _Usage(Exception):
+    """A malformed argument: reported with exit status 2, like argparse does."""
+
+
+def _add_credentials(parser: argparse.ArgumentParser, scope: str = "") -> None:
+    parser.add_argument("--token", help=f"{scope}bearer token for a server with auth")
+    parser.add_argument(
+        "--header",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help=(
+            f"{scope}extra request header, repeatable; x-api-key defaults to env "
+            "LANGGRAPH_API_KEY (else LANGSMITH_API_KEY, LANGCHAIN_API_KEY), as in langgraph-sdk"
+        ),
+    )
+
+
+def _credentials(args: argparse.Namespace) -> tuple[dict[str, str], str | None]:
+    """The request headers but the API key, and the API key (None: send none)."""
+    headers: dict[str, str] = {}
+    if args.token:
+        headers["Authorization"] = f"Bearer {args.token}"
+    api_key = None
+    for header in args.header or []:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            raise _Usage(f"--header: expected 'Name: value', got {header!r}")
+        if name.strip().lower() == _API_KEY_HEADER:
+            api_key = value.strip()
+        else:
+            headers[name.strip()] = value.strip()
+    if api_key is None:
+        api_key = _api_key_from_env()
+    return headers, api_key or None
+
+
+def _api_key_from_env() -> str | None:
+    for name in _API_KEY_ENV:
+        if value := os.environ.get(name):
+            # langgraph-sdk strips whitespace and quotes around the key the same way.
+            return value.strip().strip('"').strip("'")
+    return None
 
 
 # -- history -------------------------------------------------------------------
@@ -94,6 +151,7 @@ async def _history_from_store(
     from journal_bridge.history import history_page
     from journal_bridge.store import open_store
 
+    _require_existing_journal(store_url)
     async with open_store(store_url) as store:
         if not await store.has_thread(thread_id):
             return None
@@ -143,6 +201,19 @@ async def _history_from_server(
             return None
 
 
+def _require_existing_journal(store_url: str) -> None:
+    """A reader never creates a journal: opening a missing SQLite file would."""
+    if store_url.split(":", 1)[0].lower() != "sqlite":
+        return
+    from pathlib import Path
+
+    from journal_bridge.store.sqlite import sqlite_path_from_url
+
+    path = sqlite_path_from_url(store_url)
+    if not Path(path).exists():
+        raise _Failure(f"no journal at {path}")
+
+
 class _NotFound(Exception):
     pass
 
@@ -184,31 +255,26 @@ def _run_history(args: argparse.Namespace) -> int:
     from journal_bridge.routes import DEFAULT_PREFIX, PREFIX_ENV
 
     if args.url:
-        headers = {}
-        if args.token:
-            headers["Authorization"] = f"Bearer {args.token}"
-        for header in args.header or []:
-            name, sep, value = header.partition(":")
-            if not sep:
-                print(
-                    f"--header: expected 'Name: value', got {header!r}", file=sys.stderr
-                )
-                return 2
-            headers[name.strip()] = value.strip()
+        headers, api_key = _credentials(args)
+        if api_key:
+            headers[_API_KEY_HEADER] = api_key
         prefix = args.prefix or os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX
         source = args.url
         job = _history_from_server(
             args.url, args.thread_id, args.limit, headers, prefix, args.page_size
         )
     else:
-        from journal_bridge.store import default_store_url
+        from journal_bridge.store import STORE_URL_ENV, default_store_url
 
         source = args.store or default_store_url()
         job = _history_from_store(source, args.thread_id, args.limit)
     try:
         items = asyncio.run(job)
     except _Failure as exc:
-        print(f"journal-bridge history: {exc}", file=sys.stderr)
+        hint = ""
+        if not args.url and not args.store and not os.environ.get(STORE_URL_ENV):
+            hint = f"; give --store STORE_URL or --url SERVER_URL, or set {STORE_URL_ENV}"
+        print(f"journal-bridge history: {exc}{hint}", file=sys.stderr)
         return 1
     except Exception as exc:  # noqa: BLE001 - any store or network failure: say which and why
         print(f"journal-bridge history: cannot read {source}: {exc}", file=sys.stderr)
@@ -248,22 +314,17 @@ def _add_history(subparsers: Any) -> None:
     source.add_argument(
         "--store",
         metavar="STORE_URL",
-        help="run event store URL (default: env JOURNAL_BRIDGE_STORE_URL, else sqlite journal.db in the cwd)",
+        help=(
+            "run event store URL (default: env JOURNAL_BRIDGE_STORE_URL, else sqlite journal.db "
+            "in the cwd, which must exist: history never creates a journal)"
+        ),
     )
     source.add_argument(
         "--url", metavar="SERVER_URL", help="LangGraph Server URL with the plugin"
     )
     parser.add_argument("--limit", type=_positive, help="show only the newest N items")
     parser.add_argument("--json", action="store_true", help="one JSON item per line")
-    parser.add_argument(
-        "--token", help="with --url: bearer token for a server with auth"
-    )
-    parser.add_argument(
-        "--header",
-        action="append",
-        metavar="'NAME: VALUE'",
-        help="with --url: extra request header",
-    )
+    _add_credentials(parser, "with --url: ")
     parser.add_argument(
         "--prefix",
         help="with --url: the journal route prefix (default: env JOURNAL_BRIDGE_ROUTE_PREFIX or /journal)",
@@ -280,11 +341,11 @@ def _add_history(subparsers: Any) -> None:
 # -- follow --------------------------------------------------------------------
 
 
-def _sdk_client(url: str, token: str | None) -> Any:
+def _sdk_client(url: str, credentials: tuple[dict[str, str], str | None]) -> Any:
     from langgraph_sdk import get_client
 
-    headers = {"Authorization": f"Bearer {token}"} if token else None
-    return get_client(url=url, headers=headers)
+    headers, api_key = credentials
+    return get_client(url=url, headers=headers or None, api_key=api_key)
 
 
 def _run_follow(args: argparse.Namespace) -> int:
@@ -295,11 +356,12 @@ def _run_follow(args: argparse.Namespace) -> int:
     from journal_bridge.store import default_store_url
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    credentials = _credentials(args)
     store_url = args.store or default_store_url()
     cursor = Path(args.cursor) if args.cursor else default_cursor_path(store_url)
     try:
         summary = run_follower(
-            lambda: _sdk_client(args.url, args.token),
+            lambda: _sdk_client(args.url, credentials),
             store_url,
             cursor_path=cursor,
             interval=args.interval,
@@ -337,7 +399,7 @@ def _add_follow(subparsers: Any) -> None:
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between polls (default 2)")
     parser.add_argument("--once", action="store_true", help="poll once, journal what was found, exit")
     parser.add_argument("--cursor", metavar="PATH", help="cursor file (default: next to a SQLite store)")
-    parser.add_argument("--token", help="bearer token for a server with auth")
+    _add_credentials(parser)
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON")
     parser.set_defaults(handler=_run_follow)
 
@@ -349,6 +411,7 @@ def _run_backfill(args: argparse.Namespace) -> int:
     from journal_bridge.backfill import backfill
     from journal_bridge.store import default_store_url, open_store
 
+    credentials = _credentials(args)
     store_url = args.store or default_store_url()
 
     def progress(index: int, total: int, result: Any) -> None:
@@ -361,7 +424,7 @@ def _run_backfill(args: argparse.Namespace) -> int:
     async def job() -> Any:
         async with open_store(store_url) as store:
             return await backfill(
-                _sdk_client(args.url, args.token), store, args.thread or None,
+                _sdk_client(args.url, credentials), store, args.thread or None,
                 since_checkpoint=args.since_checkpoint, on_thread=progress,
             )
 
@@ -401,9 +464,20 @@ def _add_backfill(subparsers: Any) -> None:
         "--since-checkpoint", metavar="CHECKPOINT_ID",
         help="ignore checkpoints older than this one (as if they had been pruned)",
     )
-    parser.add_argument("--token", help="bearer token for a server with auth")
+    _add_credentials(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=_run_backfill)
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("journal-bridge")
+    except metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        from journal_bridge import __version__
+
+        return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -411,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="journal-bridge",
         description="Run journal for LangGraph Server: read and maintain a thread's journal.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_history(subparsers)
     _add_follow(subparsers)
@@ -422,6 +497,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
+    except _Usage as exc:
+        print(f"journal-bridge {args.command}: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # The reader went away (`journal-bridge history ... | head`): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -14,7 +14,11 @@ input messages:
   "about" or "to" (else the text's last word). A tool whose required arguments
   cannot be filled does not match. The call id hashes the conversation, so it
   is stable across runs and distinct between turns.
-- **After tool results.** The reply states each result in prose.
+- **After tool results.** The reply states each result in prose and repeats
+  the request it answers.
+- **The request** is always the latest human message the user wrote: the
+  summary message a compaction put into the state (`additional_kwargs`
+  `lc_source == "summarization"`) is context, not a request.
 - **Summarizer call.** When the call carries the summarization middleware's
   metadata (`lc_source == "summarization"`), the reply summarises the
   conversation in the prompt: the user's requests and the tools used, folding
@@ -274,8 +278,8 @@ def _answer(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessa
     last = messages[-1] if messages else None
     if isinstance(last, ToolMessage):
         return AIMessage(content=_describe_tool_results(messages))
-    text = last.text if isinstance(last, HumanMessage) else ""
-    if isinstance(last, HumanMessage):
+    text = last.text if _is_request(last) else ""
+    if _is_request(last):
         for tool in tools:
             call = _match_tool(text, tool)
             if call is not None:
@@ -285,7 +289,7 @@ def _answer(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessa
                     content="",
                     tool_calls=[{"name": name, "args": args, "id": call_id, "type": "tool_call"}],
                 )
-    turns = sum(1 for m in messages if isinstance(m, HumanMessage))
+    turns = sum(1 for m in messages if _is_request(m))
     question = " ".join(text.split()) or "nothing"
     return AIMessage(
         content=(
@@ -303,13 +307,21 @@ def _describe_tool_results(messages: list[BaseMessage]) -> str:
             break
         results.append(message)
     results.reverse()
-    sentences = [f"The {m.name or 'tool'} tool returned {m.text.strip()}." for m in results]
-    question = next(
-        (m.text for m in reversed(messages) if isinstance(m, HumanMessage)), ""
-    ).strip()
+    sentences = [_sentence(f"The {m.name or 'tool'} tool returned {m.text.strip()}") for m in results]
+    question = next((m.text for m in reversed(messages) if _is_request(m)), "").strip()
     if question:
-        sentences.append(f"That answers your request: {question}")
+        sentences.append(_sentence(f"That answers your request: {question}"))
     return " ".join(sentences)
+
+
+def _is_request(message: BaseMessage | None) -> bool:
+    """A human message the user wrote, not the summary a compaction left in the state."""
+    return isinstance(message, HumanMessage) and not _is_summarizer(message.additional_kwargs)
+
+
+def _sentence(text: str) -> str:
+    """`text` ending in exactly one closing punctuation mark."""
+    return text if text.endswith((".", "!", "?", "…")) else text + "."
 
 
 def _match_tool(text: str, tool: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:

@@ -2,19 +2,14 @@
 
 `journal_routes(prefix)` returns plain Starlette routes for the plugin's
 `http.app`. Handlers read the store from `request.app.state.journal_store`,
-which the app's lifespan sets.
+which the app's lifespan sets. Who may read a thread's journal is decided in
+`journal_bridge.access`; the OpenAPI description of each route, which the
+server publishes in its `/openapi.json`, is in `journal_bridge.openapi`.
 
-Access: when the server has authentication configured (`auth` in
-langgraph.json), a caller may read a thread's journal exactly when the server
-lets them read the thread itself. The route asks the server: an in-process
-`GET /threads/{thread_id}` through the same app, carrying the caller's
-headers, so the configured auth handler and its `threads.read` filters decide.
-A thread the caller may not read is reported as unknown (404), the same answer
-the built-in route gives. Without auth configured the journal is as open as
-the built-in routes are.
-
-Errors are JSON `{"detail": "..."}`: 404 unknown thread, 422 a bad query
-parameter (named in the message), 503 store unavailable.
+Errors are JSON `{"detail": "..."}`: 401 unauthenticated, 404 unknown thread,
+422 a bad parameter (named first in the message), 503 store or access check
+unavailable, 500 any other failure. A 5xx detail never carries the reason
+(paths, SQL, driver messages): the reason goes to the server log.
 """
 
 from __future__ import annotations
@@ -22,52 +17,37 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import logging
 import os
+import uuid
 from datetime import datetime
 from importlib import resources
 from typing import Any
-from urllib.parse import quote
 
-import httpx
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from journal_bridge import history
+from journal_bridge import history, openapi
+from journal_bridge.access import JournalAccessError, readable_threads, require_thread_access
+from journal_bridge.openapi import MAX_LIMIT, MAX_SEQ
 
 __all__ = [
     "DEFAULT_PREFIX",
     "MAX_LIMIT",
+    "MAX_SEQ",
     "PREFIX_ENV",
-    "JournalAccessError",
     "journal_routes",
 ]
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_PREFIX = "/journal"
 PREFIX_ENV = "JOURNAL_BRIDGE_ROUTE_PREFIX"
-MAX_LIMIT = 500
 DEFAULT_LIMIT = 50
 DEFAULT_EVENTS_LIMIT = 500
-_ACCESS_CHECK_CONCURRENCY = 16
-
-# Headers describing the caller's transport, not the caller: never forwarded
-# to the in-process access check.
-_HOP_HEADERS = {
-    b"host",
-    b"content-length",
-    b"content-type",
-    b"transfer-encoding",
-    b"connection",
-    b"accept-encoding",
-    b"keep-alive",
-    b"upgrade",
-}
-
-
-class JournalAccessError(Exception):
-    """The access check could not reach a decision."""
 
 
 class _StoreUnavailable(Exception):
@@ -130,14 +110,41 @@ def _int_param(
     return value
 
 
+def _seq_param(request: Request, name: str) -> int | None:
+    return _int_param(request, name, maximum=MAX_SEQ)
+
+
+def _text(name: str, value: str) -> str:
+    # No store can hold a NUL character in a text column (Postgres refuses it).
+    if "\x00" in value:
+        raise _BadParameter(f"{name}: must not contain a NUL character")
+    return value
+
+
+def _thread_id(request: Request) -> str:
+    return _text("thread_id", request.path_params["thread_id"])
+
+
+def _server_thread_id(request: Request) -> str:
+    """The path's thread id, which names a thread of the server only if it is a UUID."""
+    thread_id = request.path_params["thread_id"]
+    try:
+        uuid.UUID(thread_id)
+    except ValueError:
+        raise _BadParameter(
+            f"thread_id: must be a UUID, as the server's thread ids are; got {thread_id!r}"
+        ) from None
+    return thread_id
+
+
 def _cursor_params(
     request: Request, default_limit: int = DEFAULT_LIMIT
 ) -> dict[str, Any]:
     limit = _int_param(
         request, "limit", default=default_limit, minimum=1, maximum=MAX_LIMIT
     )
-    before_seq = _int_param(request, "before_seq")
-    after_seq = _int_param(request, "after_seq")
+    before_seq = _seq_param(request, "before_seq")
+    after_seq = _seq_param(request, "after_seq")
     if before_seq is not None and after_seq is not None:
         raise _BadParameter(
             "before_seq and after_seq: give at most one cursor "
@@ -149,82 +156,24 @@ def _cursor_params(
 def _store(request: Request) -> Any:
     store = getattr(request.app.state, "journal_store", None)
     if store is None:
-        raise _StoreUnavailable(
-            "the journal store is not open (app.state.journal_store is unset)"
-        )
+        raise _StoreUnavailable("the journal store is not open yet")
     return store
 
 
-def auth_configured() -> bool:
-    """Whether the server authenticates callers (custom `auth` or LangSmith auth)."""
-    try:
-        from langgraph_api import config  # only inside a LangGraph Server
-    except Exception:  # noqa: BLE001 - any import failure means "not in a server"
-        auth = os.environ.get("LANGGRAPH_AUTH")
-        auth_type = os.environ.get("LANGGRAPH_AUTH_TYPE", "noop")
-        return bool(
-            auth and auth.strip() not in ("", "null", "{}")
-        ) or auth_type not in (
-            "",
-            "noop",
-        )
-    return bool(config.LANGGRAPH_AUTH) or config.LANGGRAPH_AUTH_TYPE not in ("", "noop")
-
-
-async def _may_read_thread(request: Request, thread_id: str) -> int:
-    """Ask the server whether the caller may read `thread_id`: 200, 401 or 404.
-
-    The check is dispatched the way the caller's own `GET /threads/{thread_id}`
-    would be: under the same mount (`http.mount_prefix`), so the server's
-    middleware sees the path it expects.
-    """
-    headers = [
-        (key, value)
-        for key, value in request.headers.raw
-        if key.lower() not in _HOP_HEADERS
-    ]
-    root_path = request.scope.get("root_path", "")
-    transport = httpx.ASGITransport(
-        app=request.app, raise_app_exceptions=False, root_path=root_path
-    )
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://journal-access"
-    ) as client:
-        response = await client.get(
-            f"{root_path}/threads/{quote(thread_id, safe='')}",
-            headers=httpx.Headers(headers),
-        )
-    if response.status_code == 200:
-        return 200
-    if response.status_code == 401:
-        return 401
-    if response.status_code in (403, 404, 422):
-        return 404
-    raise JournalAccessError(
-        f"the access check GET /threads/{{thread_id}} answered {response.status_code}"
-    )
-
-
-async def _check_access(request: Request, thread_id: str) -> None:
-    if not auth_configured():
-        return
-    status = await _may_read_thread(request, thread_id)
-    if status == 401:
-        raise HTTPException(401, "authentication required")
-    if status == 404:
-        raise HTTPException(404, f"thread {thread_id!r} not found")
-
-
 async def _known_thread(request: Request, thread_id: str) -> Any:
-    await _check_access(request, thread_id)
+    await require_thread_access(request, thread_id)
     store = _store(request)
     if not await store.has_thread(thread_id):
         raise HTTPException(404, f"thread {thread_id!r} not found in the journal")
     return store
 
 
-def _handler(func: Any) -> Any:
-    """Wrap an endpoint so every failure is the JSON error the API promises."""
+def _handler(func: Any, operation: dict[str, Any]) -> Any:
+    """Wrap an endpoint so every failure is the JSON error the API promises.
+
+    The wrapper carries the route's OpenAPI operation in its docstring, where
+    the server looks for it.
+    """
     unavailable, store_error = _store_error_types()
 
     async def endpoint(request: Request) -> Response:
@@ -235,22 +184,31 @@ def _handler(func: Any) -> Any:
         except HTTPException as exc:
             return _error(exc.status_code, str(exc.detail))
         except unavailable as exc:
-            return _error(
-                503, f"journal store unavailable: {exc}", {"Retry-After": "5"}
-            )
+            logger.warning("journal-bridge: %s %s: store unavailable: %s", request.method, request.url.path, exc)
+            return _error(503, "the journal store is unavailable; retry shortly", {"Retry-After": "5"})
         except JournalAccessError as exc:
-            return _error(503, f"access check unavailable: {exc}", {"Retry-After": "5"})
-        except store_error as exc:
-            return _error(500, f"journal store error: {exc}")
+            logger.warning("journal-bridge: %s %s: access check failed: %s", request.method, request.url.path, exc)
+            return _error(503, "the access check is unavailable; retry shortly", {"Retry-After": "5"})
+        except store_error:
+            logger.exception("journal-bridge: %s %s: store error", request.method, request.url.path)
+            return _error(500, "the journal store failed; the reason is in the server log")
+        except Exception:
+            logger.exception("journal-bridge: %s %s failed", request.method, request.url.path)
+            return _error(500, "the journal failed; the reason is in the server log")
 
     endpoint.__name__ = func.__name__
-    endpoint.__doc__ = func.__doc__
+    openapi.describe(endpoint, operation, func.__doc__)
     return endpoint
 
 
 async def thread_messages(request: Request) -> Response:
-    """A page of the thread's history: message rows and summary markers in seq order."""
-    thread_id = request.path_params["thread_id"]
+    """A page of the thread's history: message rows and summary markers in seq order.
+
+    No cursor gives the newest `limit` items; `before_seq` pages to older
+    items, `after_seq` to newer ones. An item is never split or repeated
+    across pages.
+    """
+    thread_id = _thread_id(request)
     params = _cursor_params(request)
     store = await _known_thread(request, thread_id)
     return _JSON(await history.history_page(store, thread_id, **params))
@@ -258,7 +216,7 @@ async def thread_messages(request: Request) -> Response:
 
 async def thread_markers(request: Request) -> Response:
     """The thread's summary markers, paged like the messages."""
-    thread_id = request.path_params["thread_id"]
+    thread_id = _thread_id(request)
     params = _cursor_params(request, default_limit=MAX_LIMIT)
     store = await _known_thread(request, thread_id)
     return _JSON(await history.markers_page(store, thread_id, **params))
@@ -268,11 +226,11 @@ async def thread_repair(request: Request) -> Response:
     """Backfill the thread's journal from its checkpoints; the backfill summary.
 
     Waits (up to 10 s) for the bridge to finish journaling the thread first, so
-    the two never write the same message under different keys: 409 if it has
+    the two never write the same message under different keys; 409 if it has
     not, or if a run is in progress on the thread.
 
     Access is the same as for reading the journal (the server's decision for
-    `GET /threads/{thread_id}`), although the route writes: it only appends
+    `GET /threads/{thread_id}`), although the route writes. It only appends
     records derived from the thread's own checkpoint history, which a reader
     may already fetch through `/threads/{thread_id}/history`; it never changes
     or removes a record, and it is idempotent (messages and markers already
@@ -285,9 +243,11 @@ async def thread_repair(request: Request) -> Response:
 
     from journal_bridge.backfill import BUSY, NOT_FOUND, backfill_thread
 
-    thread_id = request.path_params["thread_id"]
-    await _check_access(request, thread_id)
+    thread_id = _server_thread_id(request)
     since = request.query_params.get("since_checkpoint") or None
+    if since is not None:
+        _text("since_checkpoint", since)
+    await require_thread_access(request, thread_id)
     store = _store(request)
     journal = getattr(request.app.state, "journal", None)
     bridge = getattr(journal, "bridge", None)
@@ -308,17 +268,20 @@ async def thread_repair(request: Request) -> Response:
 
 
 async def run_events(request: Request) -> Response:
-    """A run's raw records, ascending seq, for audit; optionally filtered by event type."""
-    thread_id = request.path_params["thread_id"]
-    run_id = request.path_params["run_id"]
+    """A run's raw records, ascending seq, for audit; optionally filtered by event type.
+
+    Pages forwards only: `next_after_seq` continues where the page ended.
+    """
+    thread_id = _thread_id(request)
+    run_id = _text("run_id", request.path_params["run_id"])
     limit = _int_param(
         request, "limit", default=DEFAULT_EVENTS_LIMIT, minimum=1, maximum=MAX_LIMIT
     )
-    after_seq = _int_param(request, "after_seq")
+    after_seq = _seq_param(request, "after_seq")
     if request.query_params.getlist("before_seq"):
         raise _BadParameter("before_seq: run events page forwards only; use after_seq")
     event_types = [
-        name.strip()
+        _text("event_types", name.strip())
         for value in request.query_params.getlist("event_types")
         for name in value.split(",")
         if name.strip()
@@ -349,26 +312,11 @@ async def threads_index(request: Request) -> Response:
     )
     store = _store(request)
     threads = await store.list_threads(limit=limit)
-    if auth_configured():
-        # One in-process check per thread, a few at a time.
-        gate = asyncio.Semaphore(_ACCESS_CHECK_CONCURRENCY)
-
-        async def check(thread_id: str) -> int:
-            async with gate:
-                return await _may_read_thread(request, thread_id)
-
-        statuses = await asyncio.gather(
-            *(check(thread["thread_id"]) for thread in threads)
-        )
-        if statuses and all(status == 401 for status in statuses):
-            raise HTTPException(401, "authentication required")
-        threads = [
-            t for t, status in zip(threads, statuses, strict=True) if status == 200
-        ]
-    return _JSON({"data": threads})
+    readable = await readable_threads(request, [thread["thread_id"] for thread in threads])
+    return _JSON({"data": [thread for thread in threads if thread["thread_id"] in readable]})
 
 
-def _viewer_page(name: str, prefix: str) -> Any:
+def _viewer_page(name: str, prefix: str, summary: str) -> Any:
     # Read once, when the routes are built: a request never touches the disk.
     template = (
         resources.files("journal_bridge").joinpath("viewer", name).read_text("utf-8")
@@ -393,6 +341,7 @@ def _viewer_page(name: str, prefix: str) -> Any:
         )
 
     page.__name__ = f"viewer_{name.split('.')[0]}"
+    openapi.describe(page, openapi.viewer_operation(f"journal_{page.__name__}", name == "thread.html"), summary)
     return page
 
 
@@ -403,31 +352,35 @@ def journal_routes(prefix: str | None = None) -> list[BaseRoute]:
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
     static_dir = resources.files("journal_bridge").joinpath("viewer")
     return [
-        Route(f"{prefix}/threads", _handler(threads_index), methods=["GET"]),
+        Route(f"{prefix}/threads", _handler(threads_index, openapi.threads_operation()), methods=["GET"]),
         Route(
             f"{prefix}/threads/{{thread_id}}/messages",
-            _handler(thread_messages),
+            _handler(thread_messages, openapi.messages_operation()),
             methods=["GET"],
         ),
         Route(
             f"{prefix}/threads/{{thread_id}}/markers",
-            _handler(thread_markers),
+            _handler(thread_markers, openapi.markers_operation()),
             methods=["GET"],
         ),
         Route(
             f"{prefix}/threads/{{thread_id}}/repair",
-            _handler(thread_repair),
+            _handler(thread_repair, openapi.repair_operation()),
             methods=["POST"],
         ),
         Route(
             f"{prefix}/threads/{{thread_id}}/runs/{{run_id}}/events",
-            _handler(run_events),
+            _handler(run_events, openapi.run_events_operation()),
             methods=["GET"],
         ),
-        Route(f"{prefix}/ui", _viewer_page("index.html", prefix), methods=["GET"]),
+        Route(
+            f"{prefix}/ui",
+            _viewer_page("index.html", prefix, "The viewer: the journaled threads."),
+            methods=["GET"],
+        ),
         Route(
             f"{prefix}/ui/threads/{{thread_id}}",
-            _viewer_page("thread.html", prefix),
+            _viewer_page("thread.html", prefix, "The viewer: a thread's conversation, compactions marked inline."),
             methods=["GET"],
         ),
         Mount(

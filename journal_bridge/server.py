@@ -34,6 +34,7 @@ from starlette.types import Scope
 from journal_bridge.bridge import Bridge
 from journal_bridge.capture import CAPTURE_ENV, CaptureSetting
 from journal_bridge.intercept import READER_HEADER, RunObserverMiddleware
+from journal_bridge.openapi import HEALTH, describe
 from journal_bridge.reader import RunSource, TeeSource
 from journal_bridge.run_requests import RunPlan
 from journal_bridge.routes import DEFAULT_PREFIX, PREFIX_ENV, journal_routes
@@ -165,6 +166,8 @@ def create_app() -> Starlette:
         if journal is None:
             return JSONResponse({"enabled": False})
         return JSONResponse(journal.health())
+
+    describe(health, HEALTH, "The bridge's state: backlog, lag, retried and dropped counts.")
 
     def sink_for(scope: Scope) -> Journal | None:
         return journal.sink_for(scope) if journal is not None else None

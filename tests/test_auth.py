@@ -110,3 +110,20 @@ def test_journal_follows_thread_access_without_custom_route_auth(start_dev_serve
     assert _get(server, path, A).status_code == 200
     assert _get(server, path, B).status_code == 404
     assert _get(server, path).status_code == 401
+
+
+@pytest.mark.parametrize("thread_id", ["%2E", "%2E%2E", "%2e%2e"])
+@pytest.mark.parametrize("path", ["/messages", "/markers", "/runs/run-3/events"])
+def test_a_dot_thread_id_is_an_unknown_thread_for_the_owner_too(auth_server, thread_id, path):
+    # The access check asks the server about exactly this id, never about a
+    # URL that dot segments shortened; the server has no such thread.
+    response = _get(auth_server, f"/journal/threads/{thread_id}{path}", A)
+    assert response.status_code == 404, response.text
+    assert response.headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("thread_id", ["%2E", "%2E%2E", "not-a-uuid"])
+def test_repair_of_a_dot_or_other_non_uuid_thread_id_is_422(auth_server, thread_id):
+    response = httpx.post(f"{auth_server.url}/journal/threads/{thread_id}/repair", headers=A, timeout=30)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith("thread_id: must be a UUID")

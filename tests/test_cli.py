@@ -140,3 +140,108 @@ def test_history_into_a_closed_pipe_ends_quietly(tmp_path):
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0, stderr
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
+def test_history_without_a_store_creates_no_journal_and_says_what_to_give(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JOURNAL_BRIDGE_STORE_URL", raising=False)
+    assert main(["history", THREAD_ID]) == 1
+    err = capsys.readouterr().err
+    assert f"no journal at {tmp_path / 'journal.db'}" in err
+    assert "--store" in err and "--url" in err and "JOURNAL_BRIDGE_STORE_URL" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_history_of_a_missing_sqlite_file_creates_nothing(tmp_path, capsys):
+    missing = tmp_path / "elsewhere.db"
+    assert main(["history", THREAD_ID, "--store", f"sqlite:///{missing}"]) == 1
+    assert f"no journal at {missing}" in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def test_version_is_the_installed_distributions(capsys):
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"journal-bridge {metadata.version('journal-bridge')}\n"
+
+
+class _HeaderRecorder:
+    """A server that records each request's headers: no threads, no runs."""
+
+    def __init__(self) -> None:
+        from starlette.applications import Starlette
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        self.seen: list[dict[str, str]] = []
+
+        async def search(request):
+            self.seen.append(dict(request.headers))
+            return JSONResponse([])
+
+        async def anything(request):
+            self.seen.append(dict(request.headers))
+            return JSONResponse({"detail": "not found"}, status_code=404)
+
+        self.app = Starlette(routes=[
+            Route("/threads/search", search, methods=["POST"]),
+            Route("/{path:path}", anything, methods=["GET", "POST"]),
+        ])
+
+
+@pytest.fixture
+def api_key_env(monkeypatch):
+    for name in ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANGSMITH_API_KEY", "second-choice")
+    monkeypatch.setenv("LANGGRAPH_API_KEY", ' "from-env" ')
+
+
+def _follow(url, tmp_path, *extra):
+    return ["follow", "--url", url, "--store", f"sqlite:///{tmp_path / 'f.db'}", "--once", *extra]
+
+
+def _backfill(url, tmp_path, *extra):
+    thread = "00000000-0000-0000-0000-000000000001"
+    return ["backfill", "--url", url, "--store", f"sqlite:///{tmp_path / 'b.db'}", "--thread", thread, *extra]
+
+
+@pytest.mark.parametrize("command", [_follow, _backfill])
+def test_follow_and_backfill_send_the_given_headers_and_the_api_key_from_the_environment(
+    tmp_path, api_key_env, command
+):
+    recorder = _HeaderRecorder()
+    with ServedApp(recorder.app) as served:
+        main(command(served.url, tmp_path, "--header", "X-Tenant: blue", "--header", "Authorization:Bearer t"))
+    assert recorder.seen
+    for headers in recorder.seen:
+        assert headers["x-tenant"] == "blue"
+        assert headers["authorization"] == "Bearer t"
+        assert headers["x-api-key"] == "from-env"
+
+
+@pytest.mark.parametrize("command", [_follow, _backfill])
+def test_an_x_api_key_header_wins_over_the_environment(tmp_path, api_key_env, command):
+    recorder = _HeaderRecorder()
+    with ServedApp(recorder.app) as served:
+        main(command(served.url, tmp_path, "--header", "X-API-Key: given"))
+    assert recorder.seen
+    assert {h["x-api-key"] for h in recorder.seen} == {"given"}
+
+
+def test_history_over_http_sends_the_api_key_like_the_sdk(tmp_path, api_key_env):
+    recorder = _HeaderRecorder()
+    with ServedApp(recorder.app) as served:
+        assert main(["history", THREAD_ID, "--url", served.url, "--token", "t"]) == 1
+    assert [(h["x-api-key"], h["authorization"]) for h in recorder.seen] == [("from-env", "Bearer t")]
+
+
+@pytest.mark.parametrize("command", [_follow, _backfill])
+def test_a_malformed_header_is_a_usage_error(tmp_path, capsys, command):
+    assert main(command("http://127.0.0.1:9", tmp_path, "--header", "no colon")) == 2
+    assert "--header: expected 'Name: value', got 'no colon'" in capsys.readouterr().err

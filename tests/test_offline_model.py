@@ -86,6 +86,55 @@ def test_answers_in_prose_after_a_tool_result(with_tools):
     assert "The add tool returned 5." in reply.text
 
 
+def test_a_tool_result_ending_in_a_full_stop_gets_no_second_one(with_tools):
+    messages = [
+        HumanMessage("What is the weather in Paris?"),
+        AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "c1"}]),
+        ToolMessage("Sunny in Paris.", tool_call_id="c1", name="get_weather"),
+    ]
+
+    reply = with_tools.invoke(messages)
+
+    assert reply.text == (
+        "The get_weather tool returned Sunny in Paris. "
+        "That answers your request: What is the weather in Paris?"
+    )
+    assert ".." not in reply.text and "?." not in reply.text
+
+
+def test_after_a_compaction_the_request_is_the_latest_human_message_not_the_summary(
+    with_tools,
+):
+    # The state after a compaction: the summary message first, then the kept messages.
+    summary = HumanMessage(
+        "Here is a summary of the conversation to date:\n\nUser requests: hello\nTools used: none",
+        additional_kwargs={"lc_source": "summarization"},
+    )
+    messages = [
+        summary,
+        HumanMessage("weather in Paris"),
+        AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "c1"}]),
+        ToolMessage("Sunny in Paris.", tool_call_id="c1", name="get_weather"),
+    ]
+
+    reply = with_tools.invoke(messages)
+
+    assert reply.text.endswith("That answers your request: weather in Paris.")
+    assert "summary" not in reply.text
+
+
+def test_the_summary_message_is_not_counted_as_a_message_from_the_user(with_tools):
+    summary = HumanMessage(
+        "Here is a summary of the conversation to date:\n\nUser requests: add 2 and 3",
+        additional_kwargs={"lc_source": "summarization"},
+    )
+
+    reply = with_tools.invoke([summary, HumanMessage("hi")])
+
+    assert reply.tool_calls == []
+    assert '"hi"' in reply.text and "message 1 from you" in reply.text
+
+
 def test_plain_answer_echoes_the_question_and_counts_turns(model):
     reply = model.invoke([HumanMessage("hi"), AIMessage("hello"), HumanMessage("how are you")])
 

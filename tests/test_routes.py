@@ -182,7 +182,10 @@ async def test_threads_lists_recent_journaled_threads(client):
     assert body["data"][0]["last_seq"] == 30
 
 
-async def test_store_down_is_503_with_the_reason():
+UNAVAILABLE = "the journal store is unavailable; retry shortly"
+
+
+async def test_store_down_is_503_with_the_reason_in_the_log_not_the_body(caplog):
     app = journal_app("memory://")
     async with app.router.lifespan_context(app):
         await seed_conversation(app.state.journal_store)
@@ -192,11 +195,12 @@ async def test_store_down_is_503_with_the_reason():
         ) as http:
             response = await http.get(_messages())
     assert response.status_code == 503
-    assert "unavailable" in response.json()["detail"]
-    assert "closed" in response.json()["detail"]
+    assert response.json() == {"detail": UNAVAILABLE}
+    assert response.headers["Retry-After"] == "5"
+    assert "memory store is closed" in caplog.text
 
 
-async def test_sqlite_journal_gone_is_503(store_url, records):
+async def test_sqlite_journal_gone_is_503_naming_no_file_and_no_sql(store_url, records):
     import sqlite3
 
     app = journal_app(store_url)
@@ -215,10 +219,10 @@ async def test_sqlite_journal_gone_is_503(store_url, records):
         ) as http:
             response = await http.get(_messages())
     assert response.status_code == 503
-    assert response.json()["detail"].startswith("journal store unavailable:")
+    assert response.json() == {"detail": UNAVAILABLE}
 
 
-async def test_no_store_configured_is_503():
+async def test_no_store_open_yet_is_503_saying_so_without_internals():
     from starlette.applications import Starlette
 
     from journal_bridge.routes import journal_routes
@@ -229,7 +233,8 @@ async def test_no_store_configured_is_503():
     ) as http:
         response = await http.get(_messages())
     assert response.status_code == 503
-    assert "journal_store" in response.json()["detail"]
+    assert response.json() == {"detail": UNAVAILABLE}
+    assert response.headers["content-type"] == "application/json"
 
 
 async def test_prefix_comes_from_the_environment(monkeypatch, store_url, records):
@@ -305,7 +310,7 @@ async def test_access_check_under_a_mount_asks_what_the_callers_own_request_woul
     from starlette.responses import JSONResponse
     from starlette.routing import Mount, Route
 
-    from journal_bridge import routes
+    from journal_bridge import access
 
     seen = []
 
@@ -315,7 +320,7 @@ async def test_access_check_under_a_mount_asks_what_the_callers_own_request_woul
             return JSONResponse({"detail": "not found"}, status_code=404)
         return JSONResponse({"thread_id": request.path_params["thread_id"]})
 
-    monkeypatch.setattr(routes, "auth_configured", lambda: True)
+    monkeypatch.setattr(access, "auth_configured", lambda: True)
     app = journal_app(store_url)
     app.router.routes.append(Route("/threads/{thread_id}", get_thread))
     server = Starlette(routes=[Mount("/api", app=app)])
@@ -332,3 +337,187 @@ async def test_access_check_under_a_mount_asks_what_the_callers_own_request_woul
     assert other.status_code == 404
     # The check reached the route exactly as the caller's own request did.
     assert seen == [seen[0]] * 3 == [("/api", f"/api/threads/{THREAD_ID}")] * 3
+
+
+# -- parameters every store must answer alike ----------------------------------
+
+MAX_SEQ = 2**63 - 1
+POSTGRES_URL_ENV = "JOURNAL_BRIDGE_TEST_POSTGRES_URL"
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def on_every_store(request, tmp_path):
+    """A client of the journal routes over a seeded store of each backend."""
+    import os
+    import uuid
+
+    from starlette.applications import Starlette
+    from suites import require_or_skip
+
+    from journal_bridge.routes import journal_routes
+
+    options = {}
+    if request.param == "memory":
+        url = "memory://"
+    elif request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'journal.db'}"
+    else:
+        url = os.environ.get(POSTGRES_URL_ENV)
+        if not url:
+            require_or_skip(f"set {POSTGRES_URL_ENV} to run the route tests on Postgres")
+        options["schema"] = f"journal_test_{uuid.uuid4().hex[:12]}"
+    async with open_store(url, **options) as store:
+        await seed_conversation(store)
+        app = Starlette(routes=journal_routes())
+        app.state.journal_store = store
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://test"
+        ) as http:
+            yield http
+    if "schema" in options:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{options["schema"]}" CASCADE')
+
+
+_PAGED = [
+    ("messages", "before_seq"),
+    ("messages", "after_seq"),
+    ("markers", "before_seq"),
+    ("markers", "after_seq"),
+    ("runs/run-3/events", "after_seq"),
+]
+
+
+@pytest.mark.parametrize(("route", "name"), _PAGED)
+@pytest.mark.parametrize("value", [str(MAX_SEQ + 1), "1" + "0" * 40])
+async def test_a_cursor_beyond_any_seq_a_store_holds_is_422_naming_it(
+    on_every_store, route, name, value
+):
+    response = await on_every_store.get(
+        f"/journal/threads/{THREAD_ID}/{route}", params={name: value}
+    )
+    assert response.status_code == 422
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["detail"] == f"{name}: must be at most {MAX_SEQ}, got {value}"
+
+
+@pytest.mark.parametrize(("route", "name"), _PAGED)
+async def test_the_largest_seq_a_store_holds_is_a_cursor_like_any_other(
+    on_every_store, route, name
+):
+    response = await on_every_store.get(
+        f"/journal/threads/{THREAD_ID}/{route}", params={name: str(MAX_SEQ)}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    # Everything is older than the largest seq, nothing newer.
+    assert bool(body["data"]) is (name == "before_seq")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/journal/threads/a%00b/messages",
+        "/journal/threads/a%00b/markers",
+        "/journal/threads/a%00b/runs/run-3/events",
+    ],
+)
+async def test_a_nul_in_the_thread_id_is_422_naming_only_the_parameter(
+    on_every_store, path
+):
+    response = await on_every_store.get(path)
+    assert response.status_code == 422
+    assert response.json() == {"detail": "thread_id: must not contain a NUL character"}
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        (f"/journal/threads/{THREAD_ID}/runs/run%003/events", "run_id"),
+        (f"/journal/threads/{THREAD_ID}/runs/run-3/events?event_types=run.end,run%00end", "event_types"),
+    ],
+)
+async def test_a_nul_in_a_run_id_or_event_type_is_422_naming_it(on_every_store, path, name):
+    response = await on_every_store.get(path)
+    assert response.status_code == 422
+    assert response.json() == {"detail": f"{name}: must not contain a NUL character"}
+
+
+# -- thread ids the server could never have ------------------------------------
+
+
+@pytest.mark.parametrize("thread_id", ["not-a-uuid", "%2E", "%2E%2E", "a%00b", THREAD_ID])
+async def test_repair_of_an_id_that_is_no_uuid_is_422_before_asking_the_server(client, thread_id):
+    response = await client.post(f"/journal/threads/{thread_id}/repair")
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("thread_id: must be a UUID")
+
+
+def test_the_access_check_path_is_one_segment_for_any_id():
+    from journal_bridge.access import thread_path
+
+    assert thread_path("..") == "/threads/%2E%2E"
+    assert thread_path(".", "/api") == "/api/threads/%2E"
+    assert thread_path("...") == "/threads/..."
+    assert thread_path("a/../b") == "/threads/a%2F..%2Fb"
+    assert thread_path("a?b#c%") == "/threads/a%3Fb%23c%25"
+    for thread_id in ("..", ".", "a/../b"):
+        assert httpx.URL("http://server" + thread_path(thread_id)).path == f"/threads/{thread_id}"
+
+
+@pytest.mark.parametrize("encoded", ["%2E", "%2E%2E", "%2e", "%2e%2e"])
+async def test_a_dot_thread_id_is_checked_against_the_thread_route_not_the_server_root(
+    monkeypatch, store_url, records, encoded
+):
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from journal_bridge import access
+
+    asked = []
+
+    async def get_thread(request):
+        asked.append(request.path_params["thread_id"])
+        return JSONResponse({"detail": "Invalid thread ID: must be a UUID"}, status_code=422)
+
+    async def anything_else(request):
+        asked.append(f"other route {request.url.path}")
+        return JSONResponse({"ok": True})
+
+    monkeypatch.setattr(access, "auth_configured", lambda: True)
+    app = journal_app(store_url)
+    app.router.routes += [
+        Route("/threads/{thread_id}", get_thread),
+        Route("/{path:path}", anything_else),
+    ]
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+    ):
+        response = await http.get(f"/journal/threads/{encoded}/messages")
+
+    assert response.status_code == 404
+    assert response.json()["detail"].startswith("thread ")
+    assert asked == [encoded.lower().replace("%2e", ".")]
+
+
+async def test_an_unexpected_failure_is_a_json_500_with_the_reason_in_the_log(caplog):
+    from starlette.applications import Starlette
+
+    from journal_bridge.routes import journal_routes
+
+    class BrokenStore:
+        async def has_thread(self, thread_id):
+            raise RuntimeError("secret internals")
+
+    app = Starlette(routes=journal_routes())
+    app.state.journal_store = BrokenStore()
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as http:
+        response = await http.get(_messages())
+    assert response.status_code == 500
+    assert response.json() == {"detail": "the journal failed; the reason is in the server log"}
+    assert "secret internals" in caplog.text

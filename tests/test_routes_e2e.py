@@ -115,3 +115,20 @@ def test_cli_reads_the_live_journal_over_http(dev_server, compacted_thread, caps
 def test_unknown_thread_on_the_server_is_404(dev_server):
     response = _history(dev_server, "00000000-0000-0000-0000-000000000000")
     assert response.status_code == 404
+
+
+UNKNOWN = "00000000-0000-0000-0000-000000000000"
+
+
+@pytest.mark.parametrize("name", ["before_seq", "after_seq"])
+def test_a_cursor_beyond_any_seq_on_the_server_is_422_json_naming_it(dev_server, name):
+    response = _history(dev_server, UNKNOWN, **{name: 2**63})
+    assert response.status_code == 422
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["detail"].startswith(f"{name}: must be at most")
+
+
+def test_a_nul_in_the_thread_id_on_the_server_is_422_json(dev_server):
+    response = httpx.get(f"{dev_server.url}/journal/threads/a%00b/messages", timeout=30)
+    assert response.status_code == 422
+    assert response.json() == {"detail": "thread_id: must not contain a NUL character"}

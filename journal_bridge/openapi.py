@@ -1,0 +1,345 @@
+"""The OpenAPI description of the journal's routes.
+
+LangGraph Server builds the OpenAPI document of a custom `http.app` from its
+route endpoints' docstrings: the text after the last `---` line is read as
+YAML and becomes the route's operation object. `describe` writes that
+docstring for an endpoint: its prose, then the operation as JSON (which is
+YAML too), so `/openapi.json` lists every journal route with its parameters,
+responses and error shapes, and a docstring's prose is never parsed as YAML.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "HEALTH",
+    "MAX_LIMIT",
+    "MAX_SEQ",
+    "describe",
+    "markers_operation",
+    "messages_operation",
+    "repair_operation",
+    "run_events_operation",
+    "threads_operation",
+    "viewer_operation",
+]
+
+MAX_LIMIT = 500
+# The largest seq every store can hold (a signed 64-bit integer in SQLite and Postgres).
+MAX_SEQ = 2**63 - 1
+TAG = "Journal"
+
+_ERROR = {
+    "type": "object",
+    "required": ["detail"],
+    "properties": {"detail": {"type": "string", "description": "what went wrong, in a sentence"}},
+}
+_RETRY_AFTER = {
+    "Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}
+}
+_NULLABLE_INT = {"type": ["integer", "null"]}
+
+
+def _error(description: str, *, retry: bool = False) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": description,
+        "content": {"application/json": {"schema": _ERROR}},
+    }
+    if retry:
+        response["headers"] = _RETRY_AFTER
+    return response
+
+
+def _ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_UNAUTHENTICATED = _error("authentication required (only when the server has `auth` configured)")
+_BAD_PARAMETER = _error("a bad parameter; the detail starts with its name (`limit: must be at most 500, ...`)")
+_UNAVAILABLE = _error("the journal store (or the access check) is unavailable; retry later", retry=True)
+_INTERNAL = _error("the journal failed; the reason is in the server log")
+
+_THREAD_ID = {
+    "name": "thread_id",
+    "in": "path",
+    "required": True,
+    "description": "the thread's id (one with a NUL character is refused with 422)",
+    "schema": {"type": "string"},
+}
+_RUN_ID = {
+    "name": "run_id",
+    "in": "path",
+    "required": True,
+    "description": "the run's id",
+    "schema": {"type": "string"},
+}
+
+
+def _limit(default: int) -> dict[str, Any]:
+    return {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "description": "items per page",
+        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": default},
+    }
+
+
+def _seq(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ},
+    }
+
+
+_BEFORE_SEQ = _seq("before_seq", "cursor: the page of items with a seq below it (older items); not with after_seq")
+_AFTER_SEQ = _seq("after_seq", "cursor: the page of items with a seq above it (newer items); not with before_seq")
+
+_MESSAGE_ROW = {
+    "type": "object",
+    "description": "a LangChain message dict plus the seq, run and time of its record",
+    "required": ["type", "seq"],
+    "properties": {
+        "type": {"type": "string", "description": "human, ai, tool, system, ..."},
+        "seq": {"type": "integer"},
+        "run_id": {"type": ["string", "null"]},
+        "created_at": {"type": "string", "format": "date-time"},
+        "id": {"type": ["string", "null"]},
+        "content": {},
+        "tool_calls": {"type": "array", "items": {"type": "object"}},
+    },
+    "additionalProperties": True,
+}
+_SUMMARY_MARKER = {
+    "type": "object",
+    "description": "where a compaction happened: after the messages it replaced, before the answer that followed",
+    "required": ["type", "id", "seq"],
+    "properties": {
+        "type": {"type": "string", "enum": ["summary_marker"]},
+        "id": {"type": "string", "description": "summary-marker-{seq}"},
+        "seq": {"type": "integer"},
+        "run_id": {"type": ["string", "null"]},
+        "created_at": {"type": "string", "format": "date-time"},
+        "replaced_count": {"type": "integer", "description": "messages removed from the state, earlier summaries included"},
+        "condensed_count": {"type": "integer", "description": "conversation messages removed: the number to show"},
+        "preserved_count": {"type": "integer"},
+        "summary": {"type": ["string", "null"]},
+        "summary_message_id": {"type": ["string", "null"]},
+    },
+}
+
+
+def _page(item: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["data", "has_more", "next_before_seq", "next_after_seq"],
+        "properties": {
+            "data": {"type": "array", "items": item, "description": "ascending seq"},
+            "has_more": {"type": "boolean", "description": "more items in the paging direction"},
+            "next_before_seq": {**_NULLABLE_INT, "description": "before_seq of the older page; null at the oldest item"},
+            "next_after_seq": {**_NULLABLE_INT, "description": "after_seq of the newer page"},
+        },
+    }
+
+
+_RUN_EVENT = {
+    "type": "object",
+    "description": "a journal record",
+    "required": ["thread_id", "run_id", "seq", "event_type", "category", "content", "metadata", "created_at"],
+    "properties": {
+        "thread_id": {"type": "string"},
+        "run_id": {"type": "string"},
+        "seq": {"type": "integer"},
+        "event_type": {"type": "string"},
+        "category": {"type": "string"},
+        "content": {},
+        "metadata": {"type": "object"},
+        "created_at": {"type": "string", "format": "date-time"},
+    },
+    "additionalProperties": True,
+}
+_THREAD = {
+    "type": "object",
+    "required": ["thread_id", "last_seq", "event_count", "updated_at"],
+    "properties": {
+        "thread_id": {"type": "string"},
+        "last_seq": {"type": "integer"},
+        "event_count": {"type": "integer"},
+        "updated_at": {"type": "string", "format": "date-time"},
+    },
+}
+_BACKFILL = {
+    "type": "object",
+    "required": ["thread_id", "status", "written", "already_present"],
+    "properties": {
+        "thread_id": {"type": "string"},
+        "status": {"type": "string", "enum": ["complete", "partial", "not_recoverable", "error"]},
+        "checkpoints": {"type": "integer"},
+        "messages": {"type": "integer"},
+        "markers": {"type": "integer"},
+        "written": {"type": "integer", "description": "records appended now"},
+        "already_present": {"type": "integer", "description": "messages and markers already journaled"},
+        "notes": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+def _operation(
+    operation_id: str,
+    parameters: list[dict[str, Any]],
+    responses: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "tags": [TAG],
+        "operationId": operation_id,
+        "parameters": parameters,
+        "responses": responses,
+    }
+
+
+def messages_operation() -> dict[str, Any]:
+    return _operation(
+        "journal_thread_messages",
+        [_THREAD_ID, _limit(50), _BEFORE_SEQ, _AFTER_SEQ],
+        {
+            "200": _ok("message rows and summary markers, ascending seq", _page({"anyOf": [_MESSAGE_ROW, _SUMMARY_MARKER]})),
+            "401": _UNAUTHENTICATED,
+            "404": _error("the thread is unknown to the journal, or the caller may not read it"),
+            "422": _BAD_PARAMETER,
+            "500": _INTERNAL,
+            "503": _UNAVAILABLE,
+        },
+    )
+
+
+def markers_operation() -> dict[str, Any]:
+    operation = messages_operation()
+    operation["operationId"] = "journal_thread_markers"
+    operation["parameters"] = [_THREAD_ID, _limit(MAX_LIMIT), _BEFORE_SEQ, _AFTER_SEQ]
+    operation["responses"]["200"] = _ok("the summary markers, ascending seq", _page(_SUMMARY_MARKER))
+    return operation
+
+
+def run_events_operation() -> dict[str, Any]:
+    return _operation(
+        "journal_run_events",
+        [
+            _THREAD_ID,
+            _RUN_ID,
+            {
+                "name": "event_types",
+                "in": "query",
+                "required": False,
+                "description": "only these event types; comma-separated, or the parameter repeated",
+                "schema": {"type": "array", "items": {"type": "string"}},
+                "style": "form",
+                "explode": True,
+            },
+            _AFTER_SEQ,
+            _limit(MAX_LIMIT),
+        ],
+        {
+            "200": _ok(
+                "the run's records, ascending seq",
+                {
+                    "type": "object",
+                    "required": ["data", "has_more", "next_after_seq"],
+                    "properties": {
+                        "data": {"type": "array", "items": _RUN_EVENT},
+                        "has_more": {"type": "boolean"},
+                        "next_after_seq": _NULLABLE_INT,
+                    },
+                },
+            ),
+            "401": _UNAUTHENTICATED,
+            "404": _error("the thread is unknown to the journal, or the caller may not read it"),
+            "422": _BAD_PARAMETER,
+            "500": _INTERNAL,
+            "503": _UNAVAILABLE,
+        },
+    )
+
+
+def threads_operation() -> dict[str, Any]:
+    return _operation(
+        "journal_threads",
+        [_limit(50)],
+        {
+            "200": _ok(
+                "journaled threads the caller may read, most recently appended to first",
+                {"type": "object", "required": ["data"], "properties": {"data": {"type": "array", "items": _THREAD}}},
+            ),
+            "401": _UNAUTHENTICATED,
+            "422": _BAD_PARAMETER,
+            "500": _INTERNAL,
+            "503": _UNAVAILABLE,
+        },
+    )
+
+
+def repair_operation() -> dict[str, Any]:
+    return _operation(
+        "journal_thread_repair",
+        [
+            {**_THREAD_ID, "description": "the thread's id: a UUID, as every thread of the server has"},
+            {
+                "name": "since_checkpoint",
+                "in": "query",
+                "required": False,
+                "description": "ignore checkpoints older than this one, as if they had been pruned",
+                "schema": {"type": "string"},
+            },
+        ],
+        {
+            "200": _ok("what the backfill did", _BACKFILL),
+            "401": _UNAUTHENTICATED,
+            "404": _error("the server has no such thread, or the caller may not read it"),
+            "409": _error("a run is in progress on the thread, or its journal is still catching up", retry=True),
+            "422": _BAD_PARAMETER,
+            "500": _INTERNAL,
+            "503": _UNAVAILABLE,
+        },
+    )
+
+
+def viewer_operation(operation_id: str, thread: bool) -> dict[str, Any]:
+    return _operation(
+        operation_id,
+        [_THREAD_ID] if thread else [],
+        {"200": {"description": "the viewer page", "content": {"text/html": {"schema": {"type": "string"}}}}},
+    )
+
+
+HEALTH = _operation(
+    "journal_health",
+    [],
+    {
+        "200": _ok(
+            "the bridge's state: backlog, lag, retried and dropped counts",
+            {"type": "object", "required": ["enabled"], "properties": {"enabled": {"type": "boolean"}}, "additionalProperties": True},
+        )
+    },
+)
+
+
+def describe(endpoint: Callable[..., Any], operation: dict[str, Any], prose: str | None = None) -> None:
+    """Give `endpoint` the docstring the server reads its OpenAPI operation from.
+
+    `prose` (default: the endpoint's own docstring) becomes the operation's
+    summary (its first line) and description (the rest).
+    """
+    text = inspect.cleandoc(prose if prose is not None else endpoint.__doc__ or "")
+    summary, _, description = text.partition("\n")
+    operation = dict(operation)
+    if summary:
+        operation["summary"] = summary.strip()
+    if description.strip():
+        operation["description"] = description.strip()
+    endpoint.__doc__ = f"{text}\n\n---\n{json.dumps(operation, indent=2)}"
