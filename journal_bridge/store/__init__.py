@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from journal_bridge.events import InvalidEvent
+from journal_bridge.events import EventRecord, InvalidEvent
 from journal_bridge.store.base import RunEventStore, StoreError, StoreUnavailable
 
 __all__ = [
     "STORE_URL_ENV",
+    "EventRecord",
     "InvalidEvent",
     "RunEventStore",
     "StoreError",

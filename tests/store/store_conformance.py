@@ -66,8 +66,13 @@ def event(
     )
 
 
-def seqs(events: list[RunEvent]) -> list[int]:
+def seqs(events: list[Any]) -> list[int]:
     return [e.seq for e in events]  # type: ignore[misc]
+
+
+def as_events(records: list[Any]) -> list[RunEvent]:
+    """Records in the `RunEvent` form, whichever form a method returned them in."""
+    return [r if isinstance(r, RunEvent) else r.to_event() for r in records]
 
 
 async def seed_mixed_thread(store: RunEventStore, runs: int = 3) -> list[RunEvent]:
@@ -160,7 +165,7 @@ class RunEventStoreConformance:
             created_at=created,
             source_key="k1",
         )
-        assert stored == RunEvent(
+        assert stored.to_event() == RunEvent(
             thread_id=THREAD,
             run_id="run-9",
             event_type=LLM_AI_RESPONSE,
@@ -172,7 +177,7 @@ class RunEventStoreConformance:
             source_key="k1",
         )
         (read,) = await store.list_messages(THREAD)
-        assert read == stored
+        assert read.to_event() == stored.to_event()
 
     async def test_put_defaults_content_metadata_and_created_at(self, store):
         before = datetime.now(UTC)
@@ -457,7 +462,7 @@ class RunEventStoreConformance:
             content="retry",
             source_key="msg-1",
         )
-        assert again == first[0]
+        assert again.to_event() == first[0]
         assert await store.last_seq(THREAD) == 2
         assert [e.content for e in await store.list_messages(THREAD)] == [
             "original",
@@ -533,34 +538,34 @@ class RunEventStoreConformance:
     async def test_latest_messages_span_several_runs(self, store):
         stored = await seed_mixed_thread(store, runs=3)
         messages = [e for e in stored if e.category == MESSAGE]
-        page = await store.list_messages(THREAD, limit=6)
+        page = as_events(await store.list_messages(THREAD, limit=6))
         assert page == messages[-6:]
         assert {e.run_id for e in page} == {"run-1", "run-2"}
 
     async def test_messages_skip_other_categories_interleaved(self, store):
         stored = await seed_mixed_thread(store, runs=3)
-        page = await store.list_messages(THREAD, limit=100)
+        page = as_events(await store.list_messages(THREAD, limit=100))
         assert page == [e for e in stored if e.category == MESSAGE]
         assert seqs(page) == sorted(seqs(page))
 
     async def test_limit_larger_than_the_thread_returns_everything(self, store):
         stored = await store.put_batch([event(content=i) for i in range(4)])
-        assert await store.list_messages(THREAD, limit=1000) == stored
-        assert await store.list_messages(THREAD, limit=1000, after_seq=0) == stored
-        assert await store.list_messages(THREAD, limit=1000, before_seq=5) == stored
+        assert as_events(await store.list_messages(THREAD, limit=1000)) == stored
+        assert as_events(await store.list_messages(THREAD, limit=1000, after_seq=0)) == stored
+        assert as_events(await store.list_messages(THREAD, limit=1000, before_seq=5)) == stored
 
     async def test_before_seq_returns_the_last_limit_below_it(self, store):
         await seed_mixed_thread(store, runs=3)
-        all_messages = await store.list_messages(THREAD, limit=100)
+        all_messages = as_events(await store.list_messages(THREAD, limit=100))
         cursor = all_messages[7].seq
-        page = await store.list_messages(THREAD, limit=3, before_seq=cursor)
+        page = as_events(await store.list_messages(THREAD, limit=3, before_seq=cursor))
         assert page == all_messages[4:7]
 
     async def test_after_seq_returns_the_first_limit_above_it(self, store):
         await seed_mixed_thread(store, runs=3)
-        all_messages = await store.list_messages(THREAD, limit=100)
+        all_messages = as_events(await store.list_messages(THREAD, limit=100))
         cursor = all_messages[2].seq
-        page = await store.list_messages(THREAD, limit=4, after_seq=cursor)
+        page = as_events(await store.list_messages(THREAD, limit=4, after_seq=cursor))
         assert page == all_messages[3:7]
 
     async def test_cursor_on_a_non_message_seq_works(self, store):
@@ -570,11 +575,11 @@ class RunEventStoreConformance:
         below = [e for e in messages if e.seq < run_end.seq]
         above = [e for e in messages if e.seq > run_end.seq]
         assert (
-            await store.list_messages(THREAD, limit=2, before_seq=run_end.seq)
+            as_events(await store.list_messages(THREAD, limit=2, before_seq=run_end.seq))
             == below[-2:]
         )
         assert (
-            await store.list_messages(THREAD, limit=2, after_seq=run_end.seq)
+            as_events(await store.list_messages(THREAD, limit=2, after_seq=run_end.seq))
             == above[:2]
         )
 
@@ -591,9 +596,9 @@ class RunEventStoreConformance:
     async def test_cursors_beyond_the_range_clamp(self, store):
         stored = await store.put_batch([event(content=i) for i in range(5)])
         assert (
-            await store.list_messages(THREAD, limit=2, before_seq=10_000) == stored[-2:]
+            as_events(await store.list_messages(THREAD, limit=2, before_seq=10_000)) == stored[-2:]
         )
-        assert await store.list_messages(THREAD, limit=2, after_seq=-10) == stored[:2]
+        assert as_events(await store.list_messages(THREAD, limit=2, after_seq=-10)) == stored[:2]
 
     async def test_cursor_in_a_gap_left_by_a_deleted_run(self, store):
         stored = await store.put_batch(
@@ -606,10 +611,10 @@ class RunEventStoreConformance:
         await store.delete_by_run(THREAD, "b")
         gap = stored[2].seq  # first event of the deleted run
         assert (
-            await store.list_messages(THREAD, limit=10, before_seq=gap + 1)
+            as_events(await store.list_messages(THREAD, limit=10, before_seq=gap + 1))
             == stored[:2]
         )
-        assert await store.list_messages(THREAD, limit=10, after_seq=gap) == stored[4:]
+        assert as_events(await store.list_messages(THREAD, limit=10, after_seq=gap)) == stored[4:]
 
     async def test_paging_backward_visits_every_message_once(self, store):
         await seed_mixed_thread(store, runs=5)
@@ -631,11 +636,19 @@ class RunEventStoreConformance:
             cursor = page[-1].seq
         assert collected == expected
 
-    async def test_both_cursors_at_once_is_an_error(self, store):
-        with pytest.raises(ValueError, match="before_seq"):
-            await store.list_messages(THREAD, before_seq=5, after_seq=1)
-        with pytest.raises(ValueError, match="before_seq"):
-            await store.list_timeline(THREAD, before_seq=5, after_seq=1)
+    async def test_both_cursors_bound_the_page_from_both_sides(self, store):
+        stored = await store.put_batch([event(content=i) for i in range(10)])
+        window = stored[2:7]  # seqs 3..7: above 2, below 8
+        for method in (store.list_messages, store.list_timeline):
+            assert as_events(
+                await method(THREAD, limit=100, after_seq=2, before_seq=8)
+            ) == window
+            # the first `limit` of the range, as after_seq alone pages
+            assert as_events(
+                await method(THREAD, limit=2, after_seq=2, before_seq=8)
+            ) == window[:2]
+            assert await method(THREAD, after_seq=5, before_seq=6) == []
+            assert await method(THREAD, after_seq=7, before_seq=3) == []
 
     @pytest.mark.parametrize("limit", [0, -1])
     async def test_limit_below_1_is_an_error(self, store, limit):
@@ -680,7 +693,7 @@ class RunEventStoreConformance:
 
     async def test_list_events_returns_one_run_in_seq_order(self, store):
         stored = await seed_mixed_thread(store, runs=3)
-        assert await store.list_events(THREAD, "run-1") == [
+        assert as_events(await store.list_events(THREAD, "run-1")) == [
             e for e in stored if e.run_id == "run-1"
         ]
 
@@ -692,24 +705,24 @@ class RunEventStoreConformance:
         wanted = [
             e for e in stored if e.run_id == "run-2" and e.event_type == LLM_AI_RESPONSE
         ]
-        page = await store.list_events(
+        page = as_events(await store.list_events(
             THREAD, "run-2", event_types=[LLM_AI_RESPONSE], limit=2
-        )
+        ))
         assert page == wanted and len(page) == 2
-        page = await store.list_events(
+        page = as_events(await store.list_events(
             THREAD, "run-2", event_types=[RUN_ERROR, RUN_START], limit=10
-        )
+        ))
         assert [e.event_type for e in page] == [RUN_START, RUN_ERROR]
 
     async def test_list_events_limit_and_after_seq(self, store):
         stored = await seed_mixed_thread(store, runs=2)
         run = [e for e in stored if e.run_id == "run-0"]
-        assert await store.list_events(THREAD, "run-0", limit=2) == run[:2]
+        assert as_events(await store.list_events(THREAD, "run-0", limit=2)) == run[:2]
         assert (
-            await store.list_events(THREAD, "run-0", after_seq=run[1].seq, limit=2)
+            as_events(await store.list_events(THREAD, "run-0", after_seq=run[1].seq, limit=2))
             == run[2:4]
         )
-        assert await store.list_events(THREAD, "run-0", event_types=[]) == []
+        assert as_events(await store.list_events(THREAD, "run-0", event_types=[])) == []
 
     # -- counts, threads ---------------------------------------------------------
 

@@ -42,7 +42,7 @@ async def test_records_survive_reopening_the_file(tmp_path):
     async with open_store(url) as store:
         stored = await store.put_batch([event(content={"a": 1}, source_key="k")])
     async with open_store(url) as store:
-        assert await store.list_messages(THREAD) == stored
+        assert [r.to_event() for r in await store.list_messages(THREAD)] == stored
         assert (await store.put_batch([event(source_key="k")])) == stored
         assert (await store.put_batch([event()]))[0].seq == 2
 
