@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
     "DEFAULT_MAX_CONTENT_BYTES",
     "ERROR",
-    "EventRecord",
     "EVENT_CATEGORIES",
     "LLM_AI_RESPONSE",
     "LLM_HUMAN_INPUT",
@@ -39,6 +38,7 @@ __all__ = [
     "SUMMARIZATION_EVENT",
     "SUMMARIZER_CALLER",
     "TRACE",
+    "EventRecord",
     "InvalidEvent",
     "PreparedEvent",
     "RunEvent",

@@ -114,8 +114,10 @@ _VERSION_1_SCHEMA = [
     )""",
     "CREATE INDEX journal_events_category ON {s}.journal_events (thread_id, category, seq)",
     "CREATE INDEX journal_events_run ON {s}.journal_events (thread_id, run_id, seq)",
-    "CREATE UNIQUE INDEX journal_events_source_key"
-    " ON {s}.journal_events (thread_id, source_key) WHERE source_key IS NOT NULL",
+    (
+        "CREATE UNIQUE INDEX journal_events_source_key"
+        " ON {s}.journal_events (thread_id, source_key) WHERE source_key IS NOT NULL"
+    ),
     """CREATE TABLE {s}.journal_threads (
         thread_id text PRIMARY KEY,
         last_seq bigint NOT NULL,

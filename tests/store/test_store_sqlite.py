@@ -135,8 +135,10 @@ _VERSION_1_SCHEMA = [
     )""",
     "CREATE INDEX journal_events_category ON journal_events (thread_id, category, seq)",
     "CREATE INDEX journal_events_run ON journal_events (thread_id, run_id, seq)",
-    "CREATE UNIQUE INDEX journal_events_source_key"
-    " ON journal_events (thread_id, source_key) WHERE source_key IS NOT NULL",
+    (
+        "CREATE UNIQUE INDEX journal_events_source_key"
+        " ON journal_events (thread_id, source_key) WHERE source_key IS NOT NULL"
+    ),
     """CREATE TABLE journal_threads (
         thread_id TEXT PRIMARY KEY,
         last_seq INTEGER NOT NULL,
