@@ -15,7 +15,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 from datetime import UTC
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -127,7 +127,25 @@ class PostgresRunEventStore(RunEventStore):
     `schema`: the schema holding the tables (created if missing); default: the
     connection's search_path. Pool sizes and `connect_timeout` (seconds) tune
     the connection pool.
+
+    The class attributes and the hooks after them describe the table layout; a
+    subclass with other tables overrides them and shares everything else.
     """
+
+    # Table names as `{name}` placeholders of `migrations`.
+    tables: ClassVar[dict[str, str]] = {
+        "events": "journal_events",
+        "threads": "journal_threads",
+        "version": "journal_schema",
+        "writes": "journal_thread_writes",
+    }
+    migrations: ClassVar[list[tuple[str, ...]]] = MIGRATIONS
+    # Selected in this order by every read; `_decode` reads them by position.
+    columns = _COLUMNS
+    # A WHERE term: `metadata["task_id"]` is the string parameter.
+    task_id_match = "metadata -> 'task_id' = to_jsonb(%s::text)"
+    # An expression: `metadata["caller"]` as text, NULL when absent.
+    caller_text = "metadata ->> 'caller'"
 
     def __init__(
         self,
@@ -147,13 +165,14 @@ class PostgresRunEventStore(RunEventStore):
         self.connect_timeout = connect_timeout
         self._pool: AsyncConnectionPool | None = None
         prefix = f"{_quote(schema)}." if schema else ""
-        self._events = f"{prefix}journal_events"
-        self._threads = f"{prefix}journal_threads"
-        self._version = f"{prefix}journal_schema"
-        self._writes = f"{prefix}journal_thread_writes"
+        self._names = {key: f"{prefix}{name}" for key, name in self.tables.items()}
+        self._events = self._names["events"]
+        self._threads = self._names["threads"]
+        self._version = self._names["version"]
+        self._writes = self._names["writes"]
         # Advisory lock namespace: per schema, so unrelated journals do not contend.
         self._lock_space = zlib.crc32(f"journal-bridge:{schema or ''}".encode()) - 2**31
-        self._select = f"SELECT {_COLUMNS} FROM {self._events}"
+        self._select = f"SELECT {self.columns} FROM {self._events}"
 
     @property
     def _redacted_url(self) -> str:
@@ -213,29 +232,21 @@ class PostgresRunEventStore(RunEventStore):
                 cursor = await conn.execute(f"SELECT version FROM {self._version}")
                 row = await cursor.fetchone()
                 version = row[0] if row else 0
-            if version > SCHEMA_VERSION:
+            latest = len(self.migrations)
+            if version > latest:
                 raise StoreError(
                     f"PostgreSQL journal has schema version {version}, newer than this"
-                    f" journal-bridge supports ({SCHEMA_VERSION})"
+                    f" journal-bridge supports ({latest})"
                 )
-            names = {
-                "events": self._events,
-                "threads": self._threads,
-                "version": self._version,
-                "writes": self._writes,
-            }
-            for statements in MIGRATIONS[version:]:
+            for statements in self.migrations[version:]:
                 for statement in statements:
-                    await conn.execute(statement.format(**names))
+                    await conn.execute(statement.format(**self._names))
             if version == 0:
                 await conn.execute(
-                    f"INSERT INTO {self._version} (version) VALUES (%s)",
-                    (SCHEMA_VERSION,),
+                    f"INSERT INTO {self._version} (version) VALUES (%s)", (latest,)
                 )
-            elif version < SCHEMA_VERSION:
-                await conn.execute(
-                    f"UPDATE {self._version} SET version = %s", (SCHEMA_VERSION,)
-                )
+            elif version < latest:
+                await conn.execute(f"UPDATE {self._version} SET version = %s", (latest,))
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -261,14 +272,58 @@ class PostgresRunEventStore(RunEventStore):
     async def ping(self) -> None:
         await self._fetch("SELECT 1", ())
 
+    # -- layout hooks ------------------------------------------------------------
+
     async def _lock_threads(
         self, conn: psycopg.AsyncConnection, thread_ids: Iterable[str]
     ) -> None:
+        """Take the per-thread write locks every writer of these tables takes."""
         for thread_id in sorted(thread_ids):
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
                 (self._lock_space, thread_id),
             )
+
+    def _decode(self, row: tuple[Any, ...]) -> RunEvent:
+        """A row of `columns` as a record."""
+        return _row_to_event(row)
+
+    async def _insert_rows(
+        self, cursor: psycopg.AsyncCursor[Any], rows: list[tuple[Any, ...]]
+    ) -> None:
+        """Insert the event rows `plan_append` made."""
+        await cursor.executemany(
+            f"INSERT INTO {self._events} ({_COLUMNS})"
+            " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)",
+            rows,
+        )
+
+    async def _count_appended(
+        self, cursor: psycopg.AsyncCursor[Any], counters: list[tuple[str, int, int, int]]
+    ) -> None:
+        """Add `(thread_id, last_seq, added, messages_added)` to the thread counters."""
+        await cursor.executemany(
+            f"INSERT INTO {self._threads} (thread_id, last_seq, event_count,"
+            " message_count, updated_at, write_order) VALUES"
+            f" (%s, %s, %s, %s, clock_timestamp(), nextval('{self._writes}'))"
+            " ON CONFLICT (thread_id) DO UPDATE SET"
+            " last_seq = EXCLUDED.last_seq,"
+            f" event_count = {self._threads}.event_count + EXCLUDED.event_count,"
+            f" message_count = {self._threads}.message_count + EXCLUDED.message_count,"
+            " updated_at = EXCLUDED.updated_at,"
+            " write_order = EXCLUDED.write_order",
+            counters,
+        )
+
+    async def _count_deleted(
+        self, conn: psycopg.AsyncConnection, thread_id: str, deleted: int, messages: int
+    ) -> None:
+        """Take deleted records off the thread counters."""
+        await conn.execute(
+            f"UPDATE {self._threads} SET event_count = event_count - %s,"
+            " message_count = message_count - %s WHERE thread_id = %s",
+            (deleted, messages, thread_id),
+        )
 
     # -- writing -----------------------------------------------------------------
 
@@ -316,7 +371,7 @@ class PostgresRunEventStore(RunEventStore):
                             (thread_id, keys),
                         )
                         existing[thread_id] = {
-                            row[8]: _row_to_event(row)
+                            row[8]: self._decode(row)
                             for row in await cursor.fetchall()
                         }
             return await self._insert(conn, groups, last_seqs, existing)
@@ -332,24 +387,8 @@ class PostgresRunEventStore(RunEventStore):
         result, rows, counters = plan_append(groups, last_seqs, existing)
         if rows:
             async with conn.cursor() as cursor:
-                await cursor.executemany(
-                    f"INSERT INTO {self._events} ({_COLUMNS})"
-                    " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)",
-                    rows,
-                )
-                await cursor.executemany(
-                    f"INSERT INTO {self._threads} (thread_id, last_seq, event_count,"
-                    " message_count, updated_at, write_order) VALUES"
-                    f" (%s, %s, %s, %s, clock_timestamp(), nextval('{self._writes}'))"
-                    " ON CONFLICT (thread_id) DO UPDATE SET"
-                    " last_seq = EXCLUDED.last_seq,"
-                    f" event_count = {self._threads}.event_count + EXCLUDED.event_count,"
-                    f" message_count = {self._threads}.message_count"
-                    " + EXCLUDED.message_count,"
-                    " updated_at = EXCLUDED.updated_at,"
-                    " write_order = EXCLUDED.write_order",
-                    counters,
-                )
+                await self._insert_rows(cursor, rows)
+                await self._count_appended(cursor, counters)
         return result
 
     async def _put_if_absent(self, item: PreparedEvent) -> tuple[RunEvent, bool]:
@@ -364,7 +403,7 @@ class PostgresRunEventStore(RunEventStore):
                 )
                 row = await cursor.fetchone()
                 if row is not None:
-                    return _row_to_event(row), False
+                    return self._decode(row), False
                 cursor = await conn.execute(
                     f"SELECT last_seq FROM {self._threads} WHERE thread_id = %s",
                     (event.thread_id,),
@@ -401,7 +440,7 @@ class PostgresRunEventStore(RunEventStore):
             run_id=run_id,
             user_id=user_id,
         )
-        events = [_row_to_event(row) for row in await self._fetch(sql, params)]
+        events = [self._decode(row) for row in await self._fetch(sql, params)]
         if descending:
             events.reverse()
         return events
@@ -426,14 +465,14 @@ class PostgresRunEventStore(RunEventStore):
             params.append(list(event_types))
         if task_id is not None:
             # Compared as JSON: only a string task_id matches.
-            sql += " AND metadata -> 'task_id' = to_jsonb(%s::text)"
+            sql += f" AND {self.task_id_match}"
             params.append(task_id)
         if user_id is not None:
             sql += " AND user_id = %s"
             params.append(user_id)
         sql += " ORDER BY seq LIMIT %s"
         params.append(limit)
-        return [_row_to_event(row) for row in await self._fetch(sql, params)]
+        return [self._decode(row) for row in await self._fetch(sql, params)]
 
     async def _last_visible_ai_seqs(
         self, thread_id: str, run_ids: tuple[str, ...], user_id: str | None
@@ -441,7 +480,7 @@ class PostgresRunEventStore(RunEventStore):
         sql = (
             f"SELECT run_id, MAX(seq) FROM {self._events} WHERE thread_id = %s"
             " AND run_id = ANY(%s) AND category = %s AND event_type = ANY(%s)"
-            " AND COALESCE(metadata ->> 'caller', '') NOT LIKE %s"
+            f" AND COALESCE({self.caller_text}, '') NOT LIKE %s"
         )
         params: list[Any] = [
             thread_id,
@@ -526,11 +565,7 @@ class PostgresRunEventStore(RunEventStore):
                 )
                 deleted, messages = await cursor.fetchone()  # type: ignore[misc]
                 if deleted:
-                    await conn.execute(
-                        f"UPDATE {self._threads} SET event_count = event_count - %s,"
-                        " message_count = message_count - %s WHERE thread_id = %s",
-                        (deleted, messages, thread_id),
-                    )
+                    await self._count_deleted(conn, thread_id, deleted, messages)
         except psycopg.Error as exc:
             raise _translate(exc, "delete") from exc
         return deleted
