@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -37,10 +38,12 @@ __all__ = [
     "SUMMARIZATION_EVENT",
     "SUMMARIZER_CALLER",
     "TRACE",
+    "EventRecord",
     "InvalidEvent",
     "PreparedEvent",
     "RunEvent",
     "dumps",
+    "event_from_record",
     "make_event",
     "max_content_bytes_from_env",
     "prepare_event",
@@ -103,9 +106,10 @@ class RunEvent:
     created_at: datetime
     seq: int | None = None
     source_key: str | None = None
+    user_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON envelope; `source_key` appears only when set."""
+        """The JSON envelope; `source_key` and `user_id` appear only when set."""
         data: dict[str, Any] = {
             "thread_id": self.thread_id,
             "run_id": self.run_id,
@@ -118,6 +122,8 @@ class RunEvent:
         }
         if self.source_key is not None:
             data["source_key"] = self.source_key
+        if self.user_id is not None:
+            data["user_id"] = self.user_id
         return data
 
     @classmethod
@@ -142,7 +148,73 @@ class RunEvent:
             created_at=created_at,
             seq=data.get("seq"),
             source_key=data.get("source_key"),
+            user_id=data.get("user_id"),
         )
+
+
+class EventRecord(dict[str, Any]):
+    """A stored record as a plain dict: the form deer-flow's `RunEventStore` reads and writes.
+
+    The keys are the envelope of `RunEvent.to_dict` (`created_at` is ISO-8601
+    text; `source_key` and `user_id` only when set), so a record serialises as
+    JSON as it is. The same names read as attributes give the `RunEvent` view
+    (`record.seq`, `record.created_at` as a datetime), so code written against
+    `RunEvent` reads either form.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def from_event(cls, event: RunEvent) -> EventRecord:
+        return cls(event.to_dict())
+
+    def to_event(self) -> RunEvent:
+        return RunEvent.from_dict(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain copy of the envelope."""
+        return dict(self)
+
+    @property
+    def thread_id(self) -> str:
+        return self["thread_id"]
+
+    @property
+    def run_id(self) -> str:
+        return self["run_id"]
+
+    @property
+    def event_type(self) -> str:
+        return self["event_type"]
+
+    @property
+    def category(self) -> str:
+        return self["category"]
+
+    @property
+    def content(self) -> Any:
+        return self["content"]
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self["metadata"]
+
+    @property
+    def created_at(self) -> datetime:
+        value = self["created_at"]
+        return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+    @property
+    def seq(self) -> int | None:
+        return self.get("seq")
+
+    @property
+    def source_key(self) -> str | None:
+        return self.get("source_key")
+
+    @property
+    def user_id(self) -> str | None:
+        return self.get("user_id")
 
 
 def make_event(
@@ -153,13 +225,17 @@ def make_event(
     category: str | None = None,
     content: Any = "",
     metadata: dict[str, Any] | None = None,
-    created_at: datetime | None = None,
+    created_at: datetime | str | None = None,
     source_key: str | None = None,
+    user_id: str | None = None,
 ) -> RunEvent:
     """Build an unsaved record: `created_at` defaults to now (UTC), `metadata` to {}.
 
-    `category` may be left out for the catalog's event types.
+    `category` may be left out for the catalog's event types. `created_at` may
+    also be ISO-8601 text (deer-flow's form); text without an offset is UTC.
     """
+    if isinstance(created_at, str):
+        created_at = _parse_time(created_at)
     if category is None:
         category = EVENT_CATEGORIES.get(event_type)
         if category is None:
@@ -175,7 +251,53 @@ def make_event(
         metadata={} if metadata is None else metadata,
         created_at=datetime.now(UTC) if created_at is None else created_at,
         source_key=source_key,
+        user_id=user_id,
     )
+
+
+def _parse_time(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InvalidEvent(f"created_at: not ISO-8601: {text!r}") from exc
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+# The keys a dict given to `put_batch` may carry; deer-flow's are those of `put`.
+_RECORD_KEYS = frozenset(
+    {
+        "thread_id",
+        "run_id",
+        "event_type",
+        "category",
+        "content",
+        "metadata",
+        "created_at",
+        "source_key",
+        "user_id",
+    }
+)
+
+
+def event_from_record(data: Mapping[str, Any]) -> RunEvent:
+    """The unsaved `RunEvent` a dict of `put`'s keyword arguments describes.
+
+    Fields a stored record also has (`seq`) are ignored, so a record read from
+    one store can be written to another. `created_at` is a datetime, ISO-8601
+    text (UTC without an offset) or absent (now).
+    """
+    if not isinstance(data, Mapping):
+        raise InvalidEvent(
+            f"event: expected RunEvent or dict, got {type(data).__name__}"
+        )
+    for name in ("thread_id", "run_id", "event_type"):
+        if name not in data:
+            raise InvalidEvent(f"{name}: missing")
+    fields = {name: data[name] for name in _RECORD_KEYS & data.keys()}
+    created_at = fields.get("created_at")
+    if isinstance(created_at, datetime) and created_at.tzinfo is None:
+        fields["created_at"] = created_at.replace(tzinfo=UTC)
+    return make_event(**fields)
 
 
 def _bad_text(name: str, value: Any, max_length: int | None = None) -> InvalidEvent:
@@ -232,6 +354,11 @@ def validate_event(event: RunEvent) -> None:
         not isinstance(value, str) or not value or "\x00" in value
     ):
         raise _bad_text("source_key", value)
+    value = event.user_id
+    if value is not None and (
+        not isinstance(value, str) or not value or "\x00" in value
+    ):
+        raise _bad_text("user_id", value)
 
 
 def max_content_bytes_from_env() -> int:
@@ -309,6 +436,7 @@ class PreparedEvent:
             e.created_at,
             seq,
             e.source_key,
+            e.user_id,
         )
 
     def decoded(self, seq: int) -> RunEvent:
@@ -325,6 +453,7 @@ class PreparedEvent:
             e.created_at,
             seq,
             e.source_key,
+            e.user_id,
         )
 
 

@@ -4,24 +4,28 @@
         await store.put(thread_id=..., run_id=..., event_type=..., category=...)
 
 URLs: `sqlite:///relative.db`, `sqlite:////absolute/path.db` (the embedded
-default), `postgresql://...` or `postgres://...`, and `memory://`.
+default), `postgresql://...` or `postgres://...`, and `memory://`. A PostgreSQL
+URL may end in `?layout=deerflow` to keep the journal in deer-flow's own
+`run_events` table (see `journal_bridge.store.postgres_deerflow`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
-from journal_bridge.events import InvalidEvent
+from journal_bridge.events import EventRecord, InvalidEvent
 from journal_bridge.store.base import RunEventStore, StoreError, StoreUnavailable
 
 __all__ = [
     "STORE_URL_ENV",
+    "EventRecord",
     "InvalidEvent",
     "RunEventStore",
     "StoreError",
@@ -60,13 +64,40 @@ def create_store(url: str, **options: Any) -> RunEventStore:
             sqlite_path_from_url(url), **{**_sqlite_url_options(url), **options}
         )
     if scheme in ("postgresql", "postgres"):
-        from journal_bridge.store.postgres import PostgresRunEventStore
-
-        return PostgresRunEventStore(url, **options)
+        url, layout = _take_layout(url)
+        module_name, _, class_name = _POSTGRES_LAYOUTS[layout].partition(":")
+        store_class = getattr(importlib.import_module(module_name), class_name)
+        return store_class(url, **options)
     raise ValueError(
         f"unsupported run event store URL {url!r}: expected sqlite:///path.db,"
         " postgresql://... (or postgres://...) or memory://"
     )
+
+
+# `?layout=NAME` of a PostgreSQL URL: which tables hold the journal.
+_POSTGRES_LAYOUTS = {
+    # journal-bridge's own tables (`journal_events`, ...)
+    "journal": "journal_bridge.store.postgres:PostgresRunEventStore",
+    # deer-flow's `run_events`, shared with deer-flow's Gateway
+    "deerflow": "journal_bridge.store.postgres_deerflow:DeerflowPostgresRunEventStore",
+}
+
+
+def _take_layout(url: str) -> tuple[str, str]:
+    """`url` without its `layout` option (the driver does not know it), and the layout."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    layouts = [value for name, value in query if name == "layout"]
+    layout = layouts[-1] if layouts else "journal"
+    if layout not in _POSTGRES_LAYOUTS:
+        raise ValueError(
+            f"unsupported PostgreSQL journal layout {layout!r}: expected one of"
+            f" {', '.join(_POSTGRES_LAYOUTS)}"
+        )
+    if layouts:
+        rest = urlencode([(name, value) for name, value in query if name != "layout"])
+        url = urlunsplit(parts._replace(query=rest))
+    return url, layout
 
 
 def _sqlite_url_options(url: str) -> dict[str, Any]:

@@ -1,30 +1,44 @@
 """The run event store contract shared by every backend.
 
-A thread's journal is an append-only sequence of `RunEvent`s. The store assigns
+The interface is deer-flow's `RunEventStore` (same methods, argument names and
+semantics, dict records in and out), plus what journal-bridge needs on top:
+idempotent appends by `source_key`, `RunEvent` objects, the message-and-marker
+timeline and the thread index.
+
+A thread's journal is an append-only sequence of records. The store assigns
 `seq`: 1 for a thread's first event, then strictly increasing and contiguous,
 decided inside the backend's transaction so several processes can append to one
 thread. A seq is never reused while the thread exists, not even after
 `delete_by_run`; `delete_by_thread` forgets the thread, and a later append starts
 again at 1.
 
-Paging (`list_messages`, `list_timeline`) returns records in ascending seq:
-`before_seq` -> the last `limit` records below it, `after_seq` -> the first `limit`
-records above it, neither -> the latest `limit` records. Giving both is an error.
+Paging (`list_messages`, `list_messages_by_run`, `list_timeline`) returns
+records in ascending seq. `before_seq` keeps records below it, `after_seq`
+records above it; both may be given and both apply. With `after_seq` the page is
+the first `limit` records of that range, otherwise the last `limit` (the latest
+records when no cursor is given).
+
+`user_id` on a read or delete keeps only records written with that `user_id`;
+`None` (the default: journal-bridge has no ambient user) applies no filter, as
+deer-flow's explicit `user_id=None` does.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Self
 
 from journal_bridge.events import (
+    LLM_AI_RESPONSE,
     MESSAGE,
     MIDDLEWARE,
+    EventRecord,
     InvalidEvent,
     PreparedEvent,
     RunEvent,
+    event_from_record,
     make_event,
     max_content_bytes_from_env,
     prepare_event,
@@ -33,16 +47,25 @@ from journal_bridge.events import (
 __all__ = [
     "SCHEMA_VERSION",
     "TIMELINE_CATEGORIES",
+    "VISIBLE_AI_EVENT_TYPES",
+    "EventRecord",
     "InvalidEvent",
     "RunEventStore",
     "StoreError",
     "StoreUnavailable",
 ]
 
-# Bumped whenever a backend's tables change; a store refuses a newer database.
-SCHEMA_VERSION = 1
+# The number of schema migrations of the SQL backends (each keeps a `MIGRATIONS`
+# list this long): an older database is upgraded on open, a newer one refused.
+SCHEMA_VERSION = 2
 
 TIMELINE_CATEGORIES: tuple[str, ...] = (MESSAGE, MIDDLEWARE)
+
+# What `get_last_visible_ai_seq_by_run` counts as an AI reply; deer-flow's older
+# journals name it `ai_message`.
+VISIBLE_AI_EVENT_TYPES: tuple[str, ...] = (LLM_AI_RESPONSE, "ai_message")
+# A `metadata["caller"]` with this prefix marks a middleware's own model call.
+MIDDLEWARE_CALLER_PREFIX = "middleware:"
 
 
 class StoreError(Exception):
@@ -63,6 +86,17 @@ def _check_cursor(name: str, value: int | None) -> None:
         raise ValueError(f"{name} must be an int or None, got {value!r}")
 
 
+def _check_page(limit: int, before_seq: int | None, after_seq: int | None) -> None:
+    _check_limit(limit)
+    _check_cursor("before_seq", before_seq)
+    _check_cursor("after_seq", after_seq)
+
+
+def _check_user(user_id: str | None) -> None:
+    if user_id is not None and not isinstance(user_id, str):
+        raise ValueError(f"user_id must be a str or None, got {user_id!r}")
+
+
 def page_query(
     select: str,
     thread_id: str,
@@ -72,26 +106,38 @@ def page_query(
     after_seq: int | None,
     *,
     mark: str,
+    run_id: str | None = None,
+    user_id: str | None = None,
 ) -> tuple[str, list[Any], bool]:
-    """The SQL of one timeline page: `(sql, params, descending)`.
+    """The SQL of one page: `(sql, params, descending)`.
 
     One index range per category, merged with UNION ALL: a page costs the page,
     whatever the other categories in between. Rows come newest first when
     `descending` (the caller reverses them). `mark` is the driver's placeholder.
     """
+    bounds: list[str] = []
+    filters: list[Any] = []
+    if run_id is not None:
+        bounds.append(f"run_id = {mark}")
+        filters.append(run_id)
+    if user_id is not None:
+        bounds.append(f"user_id = {mark}")
+        filters.append(user_id)
     if after_seq is not None:
-        bound, direction, cursor = f"seq > {mark}", "ASC", [after_seq]
-    elif before_seq is not None:
-        bound, direction, cursor = f"seq < {mark}", "DESC", [before_seq]
-    else:
-        bound, direction, cursor = "1 = 1", "DESC", []
+        bounds.append(f"seq > {mark}")
+        filters.append(after_seq)
+    if before_seq is not None:
+        bounds.append(f"seq < {mark}")
+        filters.append(before_seq)
+    direction = "ASC" if after_seq is not None else "DESC"
+    where = "".join(f" AND {bound}" for bound in bounds)
     part = (
-        f"SELECT * FROM ({select} WHERE thread_id = {mark} AND category = {mark}"
-        f" AND {bound} ORDER BY seq {direction} LIMIT {mark}) AS page_{{n}}"
+        f"SELECT * FROM ({select} WHERE thread_id = {mark} AND category = {mark}{where}"
+        f" ORDER BY seq {direction} LIMIT {mark}) AS page_{{n}}"
     )
     params: list[Any] = []
     for category in categories:
-        params.extend((thread_id, category, *cursor, limit))
+        params.extend((thread_id, category, *filters, limit))
     if len(categories) == 1:
         return part.format(n=0), params, direction == "DESC"
     sql = " UNION ALL ".join(part.format(n=n) for n in range(len(categories)))
@@ -104,22 +150,25 @@ def plan_append(
     existing: dict[str, dict[str, RunEvent]],
     encode_time: Any = None,
 ) -> tuple[
-    dict[str, list[RunEvent]], list[tuple[Any, ...]], list[tuple[str, int, int]]
+    dict[str, list[RunEvent]],
+    list[tuple[Any, ...]],
+    list[tuple[str, int, int, int]],
 ]:
     """Assign seqs for an append whose thread counters and known keys were read
     under the write lock.
 
     Returns the per-thread results (aligned with `groups`), the event rows to
     insert (`thread_id, seq, run_id, event_type, category, content_json,
-    metadata_json, created_at, source_key`) and `(thread_id, last_seq, added)`
-    for each thread that gained events.
+    metadata_json, created_at, source_key, user_id`) and `(thread_id, last_seq,
+    added, messages_added)` for each thread that gained events.
     """
     result: dict[str, list[RunEvent]] = {}
     rows: list[tuple[Any, ...]] = []
-    counters: list[tuple[str, int, int]] = []
+    counters: list[tuple[str, int, int, int]] = []
     for thread_id, items in groups.items():
         known = existing.get(thread_id, {})
         seq = first = last_seqs.get(thread_id, 0)
+        messages = 0
         out: list[RunEvent] = []
         for item in items:
             event = item.event
@@ -128,6 +177,7 @@ def plan_append(
                 out.append(known[key])
                 continue
             seq += 1
+            messages += event.category == MESSAGE
             created_at = event.created_at
             rows.append(
                 (
@@ -140,12 +190,13 @@ def plan_append(
                     item.metadata_json,
                     created_at if encode_time is None else encode_time(created_at),
                     key,
+                    event.user_id,
                 )
             )
             out.append(item.with_seq(seq))
         result[thread_id] = out
         if seq > first:
-            counters.append((thread_id, seq, seq - first))
+            counters.append((thread_id, seq, seq - first, messages))
     return result, rows, counters
 
 
@@ -192,10 +243,14 @@ class RunEventStore(abc.ABC):
         category: str,
         content: Any = "",
         metadata: dict[str, Any] | None = None,
-        created_at: datetime | None = None,
+        created_at: datetime | str | None = None,
         source_key: str | None = None,
-    ) -> RunEvent:
-        """Append one event and return it as stored (see `put_batch`)."""
+        user_id: str | None = None,
+    ) -> EventRecord:
+        """Append one event and return the record as stored (see `put_batch`).
+
+        `created_at` is a timezone-aware datetime or ISO-8601 text; default now.
+        """
         event = make_event(
             thread_id=thread_id,
             run_id=run_id,
@@ -205,12 +260,18 @@ class RunEventStore(abc.ABC):
             metadata=metadata,
             created_at=created_at,
             source_key=source_key,
+            user_id=user_id,
         )
         (stored,) = await self.put_batch([event])
-        return stored
+        return EventRecord.from_event(stored)
 
-    async def put_batch(self, events: Sequence[RunEvent]) -> list[RunEvent]:
+    async def put_batch(
+        self, events: Sequence[RunEvent | Mapping[str, Any]]
+    ) -> list[Any]:
         """Append `events` (possibly of several threads) in one transaction.
+
+        Each event is a `RunEvent` or a dict of `put`'s keyword arguments; each
+        result has the form of its input (`RunEvent` or `EventRecord`).
 
         All or nothing: an invalid event raises `InvalidEvent` and nothing is
         written. Returns the appended records in input order with `seq` set; their
@@ -220,7 +281,14 @@ class RunEventStore(abc.ABC):
         with its original seq. Duplicates within the batch collapse to the first.
         The `seq` of an input event is ignored.
         """
-        prepared = [prepare_event(event, self.max_content_bytes) for event in events]
+        as_records = [not isinstance(event, RunEvent) for event in events]
+        prepared = [
+            prepare_event(
+                event_from_record(event) if wants_record else event,  # type: ignore[arg-type]
+                self.max_content_bytes,
+            )
+            for event, wants_record in zip(events, as_records, strict=True)
+        ]
         groups: dict[str, list[PreparedEvent]] = {}
         slots: list[tuple[str, int]] = []
         first_by_key: dict[tuple[str, str], tuple[str, int]] = {}
@@ -238,7 +306,11 @@ class RunEventStore(abc.ABC):
         if not groups:
             return []
         stored = await self._append(groups)
-        return [stored[thread_id][index] for thread_id, index in slots]
+        out: list[Any] = []
+        for (thread_id, index), wants_record in zip(slots, as_records, strict=True):
+            event = stored[thread_id][index]
+            out.append(EventRecord.from_event(event) if wants_record else event)
+        return out
 
     @abc.abstractmethod
     async def _append(
@@ -250,6 +322,43 @@ class RunEventStore(abc.ABC):
         key, return the stored record and assign no seq.
         """
 
+    async def put_if_absent(
+        self,
+        *,
+        thread_id: str,
+        run_id: str,
+        event_type: str,
+        category: str,
+        content: Any = "",
+        metadata: dict[str, Any] | None = None,
+        created_at: datetime | str | None = None,
+        user_id: str | None = None,
+    ) -> tuple[EventRecord, bool]:
+        """Append one event unless the run already holds one of `event_type`.
+
+        Returns `(record, created)`: the new record and True, or the run's first
+        record of that type and False. The check and the append are one step
+        with respect to every other writer of the thread, in any process.
+        """
+        event = make_event(
+            thread_id=thread_id,
+            run_id=run_id,
+            event_type=event_type,
+            category=category,
+            content=content,
+            metadata=metadata,
+            created_at=created_at,
+            user_id=user_id,
+        )
+        stored, created = await self._put_if_absent(
+            prepare_event(event, self.max_content_bytes)
+        )
+        return EventRecord.from_event(stored), created
+
+    @abc.abstractmethod
+    async def _put_if_absent(self, item: PreparedEvent) -> tuple[RunEvent, bool]:
+        """`put_if_absent` of a prepared event without a source key."""
+
     # -- reading -----------------------------------------------------------------
 
     async def list_messages(
@@ -259,15 +368,44 @@ class RunEventStore(abc.ABC):
         limit: int = 50,
         before_seq: int | None = None,
         after_seq: int | None = None,
-    ) -> list[RunEvent]:
-        """A page of category `message` records, ascending seq (cursor rules above)."""
-        return await self.list_timeline(
-            thread_id,
-            categories=(MESSAGE,),
-            limit=limit,
-            before_seq=before_seq,
-            after_seq=after_seq,
+        user_id: str | None = None,
+    ) -> list[EventRecord]:
+        """A page of the thread's category `message` records (cursor rules above)."""
+        return await self._records(
+            thread_id, (MESSAGE,), limit, before_seq, after_seq, None, user_id
         )
+
+    async def list_messages_by_run(
+        self,
+        thread_id: str,
+        run_id: str,
+        *,
+        limit: int = 50,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        user_id: str | None = None,
+    ) -> list[EventRecord]:
+        """A page of one run's category `message` records (cursor rules above)."""
+        return await self._records(
+            thread_id, (MESSAGE,), limit, before_seq, after_seq, run_id, user_id
+        )
+
+    async def _records(
+        self,
+        thread_id: str,
+        categories: tuple[str, ...],
+        limit: int,
+        before_seq: int | None,
+        after_seq: int | None,
+        run_id: str | None,
+        user_id: str | None,
+    ) -> list[EventRecord]:
+        _check_page(limit, before_seq, after_seq)
+        _check_user(user_id)
+        page = await self._page(
+            thread_id, categories, limit, before_seq, after_seq, run_id, user_id
+        )
+        return [EventRecord.from_event(event) for event in page]
 
     async def list_timeline(
         self,
@@ -278,16 +416,12 @@ class RunEventStore(abc.ABC):
         before_seq: int | None = None,
         after_seq: int | None = None,
     ) -> list[RunEvent]:
-        """A page of records of any of `categories` (messages and markers by default)."""
-        _check_limit(limit)
-        _check_cursor("before_seq", before_seq)
-        _check_cursor("after_seq", after_seq)
-        if before_seq is not None and after_seq is not None:
-            raise ValueError("give before_seq or after_seq, not both")
+        """A page of `RunEvent`s of any of `categories` (messages and markers by default)."""
+        _check_page(limit, before_seq, after_seq)
         wanted = tuple(dict.fromkeys(categories))
         if not wanted:
             return []
-        return await self._page(thread_id, wanted, limit, before_seq, after_seq)
+        return await self._page(thread_id, wanted, limit, before_seq, after_seq, None, None)
 
     @abc.abstractmethod
     async def _page(
@@ -297,8 +431,11 @@ class RunEventStore(abc.ABC):
         limit: int,
         before_seq: int | None,
         after_seq: int | None,
+        run_id: str | None,
+        user_id: str | None,
     ) -> list[RunEvent]:
-        """One page in ascending seq; arguments already checked."""
+        """One page in ascending seq, of one run when `run_id` is given; arguments
+        already checked."""
 
     async def list_events(
         self,
@@ -306,16 +443,28 @@ class RunEventStore(abc.ABC):
         run_id: str,
         *,
         event_types: Iterable[str] | None = None,
+        task_id: str | None = None,
         limit: int = 500,
         after_seq: int | None = None,
-    ) -> list[RunEvent]:
-        """A run's records in ascending seq, filtered by `event_types` before `limit`."""
+        user_id: str | None = None,
+    ) -> list[EventRecord]:
+        """A run's records in ascending seq: the first `limit` above `after_seq`.
+
+        `event_types` keeps records of those types (an empty list: none), `task_id`
+        those whose `metadata["task_id"]` is that string; both filter before `limit`.
+        """
         _check_limit(limit)
         _check_cursor("after_seq", after_seq)
+        _check_user(user_id)
+        if task_id is not None and not isinstance(task_id, str):
+            raise ValueError(f"task_id must be a str or None, got {task_id!r}")
         types = None if event_types is None else tuple(dict.fromkeys(event_types))
         if types is not None and not types:
             return []
-        return await self._list_events(thread_id, run_id, types, limit, after_seq)
+        events = await self._list_events(
+            thread_id, run_id, types, task_id, limit, after_seq, user_id
+        )
+        return [EventRecord.from_event(event) for event in events]
 
     @abc.abstractmethod
     async def _list_events(
@@ -323,14 +472,45 @@ class RunEventStore(abc.ABC):
         thread_id: str,
         run_id: str,
         event_types: tuple[str, ...] | None,
+        task_id: str | None,
         limit: int,
         after_seq: int | None,
+        user_id: str | None,
     ) -> list[RunEvent]:
         """`list_events` with arguments already checked."""
 
+    async def get_last_visible_ai_seq_by_run(
+        self,
+        thread_id: str,
+        run_ids: Iterable[str],
+        *,
+        user_id: str | None = None,
+    ) -> dict[str, int]:
+        """For each of `run_ids`, the seq of its last AI reply the user saw.
+
+        That is its last category `message` record of a `VISIBLE_AI_EVENT_TYPES`
+        type whose `metadata["caller"]` does not start with `middleware:`. Runs
+        without one are left out.
+        """
+        _check_user(user_id)
+        wanted = tuple(dict.fromkeys(run_ids))
+        if not wanted:
+            return {}
+        return await self._last_visible_ai_seqs(thread_id, wanted, user_id)
+
     @abc.abstractmethod
-    async def count_messages(self, thread_id: str) -> int:
-        """How many category `message` records the thread holds."""
+    async def _last_visible_ai_seqs(
+        self, thread_id: str, run_ids: tuple[str, ...], user_id: str | None
+    ) -> dict[str, int]:
+        """`get_last_visible_ai_seq_by_run` with arguments already checked."""
+
+    @abc.abstractmethod
+    async def count_messages(self, thread_id: str, *, user_id: str | None = None) -> int:
+        """How many category `message` records the thread holds (of `user_id`).
+
+        Without `user_id` this reads a counter kept with the thread: it costs the
+        same whatever the thread's length.
+        """
 
     @abc.abstractmethod
     async def last_seq(self, thread_id: str) -> int:
@@ -360,9 +540,15 @@ class RunEventStore(abc.ABC):
     # -- deleting ----------------------------------------------------------------
 
     @abc.abstractmethod
-    async def delete_by_thread(self, thread_id: str) -> int:
-        """Delete the thread's records and its seq counter; return how many records."""
+    async def delete_by_thread(self, thread_id: str, *, user_id: str | None = None) -> int:
+        """Delete the thread's records; return how many.
+
+        Without `user_id` the thread is forgotten, its seq counter too. With it,
+        only that user's records go and seqs are not reused (as `delete_by_run`).
+        """
 
     @abc.abstractmethod
-    async def delete_by_run(self, thread_id: str, run_id: str) -> int:
-        """Delete one run's records; return how many. Seqs are not reused."""
+    async def delete_by_run(
+        self, thread_id: str, run_id: str, *, user_id: str | None = None
+    ) -> int:
+        """Delete one run's records (of `user_id`); return how many. Seqs are not reused."""

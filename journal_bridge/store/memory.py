@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
-from journal_bridge.store.base import RunEventStore, StoreUnavailable
+from journal_bridge.store.base import (
+    MIDDLEWARE_CALLER_PREFIX,
+    VISIBLE_AI_EVENT_TYPES,
+    RunEventStore,
+    StoreUnavailable,
+)
 
 __all__ = ["MemoryRunEventStore"]
 
@@ -22,6 +27,7 @@ __all__ = ["MemoryRunEventStore"]
 @dataclass
 class _Thread:
     last_seq: int = 0
+    message_count: int = 0
     updated_at: str = ""
     write_order: int = 0
     events: list[RunEvent] = field(default_factory=list)  # ascending seq
@@ -81,12 +87,24 @@ class MemoryRunEventStore(RunEventStore):
             thread.write_order = self._writes
             thread.updated_at = now
             thread.last_seq = new[-1].seq  # type: ignore[assignment]
+            thread.message_count += sum(event.category == MESSAGE for event in new)
             thread.events.extend(new)
             thread.seqs.extend(event.seq for event in new)  # type: ignore[misc]
             for event in new:
                 if event.source_key is not None:
                     thread.by_source_key[event.source_key] = event
         return result
+
+    async def _put_if_absent(self, item: PreparedEvent) -> tuple[RunEvent, bool]:
+        # No await between the look-up and the append: atomic on the event loop.
+        self._check_open()
+        wanted = item.event
+        thread = self._threads.get(wanted.thread_id)
+        for event in thread.events if thread else ():
+            if event.run_id == wanted.run_id and event.event_type == wanted.event_type:
+                return event, False
+        (stored,) = (await self._append({wanted.thread_id: [item]}))[wanted.thread_id]
+        return stored, True
 
     async def _page(
         self,
@@ -95,26 +113,35 @@ class MemoryRunEventStore(RunEventStore):
         limit: int,
         before_seq: int | None,
         after_seq: int | None,
+        run_id: str | None,
+        user_id: str | None,
     ) -> list[RunEvent]:
         self._check_open()
         thread = self._threads.get(thread_id)
         if thread is None:
             return []
         wanted = set(categories)
+
+        def keep(event: RunEvent) -> bool:
+            return (
+                event.category in wanted
+                and (run_id is None or event.run_id == run_id)
+                and (user_id is None or event.user_id == user_id)
+            )
+
         events, seqs = thread.events, thread.seqs
+        start = 0 if after_seq is None else bisect.bisect_right(seqs, after_seq)
+        end = len(events) if before_seq is None else bisect.bisect_left(seqs, before_seq)
         page: list[RunEvent] = []
         if after_seq is not None:
-            for index in range(bisect.bisect_right(seqs, after_seq), len(events)):
-                if events[index].category in wanted:
+            for index in range(start, end):
+                if keep(events[index]):
                     page.append(events[index])
                     if len(page) == limit:
                         break
             return page
-        end = (
-            len(events) if before_seq is None else bisect.bisect_left(seqs, before_seq)
-        )
-        for index in range(end - 1, -1, -1):
-            if events[index].category in wanted:
+        for index in range(end - 1, start - 1, -1):
+            if keep(events[index]):
                 page.append(events[index])
                 if len(page) == limit:
                     break
@@ -126,8 +153,10 @@ class MemoryRunEventStore(RunEventStore):
         thread_id: str,
         run_id: str,
         event_types: tuple[str, ...] | None,
+        task_id: str | None,
         limit: int,
         after_seq: int | None,
+        user_id: str | None,
     ) -> list[RunEvent]:
         self._check_open()
         thread = self._threads.get(thread_id)
@@ -137,20 +166,50 @@ class MemoryRunEventStore(RunEventStore):
         wanted = None if event_types is None else set(event_types)
         page: list[RunEvent] = []
         for event in itertools.islice(thread.events, start, None):
-            if event.run_id == run_id and (
-                wanted is None or event.event_type in wanted
+            if (
+                event.run_id == run_id
+                and (wanted is None or event.event_type in wanted)
+                and (task_id is None or event.metadata.get("task_id") == task_id)
+                and (user_id is None or event.user_id == user_id)
             ):
                 page.append(event)
                 if len(page) == limit:
                     break
         return page
 
-    async def count_messages(self, thread_id: str) -> int:
+    async def _last_visible_ai_seqs(
+        self, thread_id: str, run_ids: tuple[str, ...], user_id: str | None
+    ) -> dict[str, int]:
+        self._check_open()
+        thread = self._threads.get(thread_id)
+        if thread is None:
+            return {}
+        wanted = set(run_ids)
+        found: dict[str, int] = {}
+        for event in reversed(thread.events):
+            if (
+                event.run_id in wanted
+                and event.run_id not in found
+                and event.category == MESSAGE
+                and event.event_type in VISIBLE_AI_EVENT_TYPES
+                and not _caller_is_middleware(event)
+                and (user_id is None or event.user_id == user_id)
+            ):
+                found[event.run_id] = event.seq  # type: ignore[assignment]
+        return found
+
+    async def count_messages(self, thread_id: str, *, user_id: str | None = None) -> int:
         self._check_open()
         thread = self._threads.get(thread_id)
         if thread is None:
             return 0
-        return sum(1 for event in thread.events if event.category == MESSAGE)
+        if user_id is None:
+            return thread.message_count
+        return sum(
+            1
+            for event in thread.events
+            if event.category == MESSAGE and event.user_id == user_id
+        )
 
     async def last_seq(self, thread_id: str) -> int:
         self._check_open()
@@ -183,24 +242,41 @@ class MemoryRunEventStore(RunEventStore):
             return set()
         return {key for key in keys if key in thread.by_source_key}
 
-    async def delete_by_thread(self, thread_id: str) -> int:
+    async def delete_by_thread(self, thread_id: str, *, user_id: str | None = None) -> int:
         self._check_open()
-        thread = self._threads.pop(thread_id, None)
-        return len(thread.events) if thread else 0
+        if user_id is None:
+            thread = self._threads.pop(thread_id, None)
+            return len(thread.events) if thread else 0
+        return self._delete(thread_id, lambda event: event.user_id == user_id)
 
-    async def delete_by_run(self, thread_id: str, run_id: str) -> int:
+    async def delete_by_run(
+        self, thread_id: str, run_id: str, *, user_id: str | None = None
+    ) -> int:
         self._check_open()
+        return self._delete(
+            thread_id,
+            lambda event: event.run_id == run_id
+            and (user_id is None or event.user_id == user_id),
+        )
+
+    def _delete(self, thread_id: str, doomed: Callable[[RunEvent], bool]) -> int:
+        """Drop the thread's events `doomed` selects; its seq counter stays."""
         thread = self._threads.get(thread_id)
         if thread is None:
             return 0
-        kept = [event for event in thread.events if event.run_id != run_id]
+        kept = [event for event in thread.events if not doomed(event)]
         deleted = len(thread.events) - len(kept)
         if deleted:
             thread.events = kept
             thread.seqs = [event.seq for event in kept]  # type: ignore[misc]
+            thread.message_count = sum(event.category == MESSAGE for event in kept)
             thread.by_source_key = {
                 event.source_key: event
                 for event in kept
                 if event.source_key is not None
             }
         return deleted
+
+
+def _caller_is_middleware(event: RunEvent) -> bool:
+    return str(event.metadata.get("caller", "")).startswith(MIDDLEWARE_CALLER_PREFIX)

@@ -15,14 +15,16 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 from datetime import UTC
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from journal_bridge.events import MESSAGE, InvalidEvent, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
+    MIDDLEWARE_CALLER_PREFIX,
     SCHEMA_VERSION,
+    VISIBLE_AI_EVENT_TYPES,
     RunEventStore,
     StoreError,
     StoreUnavailable,
@@ -32,7 +34,60 @@ from journal_bridge.store.base import (
 
 __all__ = ["PostgresRunEventStore"]
 
-_COLUMNS = "thread_id, seq, run_id, event_type, category, content, metadata, created_at, source_key"
+_COLUMNS = (
+    "thread_id, seq, run_id, event_type, category, content, metadata, created_at,"
+    " source_key, user_id"
+)
+
+# Position i holds the statements that bring a version-i schema to version
+# i + 1; `journal_schema` records how many have run. Table names are filled in
+# per store (`{events}`, `{threads}`, `{version}`, `{writes}`). Never edit a
+# released step: append a new one.
+MIGRATIONS: list[tuple[str, ...]] = [
+    (
+        "CREATE TABLE IF NOT EXISTS {version} (version integer NOT NULL)",
+        """CREATE TABLE IF NOT EXISTS {events} (
+            thread_id text NOT NULL,
+            seq bigint NOT NULL,
+            run_id text NOT NULL,
+            event_type varchar(32) NOT NULL,
+            category varchar(16) NOT NULL,
+            content jsonb NOT NULL,
+            metadata jsonb NOT NULL,
+            created_at timestamptz NOT NULL,
+            source_key text,
+            PRIMARY KEY (thread_id, seq)
+        )""",
+        "CREATE INDEX IF NOT EXISTS journal_events_category ON {events} (thread_id, category, seq)",
+        "CREATE INDEX IF NOT EXISTS journal_events_run ON {events} (thread_id, run_id, seq)",
+        (
+            "CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
+            " ON {events} (thread_id, source_key) WHERE source_key IS NOT NULL"
+        ),
+        # The seq counter (never reused while the thread exists) and what the
+        # thread index needs without scanning events.
+        """CREATE TABLE IF NOT EXISTS {threads} (
+            thread_id text PRIMARY KEY,
+            last_seq bigint NOT NULL,
+            event_count bigint NOT NULL,
+            updated_at timestamptz NOT NULL,
+            write_order bigint NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS journal_threads_write_order ON {threads} (write_order)",
+        "CREATE SEQUENCE IF NOT EXISTS {writes}",
+    ),
+    (
+        # Who wrote a record, for user-scoped reads and deletes.
+        "ALTER TABLE {events} ADD COLUMN IF NOT EXISTS user_id text",
+        # count_messages reads a counter instead of scanning the thread.
+        "ALTER TABLE {threads} ADD COLUMN IF NOT EXISTS message_count bigint NOT NULL DEFAULT 0",
+        """UPDATE {threads} AS t SET message_count = (
+            SELECT COUNT(*) FROM {events} AS e
+            WHERE e.thread_id = t.thread_id AND e.category = 'message'
+        )""",
+    ),
+]
+assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
 def _quote(identifier: str) -> str:
@@ -50,6 +105,7 @@ def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
         metadata=row[6],
         created_at=row[7],
         source_key=row[8],
+        user_id=row[9],
     )
 
 
@@ -71,7 +127,25 @@ class PostgresRunEventStore(RunEventStore):
     `schema`: the schema holding the tables (created if missing); default: the
     connection's search_path. Pool sizes and `connect_timeout` (seconds) tune
     the connection pool.
+
+    The class attributes and the hooks after them describe the table layout; a
+    subclass with other tables overrides them and shares everything else.
     """
+
+    # Table names as `{name}` placeholders of `migrations`.
+    tables: ClassVar[dict[str, str]] = {
+        "events": "journal_events",
+        "threads": "journal_threads",
+        "version": "journal_schema",
+        "writes": "journal_thread_writes",
+    }
+    migrations: ClassVar[list[tuple[str, ...]]] = MIGRATIONS
+    # Selected in this order by every read; `_decode` reads them by position.
+    columns = _COLUMNS
+    # A WHERE term: `metadata["task_id"]` is the string parameter.
+    task_id_match = "metadata -> 'task_id' = to_jsonb(%s::text)"
+    # An expression: `metadata["caller"]` as text, NULL when absent.
+    caller_text = "metadata ->> 'caller'"
 
     def __init__(
         self,
@@ -91,13 +165,14 @@ class PostgresRunEventStore(RunEventStore):
         self.connect_timeout = connect_timeout
         self._pool: AsyncConnectionPool | None = None
         prefix = f"{_quote(schema)}." if schema else ""
-        self._events = f"{prefix}journal_events"
-        self._threads = f"{prefix}journal_threads"
-        self._version = f"{prefix}journal_schema"
-        self._writes = f"{prefix}journal_thread_writes"
+        self._names = {key: f"{prefix}{name}" for key, name in self.tables.items()}
+        self._events = self._names["events"]
+        self._threads = self._names["threads"]
+        self._version = self._names["version"]
+        self._writes = self._names["writes"]
         # Advisory lock namespace: per schema, so unrelated journals do not contend.
         self._lock_space = zlib.crc32(f"journal-bridge:{schema or ''}".encode()) - 2**31
-        self._select = f"SELECT {_COLUMNS} FROM {self._events}"
+        self._select = f"SELECT {self.columns} FROM {self._events}"
 
     @property
     def _redacted_url(self) -> str:
@@ -149,60 +224,29 @@ class PostgresRunEventStore(RunEventStore):
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_space,))
             if self.schema:
                 await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(self.schema)}")
-            for statement in (
-                f"CREATE TABLE IF NOT EXISTS {self._version} (version integer NOT NULL)",
-                f"""CREATE TABLE IF NOT EXISTS {self._events} (
-                    thread_id text NOT NULL,
-                    seq bigint NOT NULL,
-                    run_id text NOT NULL,
-                    event_type varchar(32) NOT NULL,
-                    category varchar(16) NOT NULL,
-                    content jsonb NOT NULL,
-                    metadata jsonb NOT NULL,
-                    created_at timestamptz NOT NULL,
-                    source_key text,
-                    PRIMARY KEY (thread_id, seq)
-                )""",
-                (
-                    f"CREATE INDEX IF NOT EXISTS journal_events_category"
-                    f" ON {self._events} (thread_id, category, seq)"
-                ),
-                (
-                    f"CREATE INDEX IF NOT EXISTS journal_events_run"
-                    f" ON {self._events} (thread_id, run_id, seq)"
-                ),
-                (
-                    f"CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
-                    f" ON {self._events} (thread_id, source_key) WHERE source_key IS NOT NULL"
-                ),
-                # The seq counter (never reused while the thread exists) and what
-                # the thread index needs without scanning events.
-                f"""CREATE TABLE IF NOT EXISTS {self._threads} (
-                    thread_id text PRIMARY KEY,
-                    last_seq bigint NOT NULL,
-                    event_count bigint NOT NULL,
-                    updated_at timestamptz NOT NULL,
-                    write_order bigint NOT NULL
-                )""",
-                (
-                    f"CREATE INDEX IF NOT EXISTS journal_threads_write_order"
-                    f" ON {self._threads} (write_order)"
-                ),
-                f"CREATE SEQUENCE IF NOT EXISTS {self._writes}",
-            ):
-                await conn.execute(statement)
-            cursor = await conn.execute(f"SELECT version FROM {self._version}")
-            row = await cursor.fetchone()
-            if row is None:
-                await conn.execute(
-                    f"INSERT INTO {self._version} (version) VALUES (%s)",
-                    (SCHEMA_VERSION,),
-                )
-            elif row[0] > SCHEMA_VERSION:
+            version = 0
+            cursor = await conn.execute(
+                "SELECT to_regclass(%s) IS NOT NULL", (self._version,)
+            )
+            if (await cursor.fetchone())[0]:  # type: ignore[index]
+                cursor = await conn.execute(f"SELECT version FROM {self._version}")
+                row = await cursor.fetchone()
+                version = row[0] if row else 0
+            latest = len(self.migrations)
+            if version > latest:
                 raise StoreError(
-                    f"PostgreSQL journal has schema version {row[0]}, newer than this"
-                    f" journal-bridge supports ({SCHEMA_VERSION})"
+                    f"PostgreSQL journal has schema version {version}, newer than this"
+                    f" journal-bridge supports ({latest})"
                 )
+            for statements in self.migrations[version:]:
+                for statement in statements:
+                    await conn.execute(statement.format(**self._names))
+            if version == 0:
+                await conn.execute(
+                    f"INSERT INTO {self._version} (version) VALUES (%s)", (latest,)
+                )
+            elif version < latest:
+                await conn.execute(f"UPDATE {self._version} SET version = %s", (latest,))
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -228,14 +272,58 @@ class PostgresRunEventStore(RunEventStore):
     async def ping(self) -> None:
         await self._fetch("SELECT 1", ())
 
+    # -- layout hooks ------------------------------------------------------------
+
     async def _lock_threads(
         self, conn: psycopg.AsyncConnection, thread_ids: Iterable[str]
     ) -> None:
+        """Take the per-thread write locks every writer of these tables takes."""
         for thread_id in sorted(thread_ids):
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
                 (self._lock_space, thread_id),
             )
+
+    def _decode(self, row: tuple[Any, ...]) -> RunEvent:
+        """A row of `columns` as a record."""
+        return _row_to_event(row)
+
+    async def _insert_rows(
+        self, cursor: psycopg.AsyncCursor[Any], rows: list[tuple[Any, ...]]
+    ) -> None:
+        """Insert the event rows `plan_append` made."""
+        await cursor.executemany(
+            f"INSERT INTO {self._events} ({_COLUMNS})"
+            " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)",
+            rows,
+        )
+
+    async def _count_appended(
+        self, cursor: psycopg.AsyncCursor[Any], counters: list[tuple[str, int, int, int]]
+    ) -> None:
+        """Add `(thread_id, last_seq, added, messages_added)` to the thread counters."""
+        await cursor.executemany(
+            f"INSERT INTO {self._threads} (thread_id, last_seq, event_count,"
+            " message_count, updated_at, write_order) VALUES"
+            f" (%s, %s, %s, %s, clock_timestamp(), nextval('{self._writes}'))"
+            " ON CONFLICT (thread_id) DO UPDATE SET"
+            " last_seq = EXCLUDED.last_seq,"
+            f" event_count = {self._threads}.event_count + EXCLUDED.event_count,"
+            f" message_count = {self._threads}.message_count + EXCLUDED.message_count,"
+            " updated_at = EXCLUDED.updated_at,"
+            " write_order = EXCLUDED.write_order",
+            counters,
+        )
+
+    async def _count_deleted(
+        self, conn: psycopg.AsyncConnection, thread_id: str, deleted: int, messages: int
+    ) -> None:
+        """Take deleted records off the thread counters."""
+        await conn.execute(
+            f"UPDATE {self._threads} SET event_count = event_count - %s,"
+            " message_count = message_count - %s WHERE thread_id = %s",
+            (deleted, messages, thread_id),
+        )
 
     # -- writing -----------------------------------------------------------------
 
@@ -283,29 +371,51 @@ class PostgresRunEventStore(RunEventStore):
                             (thread_id, keys),
                         )
                         existing[thread_id] = {
-                            row[8]: _row_to_event(row)
+                            row[8]: self._decode(row)
                             for row in await cursor.fetchall()
                         }
-            result, rows, counters = plan_append(groups, last_seqs, existing)
-            if rows:
-                async with conn.cursor() as cursor:
-                    await cursor.executemany(
-                        f"INSERT INTO {self._events} ({_COLUMNS})"
-                        " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s)",
-                        rows,
-                    )
-                    await cursor.executemany(
-                        f"INSERT INTO {self._threads}"
-                        " (thread_id, last_seq, event_count, updated_at, write_order)"
-                        f" VALUES (%s, %s, %s, clock_timestamp(), nextval('{self._writes}'))"
-                        " ON CONFLICT (thread_id) DO UPDATE SET"
-                        " last_seq = EXCLUDED.last_seq,"
-                        f" event_count = {self._threads}.event_count + EXCLUDED.event_count,"
-                        " updated_at = EXCLUDED.updated_at,"
-                        " write_order = EXCLUDED.write_order",
-                        counters,
-                    )
+            return await self._insert(conn, groups, last_seqs, existing)
+
+    async def _insert(
+        self,
+        conn: psycopg.AsyncConnection,
+        groups: dict[str, list[PreparedEvent]],
+        last_seqs: dict[str, int],
+        existing: dict[str, dict[str, RunEvent]],
+    ) -> dict[str, list[RunEvent]]:
+        """Write an append planned under the threads' locks, in the caller's transaction."""
+        result, rows, counters = plan_append(groups, last_seqs, existing)
+        if rows:
+            async with conn.cursor() as cursor:
+                await self._insert_rows(cursor, rows)
+                await self._count_appended(cursor, counters)
         return result
+
+    async def _put_if_absent(self, item: PreparedEvent) -> tuple[RunEvent, bool]:
+        event = item.event
+        try:
+            async with self._get_pool().connection() as conn, conn.transaction():
+                await self._lock_threads(conn, [event.thread_id])
+                cursor = await conn.execute(
+                    f"{self._select} WHERE thread_id = %s AND run_id = %s"
+                    " AND event_type = %s ORDER BY seq LIMIT 1",
+                    (event.thread_id, event.run_id, event.event_type),
+                )
+                row = await cursor.fetchone()
+                if row is not None:
+                    return self._decode(row), False
+                cursor = await conn.execute(
+                    f"SELECT last_seq FROM {self._threads} WHERE thread_id = %s",
+                    (event.thread_id,),
+                )
+                row = await cursor.fetchone()
+                last_seqs = {event.thread_id: row[0]} if row else {}
+                stored = await self._insert(
+                    conn, {event.thread_id: [item]}, last_seqs, {}
+                )
+        except psycopg.Error as exc:
+            raise _translate(exc, "append") from exc
+        return stored[event.thread_id][0], True
 
     # -- reading -----------------------------------------------------------------
 
@@ -316,11 +426,21 @@ class PostgresRunEventStore(RunEventStore):
         limit: int,
         before_seq: int | None,
         after_seq: int | None,
+        run_id: str | None,
+        user_id: str | None,
     ) -> list[RunEvent]:
         sql, params, descending = page_query(
-            self._select, thread_id, categories, limit, before_seq, after_seq, mark="%s"
+            self._select,
+            thread_id,
+            categories,
+            limit,
+            before_seq,
+            after_seq,
+            mark="%s",
+            run_id=run_id,
+            user_id=user_id,
         )
-        events = [_row_to_event(row) for row in await self._fetch(sql, params)]
+        events = [self._decode(row) for row in await self._fetch(sql, params)]
         if descending:
             events.reverse()
         return events
@@ -330,8 +450,10 @@ class PostgresRunEventStore(RunEventStore):
         thread_id: str,
         run_id: str,
         event_types: tuple[str, ...] | None,
+        task_id: str | None,
         limit: int,
         after_seq: int | None,
+        user_id: str | None,
     ) -> list[RunEvent]:
         sql = f"{self._select} WHERE thread_id = %s AND run_id = %s"
         params: list[Any] = [thread_id, run_id]
@@ -341,16 +463,51 @@ class PostgresRunEventStore(RunEventStore):
         if event_types is not None:
             sql += " AND event_type = ANY(%s)"
             params.append(list(event_types))
+        if task_id is not None:
+            # Compared as JSON: only a string task_id matches.
+            sql += f" AND {self.task_id_match}"
+            params.append(task_id)
+        if user_id is not None:
+            sql += " AND user_id = %s"
+            params.append(user_id)
         sql += " ORDER BY seq LIMIT %s"
         params.append(limit)
-        return [_row_to_event(row) for row in await self._fetch(sql, params)]
+        return [self._decode(row) for row in await self._fetch(sql, params)]
 
-    async def count_messages(self, thread_id: str) -> int:
-        rows = await self._fetch(
-            f"SELECT COUNT(*) FROM {self._events} WHERE thread_id = %s AND category = %s",
-            (thread_id, MESSAGE),
+    async def _last_visible_ai_seqs(
+        self, thread_id: str, run_ids: tuple[str, ...], user_id: str | None
+    ) -> dict[str, int]:
+        sql = (
+            f"SELECT run_id, MAX(seq) FROM {self._events} WHERE thread_id = %s"
+            " AND run_id = ANY(%s) AND category = %s AND event_type = ANY(%s)"
+            f" AND COALESCE({self.caller_text}, '') NOT LIKE %s"
         )
-        return rows[0][0]
+        params: list[Any] = [
+            thread_id,
+            list(run_ids),
+            MESSAGE,
+            list(VISIBLE_AI_EVENT_TYPES),
+            f"{MIDDLEWARE_CALLER_PREFIX}%",
+        ]
+        if user_id is not None:
+            sql += " AND user_id = %s"
+            params.append(user_id)
+        rows = await self._fetch(sql + " GROUP BY run_id", params)
+        return {run_id: seq for run_id, seq in rows}
+
+    async def count_messages(self, thread_id: str, *, user_id: str | None = None) -> int:
+        if user_id is not None:
+            rows = await self._fetch(
+                f"SELECT COUNT(*) FROM {self._events}"
+                " WHERE thread_id = %s AND category = %s AND user_id = %s",
+                (thread_id, MESSAGE, user_id),
+            )
+            return rows[0][0]
+        rows = await self._fetch(
+            f"SELECT message_count FROM {self._threads} WHERE thread_id = %s",
+            (thread_id,),
+        )
+        return rows[0][0] if rows else 0
 
     async def last_seq(self, thread_id: str) -> int:
         rows = await self._fetch(
@@ -394,44 +551,48 @@ class PostgresRunEventStore(RunEventStore):
 
     # -- deleting ----------------------------------------------------------------
 
-    async def _delete(
-        self, thread_id: str, statements: list[tuple[str, tuple[Any, ...]]]
-    ) -> int:
-        """Run `statements` under the thread's lock; return the first one's rowcount."""
+    async def _delete(self, thread_id: str, where: str, params: tuple[Any, ...]) -> int:
+        """Delete the thread's events matching `where` under the thread's lock,
+        keeping its counters right; return how many went."""
         try:
             async with self._get_pool().connection() as conn, conn.transaction():
                 await self._lock_threads(conn, [thread_id])
-                counts = []
-                for sql, params in statements:
-                    cursor = await conn.execute(sql, params)
-                    counts.append(cursor.rowcount)
+                cursor = await conn.execute(
+                    f"WITH gone AS (DELETE FROM {self._events} WHERE {where}"
+                    " RETURNING category)"
+                    " SELECT COUNT(*), COUNT(*) FILTER (WHERE category = %s) FROM gone",
+                    (*params, MESSAGE),
+                )
+                deleted, messages = await cursor.fetchone()  # type: ignore[misc]
+                if deleted:
+                    await self._count_deleted(conn, thread_id, deleted, messages)
         except psycopg.Error as exc:
             raise _translate(exc, "delete") from exc
-        return counts[0]
+        return deleted
 
-    async def delete_by_thread(self, thread_id: str) -> int:
-        return await self._delete(
-            thread_id,
-            [
-                (f"DELETE FROM {self._events} WHERE thread_id = %s", (thread_id,)),
-                (f"DELETE FROM {self._threads} WHERE thread_id = %s", (thread_id,)),
-            ],
-        )
+    async def delete_by_thread(self, thread_id: str, *, user_id: str | None = None) -> int:
+        if user_id is not None:
+            return await self._delete(
+                thread_id, "thread_id = %s AND user_id = %s", (thread_id, user_id)
+            )
+        try:
+            async with self._get_pool().connection() as conn, conn.transaction():
+                await self._lock_threads(conn, [thread_id])
+                cursor = await conn.execute(
+                    f"DELETE FROM {self._events} WHERE thread_id = %s", (thread_id,)
+                )
+                deleted = cursor.rowcount
+                await conn.execute(
+                    f"DELETE FROM {self._threads} WHERE thread_id = %s", (thread_id,)
+                )
+        except psycopg.Error as exc:
+            raise _translate(exc, "delete") from exc
+        return deleted
 
-    async def delete_by_run(self, thread_id: str, run_id: str) -> int:
-        return await self._delete(
-            thread_id,
-            [
-                (
-                    f"DELETE FROM {self._events} WHERE thread_id = %s AND run_id = %s",
-                    (thread_id, run_id),
-                ),
-                (
-                    (
-                        f"UPDATE {self._threads} SET event_count = (SELECT COUNT(*)"
-                        f" FROM {self._events} WHERE thread_id = %s) WHERE thread_id = %s"
-                    ),
-                    (thread_id, thread_id),
-                ),
-            ],
-        )
+    async def delete_by_run(
+        self, thread_id: str, run_id: str, *, user_id: str | None = None
+    ) -> int:
+        where, params = "thread_id = %s AND run_id = %s", (thread_id, run_id)
+        if user_id is not None:
+            where, params = f"{where} AND user_id = %s", (*params, user_id)
+        return await self._delete(thread_id, where, params)

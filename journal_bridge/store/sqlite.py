@@ -24,6 +24,7 @@ import aiosqlite
 from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     SCHEMA_VERSION,
+    VISIBLE_AI_EVENT_TYPES,
     RunEventStore,
     StoreError,
     StoreUnavailable,
@@ -36,53 +37,80 @@ __all__ = ["SqliteRunEventStore"]
 # Parameters per IN (...) list; far below SQLite's host parameter limit.
 _CHUNK = 500
 
-_COLUMNS = "thread_id, seq, run_id, event_type, category, content, metadata, created_at, source_key"
+_COLUMNS = (
+    "thread_id, seq, run_id, event_type, category, content, metadata, created_at,"
+    " source_key, user_id"
+)
 
-SCHEMA = [
-    "CREATE TABLE IF NOT EXISTS journal_schema (version INTEGER NOT NULL)",
-    """CREATE TABLE IF NOT EXISTS journal_events (
-        thread_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        run_id TEXT NOT NULL,
-        event_type TEXT NOT NULL,
-        category TEXT NOT NULL,
-        content TEXT NOT NULL,
-        metadata TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        source_key TEXT,
-        PRIMARY KEY (thread_id, seq)
-    )""",
+# Position i holds the statements that bring a version-i database to version
+# i + 1; `journal_schema` records how many have run. Never edit a released step:
+# append a new one.
+MIGRATIONS: list[tuple[str, ...]] = [
     (
-        "CREATE INDEX IF NOT EXISTS journal_events_category"
-        " ON journal_events (thread_id, category, seq)"
+        "CREATE TABLE IF NOT EXISTS journal_schema (version INTEGER NOT NULL)",
+        """CREATE TABLE IF NOT EXISTS journal_events (
+            thread_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            run_id TEXT NOT NULL,
+            event_type TEXT NOT NULL,
+            category TEXT NOT NULL,
+            content TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            source_key TEXT,
+            PRIMARY KEY (thread_id, seq)
+        )""",
+        (
+            "CREATE INDEX IF NOT EXISTS journal_events_category"
+            " ON journal_events (thread_id, category, seq)"
+        ),
+        "CREATE INDEX IF NOT EXISTS journal_events_run ON journal_events (thread_id, run_id, seq)",
+        (
+            "CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
+            " ON journal_events (thread_id, source_key) WHERE source_key IS NOT NULL"
+        ),
+        # One row per thread: the seq counter (never reused while the thread exists)
+        # and what the thread index needs without scanning events.
+        """CREATE TABLE IF NOT EXISTS journal_threads (
+            thread_id TEXT PRIMARY KEY,
+            last_seq INTEGER NOT NULL,
+            event_count INTEGER NOT NULL,
+            updated_at TEXT NOT NULL,
+            write_order INTEGER NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS journal_threads_write_order ON journal_threads (write_order)",
     ),
-    "CREATE INDEX IF NOT EXISTS journal_events_run ON journal_events (thread_id, run_id, seq)",
     (
-        "CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
-        " ON journal_events (thread_id, source_key) WHERE source_key IS NOT NULL"
+        # Who wrote a record, for user-scoped reads and deletes.
+        "ALTER TABLE journal_events ADD COLUMN user_id TEXT",
+        # count_messages reads a counter instead of scanning the thread.
+        "ALTER TABLE journal_threads ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0",
+        """UPDATE journal_threads SET message_count = (
+            SELECT COUNT(*) FROM journal_events
+            WHERE journal_events.thread_id = journal_threads.thread_id
+            AND journal_events.category = 'message'
+        )""",
     ),
-    # One row per thread: the seq counter (never reused while the thread exists)
-    # and what the thread index needs without scanning events.
-    """CREATE TABLE IF NOT EXISTS journal_threads (
-        thread_id TEXT PRIMARY KEY,
-        last_seq INTEGER NOT NULL,
-        event_count INTEGER NOT NULL,
-        updated_at TEXT NOT NULL,
-        write_order INTEGER NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS journal_threads_write_order ON journal_threads (write_order)",
 ]
+assert len(MIGRATIONS) == SCHEMA_VERSION
 
-_INSERT = f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT = f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _SELECT = f"SELECT {_COLUMNS} FROM journal_events"
 _UPSERT_THREAD = (
-    "INSERT INTO journal_threads (thread_id, last_seq, event_count, updated_at, write_order)"
-    " VALUES (?, ?, ?, ?, (SELECT COALESCE(MAX(write_order), 0) + 1 FROM journal_threads))"
+    "INSERT INTO journal_threads"
+    " (thread_id, last_seq, event_count, message_count, updated_at, write_order)"
+    " VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(write_order), 0) + 1 FROM journal_threads))"
     " ON CONFLICT (thread_id) DO UPDATE SET"
     " last_seq = excluded.last_seq,"
     " event_count = journal_threads.event_count + excluded.event_count,"
+    " message_count = journal_threads.message_count + excluded.message_count,"
     " updated_at = excluded.updated_at,"
     " write_order = excluded.write_order"
+)
+# A metadata["caller"] marking a middleware's own model call; GLOB is
+# case-sensitive, as the prefix test of the other backends is.
+_NOT_MIDDLEWARE_CALLER = (
+    "COALESCE(json_extract(metadata, '$.caller'), '') NOT GLOB 'middleware:*'"
 )
 
 
@@ -127,6 +155,7 @@ def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
         metadata=json.loads(row[6]),
         created_at=datetime.fromisoformat(row[7]),
         source_key=row[8],
+        user_id=row[9],
     )
 
 
@@ -256,27 +285,31 @@ class SqliteRunEventStore(RunEventStore):
                     )
             await conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in SCHEMA:
-                    await conn.execute(statement)
-                rows = list(
-                    await conn.execute_fetchall("SELECT version FROM journal_schema")
-                )
-                if not rows:
-                    await conn.execute(
-                        "INSERT INTO journal_schema (version) VALUES (?)",
-                        (SCHEMA_VERSION,),
-                    )
-                elif rows[0][0] > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"SQLite journal at {self.path!r} has schema version {rows[0][0]},"
-                        f" newer than this journal-bridge supports ({SCHEMA_VERSION})"
-                    )
+                await self._migrate(conn)
                 await conn.execute("COMMIT")
             except BaseException:
                 await _rollback(conn)
                 raise
         except sqlite3.Error as exc:
             raise _translate(exc, f"schema setup of {self.path!r}") from exc
+
+    async def _migrate(self, conn: aiosqlite.Connection) -> None:
+        """Bring the schema to `SCHEMA_VERSION`; inside the write transaction."""
+        version = await self._schema_version(conn) or 0
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"SQLite journal at {self.path!r} has schema version {version},"
+                f" newer than this journal-bridge supports ({SCHEMA_VERSION})"
+            )
+        for statements in MIGRATIONS[version:]:
+            for statement in statements:
+                await conn.execute(statement)
+        if version == 0:
+            await conn.execute(
+                "INSERT INTO journal_schema (version) VALUES (?)", (SCHEMA_VERSION,)
+            )
+        elif version < SCHEMA_VERSION:
+            await conn.execute("UPDATE journal_schema SET version = ?", (SCHEMA_VERSION,))
 
     async def close(self) -> None:
         writer, reader = self._writer, self._reader
@@ -327,35 +360,72 @@ class SqliteRunEventStore(RunEventStore):
         async with self._write_lock:
             try:
                 await _begin(conn)
-                thread_ids = list(groups)
-                marks = ", ".join("?" * len(thread_ids))
-                last_seqs = dict(
-                    await conn.execute_fetchall(
-                        "SELECT thread_id, last_seq FROM journal_threads"
-                        f" WHERE thread_id IN ({marks})",
-                        thread_ids,
-                    )
-                )
-                existing = {}
-                if look_up_keys:
-                    for thread_id, items in groups.items():
-                        existing[thread_id] = await self._existing(
-                            conn, thread_id, items
-                        )
-                result, rows, counters = plan_append(
-                    groups, last_seqs, existing, _encode_time
-                )
-                if rows:
-                    await conn.executemany(_INSERT, rows)
-                    now = datetime.now(UTC).isoformat(timespec="microseconds")
-                    await conn.executemany(
-                        _UPSERT_THREAD, [(*counter, now) for counter in counters]
-                    )
+                result = await self._append_in(conn, groups, look_up_keys=look_up_keys)
                 await conn.execute("COMMIT")
             except BaseException:
                 await _rollback(conn)
                 raise
         return result
+
+    async def _append_in(
+        self,
+        conn: aiosqlite.Connection,
+        groups: dict[str, list[PreparedEvent]],
+        *,
+        look_up_keys: bool,
+    ) -> dict[str, list[RunEvent]]:
+        """The append inside the caller's write transaction."""
+        thread_ids = list(groups)
+        marks = ", ".join("?" * len(thread_ids))
+        last_seqs = dict(
+            await conn.execute_fetchall(
+                f"SELECT thread_id, last_seq FROM journal_threads WHERE thread_id IN ({marks})",
+                thread_ids,
+            )
+        )
+        existing = {}
+        if look_up_keys:
+            for thread_id, items in groups.items():
+                existing[thread_id] = await self._existing(conn, thread_id, items)
+        result, rows, counters = plan_append(groups, last_seqs, existing, _encode_time)
+        if rows:
+            await conn.executemany(_INSERT, rows)
+            now = datetime.now(UTC).isoformat(timespec="microseconds")
+            await conn.executemany(
+                _UPSERT_THREAD, [(*counter, now) for counter in counters]
+            )
+        return result
+
+    async def _put_if_absent(self, item: PreparedEvent) -> tuple[RunEvent, bool]:
+        if self._writer is None:
+            raise _not_open()
+        conn = self._writer
+        event = item.event
+        try:
+            async with self._write_lock:
+                try:
+                    await _begin(conn)
+                    rows = list(
+                        await conn.execute_fetchall(
+                            f"{_SELECT} WHERE thread_id = ? AND run_id = ?"
+                            " AND event_type = ? ORDER BY seq LIMIT 1",
+                            (event.thread_id, event.run_id, event.event_type),
+                        )
+                    )
+                    if rows:
+                        found, created = _row_to_event(rows[0]), False
+                    else:
+                        stored = await self._append_in(
+                            conn, {event.thread_id: [item]}, look_up_keys=False
+                        )
+                        found, created = stored[event.thread_id][0], True
+                    await conn.execute("COMMIT")
+                except BaseException:
+                    await _rollback(conn)
+                    raise
+        except sqlite3.Error as exc:
+            raise _translate(exc, "append") from exc
+        return found, created
 
     async def _existing(
         self, conn: aiosqlite.Connection, thread_id: str, items: list[PreparedEvent]
@@ -383,9 +453,19 @@ class SqliteRunEventStore(RunEventStore):
         limit: int,
         before_seq: int | None,
         after_seq: int | None,
+        run_id: str | None,
+        user_id: str | None,
     ) -> list[RunEvent]:
         sql, params, descending = page_query(
-            _SELECT, thread_id, categories, limit, before_seq, after_seq, mark="?"
+            _SELECT,
+            thread_id,
+            categories,
+            limit,
+            before_seq,
+            after_seq,
+            mark="?",
+            run_id=run_id,
+            user_id=user_id,
         )
         events = [_row_to_event(row) for row in await self._fetch(sql, params)]
         if descending:
@@ -397,8 +477,10 @@ class SqliteRunEventStore(RunEventStore):
         thread_id: str,
         run_id: str,
         event_types: tuple[str, ...] | None,
+        task_id: str | None,
         limit: int,
         after_seq: int | None,
+        user_id: str | None,
     ) -> list[RunEvent]:
         sql = f"{_SELECT} WHERE thread_id = ? AND run_id = ?"
         params: list[Any] = [thread_id, run_id]
@@ -408,16 +490,50 @@ class SqliteRunEventStore(RunEventStore):
         if event_types is not None:
             sql += f" AND event_type IN ({', '.join('?' * len(event_types))})"
             params.extend(event_types)
+        if task_id is not None:
+            # A JSON number never equals the text parameter: only strings match.
+            sql += " AND json_extract(metadata, '$.task_id') = ?"
+            params.append(task_id)
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            params.append(user_id)
         sql += " ORDER BY seq LIMIT ?"
         params.append(limit)
         return [_row_to_event(row) for row in await self._fetch(sql, params)]
 
-    async def count_messages(self, thread_id: str) -> int:
+    async def _last_visible_ai_seqs(
+        self, thread_id: str, run_ids: tuple[str, ...], user_id: str | None
+    ) -> dict[str, int]:
+        found: dict[str, int] = {}
+        types = ", ".join("?" * len(VISIBLE_AI_EVENT_TYPES))
+        for start in range(0, len(run_ids), _CHUNK):
+            chunk = run_ids[start : start + _CHUNK]
+            sql = (
+                "SELECT run_id, MAX(seq) FROM journal_events WHERE thread_id = ?"
+                f" AND run_id IN ({', '.join('?' * len(chunk))})"
+                f" AND category = ? AND event_type IN ({types})"
+                f" AND {_NOT_MIDDLEWARE_CALLER}"
+            )
+            params: list[Any] = [thread_id, *chunk, MESSAGE, *VISIBLE_AI_EVENT_TYPES]
+            if user_id is not None:
+                sql += " AND user_id = ?"
+                params.append(user_id)
+            rows = await self._fetch(sql + " GROUP BY run_id", params)
+            found.update((run_id, seq) for run_id, seq in rows)
+        return found
+
+    async def count_messages(self, thread_id: str, *, user_id: str | None = None) -> int:
+        if user_id is not None:
+            rows = await self._fetch(
+                "SELECT COUNT(*) FROM journal_events"
+                " WHERE thread_id = ? AND category = ? AND user_id = ?",
+                (thread_id, MESSAGE, user_id),
+            )
+            return rows[0][0]
         rows = await self._fetch(
-            "SELECT COUNT(*) FROM journal_events WHERE thread_id = ? AND category = ?",
-            (thread_id, MESSAGE),
+            "SELECT message_count FROM journal_threads WHERE thread_id = ?", (thread_id,)
         )
-        return rows[0][0]
+        return rows[0][0] if rows else 0
 
     async def last_seq(self, thread_id: str) -> int:
         rows = await self._fetch(
@@ -463,8 +579,9 @@ class SqliteRunEventStore(RunEventStore):
 
     # -- deleting ----------------------------------------------------------------
 
-    async def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
-        """Run `statements` in one write transaction; return the first one's rowcount."""
+    async def _delete(self, thread_id: str, where: str, params: tuple[Any, ...]) -> int:
+        """Delete the thread's events matching `where` in one write transaction,
+        keeping its counters right; return how many went."""
         if self._writer is None:
             raise _not_open()
         conn = self._writer
@@ -472,39 +589,64 @@ class SqliteRunEventStore(RunEventStore):
             try:
                 await _begin(conn)
                 try:
-                    counts = []
-                    for sql, params in statements:
-                        cursor = await conn.execute(sql, params)
-                        counts.append(cursor.rowcount)
+                    # Counted through the same index the delete uses, so the
+                    # cost is that of the deleted records, not of the thread.
+                    rows = list(
+                        await conn.execute_fetchall(
+                            "SELECT COUNT(*), COALESCE(SUM(category = ?), 0)"
+                            f" FROM journal_events WHERE {where}",
+                            (MESSAGE, *params),
+                        )
+                    )
+                    deleted, messages = rows[0]
+                    if deleted:
+                        await conn.execute(
+                            f"DELETE FROM journal_events WHERE {where}", params
+                        )
+                        await conn.execute(
+                            "UPDATE journal_threads SET event_count = event_count - ?,"
+                            " message_count = message_count - ? WHERE thread_id = ?",
+                            (deleted, messages, thread_id),
+                        )
                     await conn.execute("COMMIT")
                 except BaseException:
                     await _rollback(conn)
                     raise
             except sqlite3.Error as exc:
                 raise _translate(exc, "delete") from exc
-        return counts[0]
+        return deleted
 
-    async def delete_by_thread(self, thread_id: str) -> int:
-        return await self._write(
-            [
-                ("DELETE FROM journal_events WHERE thread_id = ?", (thread_id,)),
-                ("DELETE FROM journal_threads WHERE thread_id = ?", (thread_id,)),
-            ]
-        )
+    async def delete_by_thread(self, thread_id: str, *, user_id: str | None = None) -> int:
+        if user_id is not None:
+            return await self._delete(
+                thread_id, "thread_id = ? AND user_id = ?", (thread_id, user_id)
+            )
+        if self._writer is None:
+            raise _not_open()
+        conn = self._writer
+        async with self._write_lock:
+            try:
+                await _begin(conn)
+                try:
+                    cursor = await conn.execute(
+                        "DELETE FROM journal_events WHERE thread_id = ?", (thread_id,)
+                    )
+                    deleted = cursor.rowcount
+                    await conn.execute(
+                        "DELETE FROM journal_threads WHERE thread_id = ?", (thread_id,)
+                    )
+                    await conn.execute("COMMIT")
+                except BaseException:
+                    await _rollback(conn)
+                    raise
+            except sqlite3.Error as exc:
+                raise _translate(exc, "delete") from exc
+        return deleted
 
-    async def delete_by_run(self, thread_id: str, run_id: str) -> int:
-        return await self._write(
-            [
-                (
-                    "DELETE FROM journal_events WHERE thread_id = ? AND run_id = ?",
-                    (thread_id, run_id),
-                ),
-                (
-                    (
-                        "UPDATE journal_threads SET event_count = (SELECT COUNT(*)"
-                        " FROM journal_events WHERE thread_id = ?) WHERE thread_id = ?"
-                    ),
-                    (thread_id, thread_id),
-                ),
-            ]
-        )
+    async def delete_by_run(
+        self, thread_id: str, run_id: str, *, user_id: str | None = None
+    ) -> int:
+        where, params = "thread_id = ? AND run_id = ?", (thread_id, run_id)
+        if user_id is not None:
+            where, params = f"{where} AND user_id = ?", (*params, user_id)
+        return await self._delete(thread_id, where, params)

@@ -66,8 +66,13 @@ def event(
     )
 
 
-def seqs(events: list[RunEvent]) -> list[int]:
+def seqs(events: list[Any]) -> list[int]:
     return [e.seq for e in events]  # type: ignore[misc]
+
+
+def as_events(records: list[Any]) -> list[RunEvent]:
+    """Records in the `RunEvent` form, whichever form a method returned them in."""
+    return [r if isinstance(r, RunEvent) else r.to_event() for r in records]
 
 
 async def seed_mixed_thread(store: RunEventStore, runs: int = 3) -> list[RunEvent]:
@@ -160,7 +165,7 @@ class RunEventStoreConformance:
             created_at=created,
             source_key="k1",
         )
-        assert stored == RunEvent(
+        assert stored.to_event() == RunEvent(
             thread_id=THREAD,
             run_id="run-9",
             event_type=LLM_AI_RESPONSE,
@@ -172,7 +177,7 @@ class RunEventStoreConformance:
             source_key="k1",
         )
         (read,) = await store.list_messages(THREAD)
-        assert read == stored
+        assert read.to_event() == stored.to_event()
 
     async def test_put_defaults_content_metadata_and_created_at(self, store):
         before = datetime.now(UTC)
@@ -457,7 +462,7 @@ class RunEventStoreConformance:
             content="retry",
             source_key="msg-1",
         )
-        assert again == first[0]
+        assert again.to_event() == first[0]
         assert await store.last_seq(THREAD) == 2
         assert [e.content for e in await store.list_messages(THREAD)] == [
             "original",
@@ -533,34 +538,34 @@ class RunEventStoreConformance:
     async def test_latest_messages_span_several_runs(self, store):
         stored = await seed_mixed_thread(store, runs=3)
         messages = [e for e in stored if e.category == MESSAGE]
-        page = await store.list_messages(THREAD, limit=6)
+        page = as_events(await store.list_messages(THREAD, limit=6))
         assert page == messages[-6:]
         assert {e.run_id for e in page} == {"run-1", "run-2"}
 
     async def test_messages_skip_other_categories_interleaved(self, store):
         stored = await seed_mixed_thread(store, runs=3)
-        page = await store.list_messages(THREAD, limit=100)
+        page = as_events(await store.list_messages(THREAD, limit=100))
         assert page == [e for e in stored if e.category == MESSAGE]
         assert seqs(page) == sorted(seqs(page))
 
     async def test_limit_larger_than_the_thread_returns_everything(self, store):
         stored = await store.put_batch([event(content=i) for i in range(4)])
-        assert await store.list_messages(THREAD, limit=1000) == stored
-        assert await store.list_messages(THREAD, limit=1000, after_seq=0) == stored
-        assert await store.list_messages(THREAD, limit=1000, before_seq=5) == stored
+        assert as_events(await store.list_messages(THREAD, limit=1000)) == stored
+        assert as_events(await store.list_messages(THREAD, limit=1000, after_seq=0)) == stored
+        assert as_events(await store.list_messages(THREAD, limit=1000, before_seq=5)) == stored
 
     async def test_before_seq_returns_the_last_limit_below_it(self, store):
         await seed_mixed_thread(store, runs=3)
-        all_messages = await store.list_messages(THREAD, limit=100)
+        all_messages = as_events(await store.list_messages(THREAD, limit=100))
         cursor = all_messages[7].seq
-        page = await store.list_messages(THREAD, limit=3, before_seq=cursor)
+        page = as_events(await store.list_messages(THREAD, limit=3, before_seq=cursor))
         assert page == all_messages[4:7]
 
     async def test_after_seq_returns_the_first_limit_above_it(self, store):
         await seed_mixed_thread(store, runs=3)
-        all_messages = await store.list_messages(THREAD, limit=100)
+        all_messages = as_events(await store.list_messages(THREAD, limit=100))
         cursor = all_messages[2].seq
-        page = await store.list_messages(THREAD, limit=4, after_seq=cursor)
+        page = as_events(await store.list_messages(THREAD, limit=4, after_seq=cursor))
         assert page == all_messages[3:7]
 
     async def test_cursor_on_a_non_message_seq_works(self, store):
@@ -570,11 +575,11 @@ class RunEventStoreConformance:
         below = [e for e in messages if e.seq < run_end.seq]
         above = [e for e in messages if e.seq > run_end.seq]
         assert (
-            await store.list_messages(THREAD, limit=2, before_seq=run_end.seq)
+            as_events(await store.list_messages(THREAD, limit=2, before_seq=run_end.seq))
             == below[-2:]
         )
         assert (
-            await store.list_messages(THREAD, limit=2, after_seq=run_end.seq)
+            as_events(await store.list_messages(THREAD, limit=2, after_seq=run_end.seq))
             == above[:2]
         )
 
@@ -591,9 +596,9 @@ class RunEventStoreConformance:
     async def test_cursors_beyond_the_range_clamp(self, store):
         stored = await store.put_batch([event(content=i) for i in range(5)])
         assert (
-            await store.list_messages(THREAD, limit=2, before_seq=10_000) == stored[-2:]
+            as_events(await store.list_messages(THREAD, limit=2, before_seq=10_000)) == stored[-2:]
         )
-        assert await store.list_messages(THREAD, limit=2, after_seq=-10) == stored[:2]
+        assert as_events(await store.list_messages(THREAD, limit=2, after_seq=-10)) == stored[:2]
 
     async def test_cursor_in_a_gap_left_by_a_deleted_run(self, store):
         stored = await store.put_batch(
@@ -606,10 +611,10 @@ class RunEventStoreConformance:
         await store.delete_by_run(THREAD, "b")
         gap = stored[2].seq  # first event of the deleted run
         assert (
-            await store.list_messages(THREAD, limit=10, before_seq=gap + 1)
+            as_events(await store.list_messages(THREAD, limit=10, before_seq=gap + 1))
             == stored[:2]
         )
-        assert await store.list_messages(THREAD, limit=10, after_seq=gap) == stored[4:]
+        assert as_events(await store.list_messages(THREAD, limit=10, after_seq=gap)) == stored[4:]
 
     async def test_paging_backward_visits_every_message_once(self, store):
         await seed_mixed_thread(store, runs=5)
@@ -631,11 +636,19 @@ class RunEventStoreConformance:
             cursor = page[-1].seq
         assert collected == expected
 
-    async def test_both_cursors_at_once_is_an_error(self, store):
-        with pytest.raises(ValueError, match="before_seq"):
-            await store.list_messages(THREAD, before_seq=5, after_seq=1)
-        with pytest.raises(ValueError, match="before_seq"):
-            await store.list_timeline(THREAD, before_seq=5, after_seq=1)
+    async def test_both_cursors_bound_the_page_from_both_sides(self, store):
+        stored = await store.put_batch([event(content=i) for i in range(10)])
+        window = stored[2:7]  # seqs 3..7: above 2, below 8
+        for method in (store.list_messages, store.list_timeline):
+            assert as_events(
+                await method(THREAD, limit=100, after_seq=2, before_seq=8)
+            ) == window
+            # the first `limit` of the range, as after_seq alone pages
+            assert as_events(
+                await method(THREAD, limit=2, after_seq=2, before_seq=8)
+            ) == window[:2]
+            assert await method(THREAD, after_seq=5, before_seq=6) == []
+            assert await method(THREAD, after_seq=7, before_seq=3) == []
 
     @pytest.mark.parametrize("limit", [0, -1])
     async def test_limit_below_1_is_an_error(self, store, limit):
@@ -680,7 +693,7 @@ class RunEventStoreConformance:
 
     async def test_list_events_returns_one_run_in_seq_order(self, store):
         stored = await seed_mixed_thread(store, runs=3)
-        assert await store.list_events(THREAD, "run-1") == [
+        assert as_events(await store.list_events(THREAD, "run-1")) == [
             e for e in stored if e.run_id == "run-1"
         ]
 
@@ -692,24 +705,24 @@ class RunEventStoreConformance:
         wanted = [
             e for e in stored if e.run_id == "run-2" and e.event_type == LLM_AI_RESPONSE
         ]
-        page = await store.list_events(
+        page = as_events(await store.list_events(
             THREAD, "run-2", event_types=[LLM_AI_RESPONSE], limit=2
-        )
+        ))
         assert page == wanted and len(page) == 2
-        page = await store.list_events(
+        page = as_events(await store.list_events(
             THREAD, "run-2", event_types=[RUN_ERROR, RUN_START], limit=10
-        )
+        ))
         assert [e.event_type for e in page] == [RUN_START, RUN_ERROR]
 
     async def test_list_events_limit_and_after_seq(self, store):
         stored = await seed_mixed_thread(store, runs=2)
         run = [e for e in stored if e.run_id == "run-0"]
-        assert await store.list_events(THREAD, "run-0", limit=2) == run[:2]
+        assert as_events(await store.list_events(THREAD, "run-0", limit=2)) == run[:2]
         assert (
-            await store.list_events(THREAD, "run-0", after_seq=run[1].seq, limit=2)
+            as_events(await store.list_events(THREAD, "run-0", after_seq=run[1].seq, limit=2))
             == run[2:4]
         )
-        assert await store.list_events(THREAD, "run-0", event_types=[]) == []
+        assert as_events(await store.list_events(THREAD, "run-0", event_types=[])) == []
 
     # -- counts, threads ---------------------------------------------------------
 
@@ -863,6 +876,363 @@ class RunEventStoreConformance:
             await asyncio.gather(writer(), reader(store))
         assert observed and all(n % batch_size == 0 for n in observed)
 
+    # -- deer-flow's RunEventStore: dict records ---------------------------------
+
+    async def test_put_returns_a_plain_json_dict_with_the_assigned_seq(self, store):
+        await store.put_batch([event()])
+        record = await store.put(
+            thread_id=THREAD,
+            run_id="r",
+            event_type=LLM_HUMAN_INPUT,
+            category=MESSAGE,
+            content={"type": "human", "content": "hi"},
+            created_at="2025-05-06T07:08:09+00:00",
+        )
+        assert isinstance(record, dict)
+        assert json.loads(json.dumps(record)) == {
+            "thread_id": THREAD,
+            "run_id": "r",
+            "seq": 2,
+            "event_type": LLM_HUMAN_INPUT,
+            "category": MESSAGE,
+            "content": {"type": "human", "content": "hi"},
+            "metadata": {},
+            "created_at": "2025-05-06T07:08:09+00:00",
+        }
+
+    async def test_put_batch_of_dicts_returns_dicts_in_input_order(self, store):
+        records = await store.put_batch(
+            [
+                {"thread_id": "x", "run_id": "r", "event_type": "a", "category": TRACE},
+                {
+                    "thread_id": "y",
+                    "run_id": "r",
+                    "event_type": LLM_AI_RESPONSE,
+                    "category": MESSAGE,
+                    "content": "answer",
+                    "metadata": {"caller": "agent"},
+                    "created_at": "2025-01-01T00:00:00",  # no offset: UTC
+                },
+                {"thread_id": "x", "run_id": "r", "event_type": "b", "category": TRACE},
+            ]
+        )
+        assert all(type(r) is not RunEvent and isinstance(r, dict) for r in records)
+        assert [(r["thread_id"], r["seq"], r["event_type"]) for r in records] == [
+            ("x", 1, "a"),
+            ("y", 1, LLM_AI_RESPONSE),
+            ("x", 2, "b"),
+        ]
+        assert records[0]["content"] == "" and records[0]["metadata"] == {}
+        assert records[1].created_at == datetime(2025, 1, 1, tzinfo=UTC)
+        (read,) = await store.list_messages("y")
+        assert read.to_event() == records[1].to_event()
+
+    async def test_put_batch_answers_each_event_in_its_own_form(self, store):
+        stored = await store.put_batch(
+            [event(content="object"), {**event(content="dict").to_dict(), "seq": 99}]
+        )
+        assert isinstance(stored[0], RunEvent) and not isinstance(stored[1], RunEvent)
+        assert seqs(stored) == [1, 2]
+
+    async def test_a_record_read_back_can_be_written_to_another_thread(self, store):
+        await store.put_batch([event(content={"a": 1}, metadata={"m": 2})])
+        (record,) = await store.list_messages(THREAD)
+        (copy,) = await store.put_batch([{**record, "thread_id": "copy"}])
+        assert (copy["thread_id"], copy["seq"]) == ("copy", 1)
+        assert (copy.content, copy.metadata) == ({"a": 1}, {"m": 2})
+
+    async def test_a_dict_missing_a_required_field_is_rejected(self, store):
+        with pytest.raises(InvalidEvent, match="run_id"):
+            await store.put_batch([{"thread_id": THREAD, "event_type": "a", "category": TRACE}])
+        with pytest.raises(InvalidEvent, match="created_at"):
+            await store.put_batch([{**event().to_dict(), "created_at": "yesterday"}])
+        assert await store.last_seq(THREAD) == 0
+
+    async def test_records_read_as_run_events_too(self, store):
+        stored = await store.put(
+            thread_id=THREAD, run_id="r", event_type=RUN_START, category=TRACE
+        )
+        (read,) = await store.list_events(THREAD, "r")
+        for record in (stored, read):
+            assert (record.seq, record.run_id, record.category) == (1, "r", TRACE)
+            assert record.created_at.tzinfo is not None
+            assert record.to_dict() == dict(record)
+            assert type(record.to_dict()) is dict
+
+    # -- deer-flow's RunEventStore: list_messages_by_run -------------------------
+
+    async def test_list_messages_by_run_keeps_one_runs_messages(self, store):
+        stored = await seed_mixed_thread(store, runs=3)
+        expected = [e for e in stored if e.run_id == "run-1" and e.category == MESSAGE]
+        page = await store.list_messages_by_run(THREAD, "run-1")
+        assert as_events(page) == expected
+        assert await store.list_messages_by_run(THREAD, "nobody") == []
+        assert await store.list_messages_by_run("nobody", "run-1") == []
+
+    async def test_list_messages_by_run_pages_both_ways_and_with_both_cursors(
+        self, store
+    ):
+        stored = await store.put_batch(
+            [event(run_id=("a" if i % 3 else "b"), content=i) for i in range(15)]
+        )
+        run_a = [e for e in stored if e.run_id == "a"]  # 10 records
+        by_run = store.list_messages_by_run
+        assert as_events(await by_run(THREAD, "a", limit=3)) == run_a[-3:]
+        assert as_events(
+            await by_run(THREAD, "a", limit=3, before_seq=run_a[5].seq)
+        ) == run_a[2:5]
+        assert as_events(
+            await by_run(THREAD, "a", limit=3, after_seq=run_a[5].seq)
+        ) == run_a[6:9]
+        assert as_events(
+            await by_run(
+                THREAD, "a", limit=100, after_seq=run_a[1].seq, before_seq=run_a[6].seq
+            )
+        ) == run_a[2:6]
+        assert as_events(
+            await by_run(
+                THREAD, "a", limit=2, after_seq=run_a[1].seq, before_seq=run_a[6].seq
+            )
+        ) == run_a[2:4]
+
+    # -- deer-flow's RunEventStore: list_events filters --------------------------
+
+    async def test_list_events_filters_by_task_id_before_the_limit(self, store):
+        batch = []
+        for i in range(12):
+            task = ("t-1", "t-2", None)[i % 3]
+            metadata = {} if task is None else {"task_id": task}
+            batch.append(event(event_type=RUN_START, category=TRACE, content=i, metadata=metadata))
+        stored = await store.put_batch(batch)
+        await store.put_batch([event(run_id="other", metadata={"task_id": "t-1"})])
+        task_1 = [e for e in stored if e.metadata.get("task_id") == "t-1"]
+        page = await store.list_events(THREAD, "run-1", task_id="t-1", limit=2)
+        assert as_events(page) == task_1[:2]
+        page = await store.list_events(
+            THREAD, "run-1", task_id="t-1", after_seq=task_1[1].seq
+        )
+        assert as_events(page) == task_1[2:]
+        assert await store.list_events(THREAD, "run-1", task_id="t-9") == []
+
+    async def test_task_id_matches_only_the_same_string(self, store):
+        await store.put_batch(
+            [
+                event(metadata={"task_id": 7}),
+                event(metadata={"task_id": "7"}),
+                event(metadata={"task_id": ["7"]}),
+                event(metadata={"task": "7"}),
+            ]
+        )
+        page = await store.list_events(THREAD, "run-1", task_id="7")
+        assert seqs(page) == [2]
+
+    async def test_list_events_combines_event_types_task_id_and_cursor(self, store):
+        stored = await store.put_batch(
+            [
+                event(event_type=etype, category=cat, metadata={"task_id": task}, content=i)
+                for i, (etype, cat, task) in enumerate(
+                    [
+                        (RUN_START, TRACE, "a"),
+                        (LLM_AI_RESPONSE, MESSAGE, "a"),
+                        (LLM_AI_RESPONSE, MESSAGE, "b"),
+                        (LLM_TOOL_RESULT, MESSAGE, "a"),
+                        (LLM_AI_RESPONSE, MESSAGE, "a"),
+                        (LLM_AI_RESPONSE, MESSAGE, "a"),
+                    ]
+                )
+            ]
+        )
+        page = await store.list_events(
+            THREAD,
+            "run-1",
+            event_types=[LLM_AI_RESPONSE],
+            task_id="a",
+            after_seq=stored[1].seq,
+            limit=1,
+        )
+        assert as_events(page) == [stored[4]]
+
+    # -- deer-flow's RunEventStore: put_if_absent --------------------------------
+
+    async def test_put_if_absent_writes_once_per_run_and_event_type(self, store):
+        first, created = await store.put_if_absent(
+            thread_id=THREAD, run_id="r", event_type=RUN_END, category=OUTPUTS, content="done"
+        )
+        assert created and first["seq"] == 1 and isinstance(first, dict)
+        again, created = await store.put_if_absent(
+            thread_id=THREAD, run_id="r", event_type=RUN_END, category=OUTPUTS, content="retry"
+        )
+        assert not created
+        assert again.to_event() == first.to_event() and again.content == "done"
+        assert await store.last_seq(THREAD) == 1
+
+    async def test_put_if_absent_is_scoped_to_the_run_and_the_event_type(self, store):
+        await store.put_if_absent(
+            thread_id=THREAD, run_id="r", event_type=RUN_END, category=OUTPUTS
+        )
+        results = [
+            await store.put_if_absent(
+                thread_id=thread_id, run_id=run_id, event_type=event_type, category=OUTPUTS
+            )
+            for thread_id, run_id, event_type in [
+                (THREAD, "other-run", RUN_END),
+                (THREAD, "r", RUN_ERROR),
+                ("other-thread", "r", RUN_END),
+            ]
+        ]
+        assert [created for _, created in results] == [True, True, True]
+        assert [r["seq"] for r, _ in results] == [2, 3, 1]
+
+    async def test_put_if_absent_finds_an_event_an_ordinary_put_wrote(self, store):
+        stored = await store.put_batch(
+            [event(run_id="r", event_type=RUN_END, category=OUTPUTS, content=n) for n in "ab"]
+        )
+        found, created = await store.put_if_absent(
+            thread_id=THREAD, run_id="r", event_type=RUN_END, category=OUTPUTS, content="c"
+        )
+        assert not created and found.to_event() == stored[0]
+
+    async def test_put_if_absent_takes_the_next_seq_and_counts(self, store):
+        await store.put_batch([event(), event()])
+        record, created = await store.put_if_absent(
+            thread_id=THREAD, run_id="r", event_type=LLM_AI_RESPONSE, category=MESSAGE
+        )
+        assert created and record["seq"] == 3
+        assert await store.count_messages(THREAD) == 3
+        (stored,) = await store.put_batch([event()])
+        assert stored.seq == 4
+
+    async def test_concurrent_put_if_absent_creates_one_record(self, store):
+        async def attempt(n: int):
+            if n % 2:
+                await store.put_batch([event(run_id=f"noise-{n}")])
+            return await store.put_if_absent(
+                thread_id=THREAD, run_id="r", event_type=RUN_END, category=OUTPUTS, content=n
+            )
+
+        results = await asyncio.gather(*(attempt(n) for n in range(20)))
+        assert sum(created for _, created in results) == 1
+        assert len({record["seq"] for record, _ in results}) == 1
+        assert len(await store.list_events(THREAD, "r")) == 1
+
+    async def test_put_if_absent_rejects_an_invalid_event(self, store):
+        with pytest.raises(InvalidEvent, match="category"):
+            await store.put_if_absent(
+                thread_id=THREAD, run_id="r", event_type=RUN_END, category=""
+            )
+        assert await store.last_seq(THREAD) == 0
+
+    # -- deer-flow's RunEventStore: get_last_visible_ai_seq_by_run ---------------
+
+    async def test_last_visible_ai_seq_skips_middleware_calls_and_other_messages(
+        self, store
+    ):
+        stored = await store.put_batch(
+            [
+                event(run_id="a", event_type=LLM_HUMAN_INPUT),
+                event(run_id="a", event_type=LLM_AI_RESPONSE, metadata={"caller": "agent"}),
+                event(run_id="a", event_type=LLM_TOOL_RESULT),
+                event(run_id="a", event_type=LLM_AI_RESPONSE, metadata={"caller": "middleware:summarize"}),
+                event(run_id="b", event_type=LLM_AI_RESPONSE),
+                event(run_id="b", event_type="ai_message", category=MESSAGE),
+                event(run_id="b", event_type=LLM_AI_RESPONSE, category=TRACE),
+                event(run_id="c", event_type=LLM_HUMAN_INPUT),
+                event(run_id="d", event_type=LLM_AI_RESPONSE, metadata={"caller": "Middleware:x"}),
+            ]
+        )
+        assert await store.get_last_visible_ai_seq_by_run(
+            THREAD, {"a", "b", "c", "d", "nobody"}
+        ) == {"a": stored[1].seq, "b": stored[5].seq, "d": stored[8].seq}
+        assert await store.get_last_visible_ai_seq_by_run(THREAD, set()) == {}
+        assert await store.get_last_visible_ai_seq_by_run("nobody", {"a"}) == {}
+
+    async def test_last_visible_ai_seq_follows_deletes(self, store):
+        await store.put_batch([event(run_id="a"), event(run_id="b"), event(run_id="a")])
+        await store.delete_by_run(THREAD, "a")
+        assert await store.get_last_visible_ai_seq_by_run(THREAD, ["a", "b"]) == {"b": 2}
+
+    # -- deer-flow's RunEventStore: counts after deletes -------------------------
+
+    async def test_count_messages_follows_appends_and_deletes(self, store):
+        stored = await seed_mixed_thread(store, runs=3)
+        messages = [e for e in stored if e.category == MESSAGE]
+        await store.delete_by_run(THREAD, "run-1")
+        remaining = [e for e in messages if e.run_id != "run-1"]
+        assert await store.count_messages(THREAD) == len(remaining)
+        await store.put_batch([event(run_id="run-9"), event(run_id="run-9", event_type=RUN_END)])
+        assert await store.count_messages(THREAD) == len(remaining) + 1
+        await store.delete_by_run(THREAD, "run-1")  # nothing left to delete
+        assert await store.count_messages(THREAD) == len(remaining) + 1
+        await store.delete_by_thread(THREAD)
+        assert await store.count_messages(THREAD) == 0
+        await store.put_batch([event()])
+        assert await store.count_messages(THREAD) == 1
+
+    # -- deer-flow's RunEventStore: user scoping ---------------------------------
+
+    @pytest.fixture
+    async def two_users(self, store) -> list[RunEvent]:
+        """Alternating records of alice and bob (and one of nobody) in runs r1, r2."""
+        batch = [
+            event(run_id=f"r{1 + i // 4}", content=i, user_id=("alice", "bob")[i % 2])
+            for i in range(8)
+        ]
+        batch.append(event(run_id="r1", content="anonymous"))
+        batch.append(
+            event(run_id="r1", event_type=RUN_START, category=TRACE, user_id="alice")
+        )
+        return await store.put_batch(batch)
+
+    async def test_records_keep_the_user_who_wrote_them(self, store, two_users):
+        page = await store.list_messages(THREAD, limit=100)
+        assert [r.get("user_id") for r in page] == ["alice", "bob"] * 4 + [None]
+        record = await store.put(
+            thread_id=THREAD, run_id="r", event_type=RUN_START, category=TRACE, user_id="carol"
+        )
+        assert record["user_id"] == "carol"
+
+    async def test_reads_filter_by_user(self, store, two_users):
+        alice = [e for e in two_users if e.user_id == "alice"]
+        alice_messages = [e for e in alice if e.category == MESSAGE]
+        assert as_events(
+            await store.list_messages(THREAD, limit=100, user_id="alice")
+        ) == alice_messages
+        assert as_events(
+            await store.list_messages(THREAD, limit=2, before_seq=alice_messages[-1].seq, user_id="alice")
+        ) == alice_messages[1:3]
+        assert as_events(
+            await store.list_messages_by_run(THREAD, "r1", user_id="alice")
+        ) == [e for e in alice_messages if e.run_id == "r1"]
+        assert as_events(await store.list_events(THREAD, "r1", user_id="alice")) == [
+            e for e in alice if e.run_id == "r1"
+        ]
+        assert await store.count_messages(THREAD, user_id="alice") == 4
+        assert await store.count_messages(THREAD, user_id="nobody") == 0
+        assert await store.count_messages(THREAD) == 9
+        assert await store.get_last_visible_ai_seq_by_run(
+            THREAD, {"r1", "r2"}, user_id="bob"
+        ) == {"r1": two_users[3].seq, "r2": two_users[7].seq}
+
+    async def test_deletes_filter_by_user(self, store, two_users):
+        assert await store.delete_by_run(THREAD, "r1", user_id="bob") == 2
+        assert [r.get("user_id") for r in await store.list_events(THREAD, "r1")] == [
+            "alice", "alice", None, "alice",
+        ]
+        assert await store.delete_by_thread(THREAD, user_id="alice") == 5
+        assert await store.count_messages(THREAD) == 3
+        # the thread and its seq counter stay while other users' records remain
+        assert await store.has_thread(THREAD)
+        (later,) = await store.put_batch([event()])
+        assert later.seq == len(two_users) + 1
+        (thread,) = await store.list_threads()
+        assert thread["event_count"] == 4
+
+    async def test_a_user_id_must_be_text(self, store):
+        with pytest.raises(ValueError, match="user_id"):
+            await store.list_messages(THREAD, user_id=5)
+        with pytest.raises(InvalidEvent, match="user_id"):
+            await store.put_batch([event(user_id="")])
+
     # -- lifecycle ---------------------------------------------------------------
 
     async def test_ping_answers_on_an_open_store(self, store):
@@ -908,6 +1278,31 @@ class SharedStorageConformance(RunEventStoreConformance):
                 range(1, total + 1)
             )
             assert total == 2 * sum(1 + i % 3 for i in range(20))
+
+    async def test_put_if_absent_from_two_stores_creates_one_record(
+        self, store, store_url, store_options
+    ):
+        async with open_store(store_url, **store_options) as other:
+            results = await asyncio.gather(
+                *(
+                    target.put_if_absent(
+                        thread_id=THREAD, run_id="r", event_type=RUN_END, category=OUTPUTS
+                    )
+                    for _ in range(10)
+                    for target in (store, other)
+                )
+            )
+        assert sum(created for _, created in results) == 1
+        assert len(await store.list_events(THREAD, "r")) == 1
+
+    async def test_count_messages_is_shared_between_stores(
+        self, store, store_url, store_options
+    ):
+        async with open_store(store_url, **store_options) as other:
+            await store.put_batch([event(run_id="a"), event(run_id="b")])
+            await other.put_batch([event(run_id="a"), event(run_id="b", event_type=RUN_START)])
+            await other.delete_by_run(THREAD, "a")
+            assert await store.count_messages(THREAD) == 1
 
     async def test_separate_processes_get_contiguous_seqs(
         self, store, store_url, store_options, tmp_path

@@ -93,3 +93,19 @@ async def test_sqlite_url_takes_a_busy_timeout(tmp_path):
 def test_unknown_or_malformed_sqlite_url_options_are_a_value_error(query):
     with pytest.raises(ValueError, match="timeout"):
         open_store(f"sqlite:///events.db?{query}")
+
+
+def test_a_postgres_url_chooses_its_table_layout():
+    from journal_bridge.store import create_store
+    from journal_bridge.store.postgres import PostgresRunEventStore
+    from journal_bridge.store.postgres_deerflow import DeerflowPostgresRunEventStore
+
+    plain = create_store("postgresql://u@db:5432/app?sslmode=disable")
+    assert type(plain) is PostgresRunEventStore
+    assert plain.url == "postgresql://u@db:5432/app?sslmode=disable"
+    shared = create_store("postgresql://u@db:5432/app?layout=deerflow&sslmode=disable")
+    assert type(shared) is DeerflowPostgresRunEventStore
+    assert shared.url == "postgresql://u@db:5432/app?sslmode=disable"  # the driver never sees it
+    assert type(create_store("postgres://db/app?layout=journal")) is PostgresRunEventStore
+    with pytest.raises(ValueError, match="layout 'mysql'"):
+        create_store("postgresql://db/app?layout=mysql")

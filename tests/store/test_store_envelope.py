@@ -97,8 +97,16 @@ def test_from_dict_inverts_to_dict_and_ignores_unknown_fields():
     )
     record = replace(record, seq=3)
     envelope = json.loads(json.dumps(record.to_dict()))
-    envelope["user_id"] = "someone"
+    envelope["id"] = 17  # a backend's row id
     assert RunEvent.from_dict(envelope) == record
+
+
+def test_user_id_is_in_the_envelope_only_when_set():
+    record = make_event(thread_id="t", run_id="r", event_type=events.RUN_START)
+    assert "user_id" not in record.to_dict()
+    owned = replace(record, user_id="u-1")
+    assert owned.to_dict()["user_id"] == "u-1"
+    assert RunEvent.from_dict(owned.to_dict()) == owned
 
 
 def test_from_dict_rejects_a_malformed_time():

@@ -42,7 +42,7 @@ async def test_records_survive_reopening_the_file(tmp_path):
     async with open_store(url) as store:
         stored = await store.put_batch([event(content={"a": 1}, source_key="k")])
     async with open_store(url) as store:
-        assert await store.list_messages(THREAD) == stored
+        assert [r.to_event() for r in await store.list_messages(THREAD)] == stored
         assert (await store.put_batch([event(source_key="k")])) == stored
         assert (await store.put_batch([event()]))[0].seq == 2
 
@@ -115,3 +115,103 @@ async def test_appends_cancelled_at_any_point_leave_the_store_writable(tmp_path)
         assert cancelled > 0
         seqs = [e.seq for e in await store.list_messages(THREAD, limit=1000)]
         assert seqs == list(range(1, len(seqs) + 1))
+
+
+# The tables as journal-bridge created them at schema version 1, written out
+# here so the upgrade is tested against the old layout, not today's first step.
+_VERSION_1_SCHEMA = [
+    "CREATE TABLE journal_schema (version INTEGER NOT NULL)",
+    """CREATE TABLE journal_events (
+        thread_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        run_id TEXT NOT NULL,
+        event_type TEXT NOT NULL,
+        category TEXT NOT NULL,
+        content TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        source_key TEXT,
+        PRIMARY KEY (thread_id, seq)
+    )""",
+    "CREATE INDEX journal_events_category ON journal_events (thread_id, category, seq)",
+    "CREATE INDEX journal_events_run ON journal_events (thread_id, run_id, seq)",
+    (
+        "CREATE UNIQUE INDEX journal_events_source_key"
+        " ON journal_events (thread_id, source_key) WHERE source_key IS NOT NULL"
+    ),
+    """CREATE TABLE journal_threads (
+        thread_id TEXT PRIMARY KEY,
+        last_seq INTEGER NOT NULL,
+        event_count INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        write_order INTEGER NOT NULL
+    )""",
+    "CREATE INDEX journal_threads_write_order ON journal_threads (write_order)",
+]
+
+
+def _version_1_file(path: Path) -> None:
+    """A journal as version 1 left it: thread `t` with 3 messages among 5 events."""
+    rows = [
+        (1, "r1", "run.start", "trace", '{"run":1}', None),
+        (2, "r1", "llm.human.input", "message", '"hi"', "human-1"),
+        (3, "r1", "llm.ai.response", "message", '"hello"', "ai-1"),
+        (4, "r2", "llm.ai.response", "message", '"again"', None),
+        (5, "r2", "run.end", "outputs", "null", None),
+    ]
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        for statement in _VERSION_1_SCHEMA:
+            conn.execute(statement)
+        conn.execute("INSERT INTO journal_schema (version) VALUES (1)")
+        conn.executemany(
+            "INSERT INTO journal_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                ("t", seq, run, etype, cat, content, "{}", "2025-01-01T00:00:00+00:00", key)
+                for seq, run, etype, cat, content, key in rows
+            ],
+        )
+        conn.execute(
+            "INSERT INTO journal_threads VALUES ('t', 5, 5, '2025-01-01T00:00:00+00:00', 1)"
+        )
+    conn.close()
+
+
+async def test_a_version_1_file_is_upgraded_and_keeps_its_records(tmp_path):
+    path = tmp_path / "events.db"
+    _version_1_file(path)
+    async with open_store(f"sqlite:///{path}") as store:
+        assert await store.count_messages("t") == 3
+        assert [r["content"] for r in await store.list_messages("t")] == [
+            "hi",
+            "hello",
+            "again",
+        ]
+        assert all("user_id" not in r for r in await store.list_events("t", "r1"))
+        assert await store.get_last_visible_ai_seq_by_run("t", {"r1", "r2"}) == {
+            "r1": 3,
+            "r2": 4,
+        }
+        # appends continue the old sequence and keep the new counter
+        (again,) = await store.put_batch([event(thread_id="t", source_key="ai-1")])
+        assert again.seq == 3
+        (new,) = await store.put_batch([event(thread_id="t", user_id="u")])
+        assert new.seq == 6
+        assert await store.count_messages("t") == 4
+        assert await store.delete_by_run("t", "r1") == 3
+        assert await store.count_messages("t") == 2
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM journal_schema").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
+    conn.close()
+
+
+async def test_an_upgraded_file_opens_again_without_changes(tmp_path):
+    path = tmp_path / "events.db"
+    _version_1_file(path)
+    async with open_store(f"sqlite:///{path}"):
+        pass
+    async with open_store(f"sqlite:///{path}") as store:
+        assert await store.count_messages("t") == 3
+        assert await store.last_seq("t") == 5
