@@ -177,12 +177,15 @@ class DeliveryQueue:
         A record the store could never accept (`InvalidEvent`) is dropped here,
         counted and logged, as the writer would.
         """
+        accepted: list[RunEvent] = []
         encoded: list[str] = []
         for record in records:
             try:
                 encoded.append(encode(record))
             except InvalidEvent as exc:
                 self._drop(record, exc)
+                continue
+            accepted.append(record)
         if not encoded:
             return
         if self._writer is None:
@@ -190,7 +193,7 @@ class DeliveryQueue:
         if self._queue_size:
             async with self._changed:
                 await self._changed.wait_for(lambda: self._spool.size < self._queue_size)
-        await self._spool.append(encoded)
+        await self._spool.append(accepted, encoded)
         self.stats.records_enqueued += len(encoded)
         self._track_growth()
         self._wakeup.set()

@@ -19,7 +19,9 @@ journal. `spool_path` says where a queue's file lives.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -27,6 +29,7 @@ import re
 import sqlite3
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -42,6 +45,8 @@ __all__ = ["DEFAULT_SPOOL_DIR", "SPOOL_DIR_ENV", "Spool", "SpooledRecord", "reda
 SPOOL_DIR_ENV = "JOURNAL_BRIDGE_SPOOL_DIR"
 DEFAULT_SPOOL_DIR = ".journal-bridge-spool"
 _MAX_SLOTS = 32
+_ROWS_PER_INSERT = 300  # 3 parameters each, well below SQLite's limit per statement
+_MIRROR_SIZE = 10_000
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS spool ("
     " id INTEGER PRIMARY KEY, spooled_at REAL NOT NULL, record TEXT NOT NULL)"
@@ -116,6 +121,10 @@ class Spool:
         self.path: Path | None = None
         self._conn: aiosqlite.Connection | None = None
         self._next_id = 1
+        self._committed_through = 0
+        self._append_lock = asyncio.Lock()
+        # The oldest waiting records as objects, so that delivery reads no file while it keeps up.
+        self._mirror: deque[tuple[int, float, RunEvent]] = deque()
         self.size = 0
         self.recovered = 0
         self.head_spooled_at: float | None = None
@@ -188,6 +197,8 @@ class Spool:
         count, last = next(iter(rows))
         self.size = int(count)
         self._next_id = int(last or 0) + 1
+        self._committed_through = self._next_id - 1
+        self._mirror.clear()
         first = await self._conn.execute_fetchall("SELECT spooled_at FROM spool ORDER BY id LIMIT 1")
         self.head_spooled_at = next((row[0] for row in first), None)
 
@@ -204,7 +215,7 @@ class Spool:
             try:
                 rows = list(await conn.execute_fetchall("SELECT spooled_at, record FROM spool ORDER BY id"))
                 if rows:
-                    await self._insert([(at, text) for at, text in rows])
+                    await self._insert([(at, text) for at, text in rows], None)
                     self.recovered += len(rows)
                     await conn.execute("DELETE FROM spool")
                     logger.info("journal-bridge: adopted %d spooled records from %s", len(rows), other)
@@ -216,23 +227,37 @@ class Spool:
         if conn is not None:
             await conn.close()
 
-    async def append(self, encoded: Sequence[str]) -> None:
-        """Spool records (`encode`d) after everything spooled before; returns once committed."""
-        if encoded:
+    async def append(self, records: Sequence[RunEvent], encoded: Sequence[str]) -> None:
+        """Spool `records` (and their `encode`d form) after everything spooled before;
+        returns once committed. Cancelling the caller does not cancel the commit."""
+        if records:
             now = self._clock()
-            await self._insert([(now, text) for text in encoded])
+            await self._insert([(now, text) for text in encoded], list(records))
 
-    async def _insert(self, rows: list[tuple[float, str]]) -> None:
+    async def _insert(self, rows: list[tuple[float, str]], records: list[RunEvent] | None) -> None:
         assert self._conn is not None, "spool is not open"
+        conn = self._conn
         first = self._next_id
         self._next_id += len(rows)
-        await self._conn.executemany(
-            "INSERT INTO spool (id, spooled_at, record) VALUES (?, ?, ?)",
-            [(first + i, at, text) for i, (at, text) in enumerate(rows)],
-        )
-        if self.size == 0:
-            self.head_spooled_at = rows[0][0]
-        self.size += len(rows)
+
+        async def commit() -> None:
+            async with self._append_lock:
+                for start in range(0, len(rows), _ROWS_PER_INSERT):
+                    chunk = rows[start : start + _ROWS_PER_INSERT]
+                    values = ",".join(["(?, ?, ?)"] * len(chunk))
+                    params = [v for i, (at, text) in enumerate(chunk, first + start) for v in (i, at, text)]
+                    await conn.execute(f"INSERT INTO spool (id, spooled_at, record) VALUES {values}", params)
+                # The mirror stays a prefix of what waits: it takes records only while it holds all of them.
+                if records is not None and len(self._mirror) == self.size and self.size + len(rows) <= _MIRROR_SIZE:
+                    self._mirror.extend(
+                        (first + i, at, record) for i, ((at, _), record) in enumerate(zip(rows, records, strict=True))
+                    )
+                if self.size == 0:
+                    self.head_spooled_at = rows[0][0]
+                self.size += len(rows)
+                self._committed_through = first + len(rows) - 1
+
+        await asyncio.shield(asyncio.ensure_future(commit()))
 
     @property
     def last_id(self) -> int:
@@ -242,8 +267,14 @@ class Spool:
     async def head(self, limit: int) -> list[SpooledRecord]:
         """The oldest `limit` records, with their ids."""
         assert self._conn is not None, "spool is not open"
+        if self._mirror:
+            self.head_spooled_at = self._mirror[0][1]
+            return [(row_id, record) for row_id, _, record in itertools.islice(self._mirror, limit)]
+        if not self.size:
+            return []
         rows = await self._conn.execute_fetchall(
-            "SELECT id, spooled_at, record FROM spool ORDER BY id LIMIT ?", (limit,)
+            "SELECT id, spooled_at, record FROM spool WHERE id <= ? ORDER BY id LIMIT ?",
+            (self._committed_through, limit),
         )
         out: list[SpooledRecord] = []
         for row_id, spooled_at, text in rows:
@@ -253,9 +284,19 @@ class Spool:
         return out
 
     async def remove_through(self, last_id: int) -> None:
-        """Forget every record up to and including `last_id` (delivered or dropped)."""
+        """Forget every record up to and including `last_id` (delivered or dropped).
+        Cancelling the caller does not cancel the removal."""
         assert self._conn is not None, "spool is not open"
-        cursor = await self._conn.execute("DELETE FROM spool WHERE id <= ?", (last_id,))
-        self.size = max(0, self.size - max(cursor.rowcount, 0))
-        if self.size == 0:
-            self.head_spooled_at = None
+        conn = self._conn
+
+        async def delete() -> None:
+            cursor = await conn.execute("DELETE FROM spool WHERE id <= ?", (last_id,))
+            while self._mirror and self._mirror[0][0] <= last_id:
+                self._mirror.popleft()
+            self.size = max(0, self.size - max(cursor.rowcount, 0))
+            if self._mirror:
+                self.head_spooled_at = self._mirror[0][1]
+            elif self.size == 0:
+                self.head_spooled_at = None
+
+        await asyncio.shield(asyncio.ensure_future(delete()))

@@ -294,3 +294,21 @@ def test_metrics_are_prometheus_text_with_help_and_type_for_each_counter():
             name = line.split("{")[0].split(" ")[0]
             assert f"# TYPE {name} " in text, line
     assert text.endswith("\n")
+
+
+async def test_records_beyond_what_the_queue_keeps_in_memory_are_read_back_from_the_spool_in_order(
+    journal, tmp_path, monkeypatch
+):
+    monkeypatch.setattr("journal_bridge.spool._MIRROR_SIZE", 3)
+    async with open_store(journal.url) as store:
+        queue = DeliveryQueue(None, spool=tmp_path / "q.spool", batch_size=2)
+        for n in range(10):
+            await queue.put(_record(n))
+        queue.store = store
+        await queue.write([_record(n) for n in range(10, 14)])
+        await queue.drain()
+        await queue.write([_record(14)])
+        await queue.drain()
+        await queue.stop()
+    contents, seqs = await _contents(journal.url)
+    assert contents == [f"m{n}" for n in range(15)] and seqs == list(range(1, 16))
