@@ -129,10 +129,6 @@ class Spool:
         self.recovered = 0
         self.head_spooled_at: float | None = None
 
-    @property
-    def durable(self) -> bool:
-        return self.path is not None
-
     async def open(self) -> None:
         """Open (or create) the file and take its lock; then adopt orphaned slots.
 
@@ -210,7 +206,7 @@ class Spool:
                 continue
             try:
                 conn = await self._connect(str(other))
-            except sqlite3.OperationalError:
+            except sqlite3.Error:
                 continue  # owned by a live process, or not a spool we can read
             try:
                 rows = list(await conn.execute_fetchall("SELECT spooled_at, record FROM spool ORDER BY id"))
