@@ -4,42 +4,34 @@ Runs reach it two ways: `observe` joins a run through the SDK (runs nobody
 streams; with no capture given, from `events` and the first frame), `tee`
 reads a run from the frames its streaming client receives. Either way the
 run's parts go through the capture's mapper (`journal_bridge.reader`) and the
-records onto a bounded delivery queue. One writer drains the queue in batches
-into the `RunEventStore`.
+records onto the bridge's `DeliveryQueue`, which writes them to the
+`RunEventStore` in batches (order, idempotency, retries, drops and the spool
+that keeps them across restarts: `journal_bridge.delivery`).
 
-Delivery contract:
-- Order: records of a run are enqueued in stream order and written in queue
-  order, so per thread the store's `seq` follows the stream.
-- No duplicates: every record carries a `source_key`; the store returns the
-  existing record for a key it already holds, so replays and retries are safe.
-- Store down: while the store is unavailable a batch is retried with capped
-  exponential backoff for as long as it takes, never reordered or discarded
-  (`retried` counts the attempts). While the queue is full, followers wait
-  instead of dropping (back-pressure).
-- Drops: a batch that fails for another reason is retried a few times, then
-  written record by record; a record the store still rejects (invalid, or an
-  error retrying will not fix) is dropped, counted in `dropped` and logged with
-  its key and the reason. The records around it are written.
+Records of a run are accepted in stream order, so per thread the store's
+`seq` follows the stream. While the queue is full (`queue_size`), followers
+wait instead of dropping (back-pressure).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from journal_bridge.events import InvalidEvent, RunEvent
 from journal_bridge.capture import Capture
+from journal_bridge.delivery import DeliveryQueue, DeliveryStats
+from journal_bridge.events import RunEvent
+from journal_bridge.health import assess
 from journal_bridge.mapping import RunMapper
 from journal_bridge.modes import EVENTS_MODE
 from journal_bridge.reader import Part, RunSource, TeeSource, read_run, resolve_thread
 from journal_bridge.state_mapping import StateMapper
-from journal_bridge.store import RunEventStore, StoreUnavailable
+from journal_bridge.store import RunEventStore
 
 logger = logging.getLogger(__name__)
 
@@ -50,24 +42,14 @@ EVENTS_CAPTURE = Capture("events", (EVENTS_MODE,), ())
 
 
 @dataclass
-class BridgeStats:
+class BridgeStats(DeliveryStats):
+    """The delivery counters (shared with the bridge's queue) and those of reading runs."""
+
     runs_observed: int = 0
     runs_completed: int = 0
     runs_failed: int = 0
     parts_seen: int = 0
-    records_enqueued: int = 0
-    records_written: int = 0
     malformed: int = 0
-    retried: int = 0
-    dropped: int = 0
-    last_error: str | None = None
-    started_at: float = field(default_factory=time.time)
-
-
-@dataclass(frozen=True)
-class _Queued:
-    record: RunEvent
-    enqueued_at: float
 
 
 class Bridge:
@@ -78,72 +60,71 @@ class Bridge:
         store: RunEventStore | None,
         client_factory: Callable[[], Any],
         *,
+        spool: str | Path | None = None,
         queue_size: int = 10_000,
         batch_size: int = 500,
         max_backoff: float = 5.0,
         join_retries: int = 5,
         failures_before_split: int = 5,
+        growing_after: float = 60.0,
         on_run_done: Callable[[str, str], Awaitable[None] | None] | None = None,
     ) -> None:
-        self.store = store
         self._client_factory = client_factory
         self._client: Any = None
-        self._queue: asyncio.Queue[_Queued] = asyncio.Queue(maxsize=queue_size)
-        self._batch_size = batch_size
         self._max_backoff = max_backoff
         self._join_retries = join_retries
-        self._failures_before_split = failures_before_split
         self._on_run_done = on_run_done
         self._followers: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._thread_tails: dict[str, asyncio.Task[None]] = {}
         self._recent_runs: deque[tuple[str, str]] = deque(maxlen=4096)
-        self._writer: asyncio.Task[None] | None = None
-        self._inflight: list[_Queued] = []
         self.stats = BridgeStats()
+        self.delivery = DeliveryQueue(
+            store,
+            spool=spool,
+            queue_size=queue_size,
+            batch_size=batch_size,
+            max_backoff=max_backoff,
+            failures_before_split=failures_before_split,
+            growing_after=growing_after,
+            stats=self.stats,
+        )
+
+    @property
+    def store(self) -> RunEventStore | None:
+        return self.delivery.store
+
+    @store.setter
+    def store(self, store: RunEventStore | None) -> None:
+        self.delivery.store = store
 
     # -- lifecycle ------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._writer is None:
-            self._writer = asyncio.create_task(self._write_loop(), name="journal-bridge-writer")
+        await self.delivery.start()
 
     async def stop(self, timeout: float = 10.0) -> None:
-        """Let followers finish and drain the queue for up to `timeout` seconds."""
+        """Let followers finish and drain the queue for up to `timeout` seconds each;
+        what is not yet written stays in the spool."""
         followers = list(self._followers.values())
         if followers:
             await asyncio.wait(followers, timeout=timeout)
         for task in followers:
             task.cancel()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.drain(), timeout=timeout)
-        if self._writer is not None:
-            self._writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._writer
-            self._writer = None
-        if not self._queue.empty() or self._inflight:
-            logger.error(
-                "journal-bridge stopped with %d records not yet journaled",
-                self._queue.qsize() + len(self._inflight),
-            )
+        await asyncio.gather(*followers, return_exceptions=True)
+        await self.delivery.stop(timeout=timeout)
 
     async def drain(self) -> None:
         """Wait until every record enqueued so far is in the store."""
-        while not self._queue.empty() or self._inflight:
-            await asyncio.sleep(0.02)
+        await self.delivery.drain()
 
     async def abort(self) -> None:
-        """Stop at once, as a crash would: followers and the writer are cancelled and
-        whatever is still queued is not written."""
+        """Stop at once, as a crash would: followers and the writer are cancelled;
+        what was enqueued stays in the spool (lost without a spool file)."""
         followers = list(self._followers.values())
         for task in followers:
             task.cancel()
         await asyncio.gather(*followers, return_exceptions=True)
-        if self._writer is not None:
-            self._writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._writer
-            self._writer = None
+        await self.delivery.abort()
 
     async def wait_for_thread(self, thread_id: str) -> None:
         """Wait until the runs of this thread observed so far are read to their end."""
@@ -244,8 +225,7 @@ class Bridge:
             self.stats.parts_seen += 1
 
         async def emit(records: list[RunEvent]) -> None:
-            for record in records:
-                await self._enqueue(record)
+            await self.delivery.write(records)
 
         while True:
             try:
@@ -277,117 +257,25 @@ class Bridge:
             logger.exception("journal-bridge: run-done hook failed for run %s", run_id)
 
     async def _enqueue(self, record: RunEvent) -> None:
-        await self._queue.put(_Queued(record, time.monotonic()))
-        self.stats.records_enqueued += 1
+        await self.delivery.put(record)
 
-    async def write(self, records: list[RunEvent]) -> None:
-        """Enqueue records produced elsewhere (SDK tee, follower, tests)."""
-        for record in records:
-            await self._enqueue(record)
-
-    # -- delivery -------------------------------------------------------------
-
-    async def _write_loop(self) -> None:
-        while True:
-            first = await self._queue.get()
-            batch = [first]
-            while len(batch) < self._batch_size:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except asyncio.QueueEmpty:
-                    break
-            self._inflight = batch
-            await self._deliver(batch)
-            self._inflight = []
-
-    async def _deliver(self, batch: list[_Queued]) -> None:
-        """Write a batch. While the store is unavailable, wait and retry for as long as
-        it takes. Any other failure is retried a few times, then the batch is written
-        record by record so one bad record cannot hold up every thread."""
-        attempt = 0
-        while True:
-            try:
-                if self.store is None:
-                    raise StoreUnavailable("the run event store is not open yet")
-                await self.store.put_batch([item.record for item in batch])
-                self.stats.records_written += len(batch)
-                return
-            except asyncio.CancelledError:
-                raise
-            except InvalidEvent:
-                break
-            except Exception as exc:  # noqa: BLE001 - StoreUnavailable, driver errors alike
-                attempt += 1
-                self.stats.retried += 1
-                self.stats.last_error = f"store: {exc}"
-                if not isinstance(exc, StoreUnavailable) and attempt >= self._failures_before_split:
-                    break
-                if attempt == 1 or attempt % 20 == 0:
-                    logger.warning(
-                        "journal-bridge: store write failed (%s); %d records held, retrying",
-                        exc,
-                        len(batch) + self._queue.qsize(),
-                    )
-                await asyncio.sleep(min(self._max_backoff, 0.05 * 2**attempt))
-        await self._deliver_one_by_one(batch)
-
-    async def _deliver_one_by_one(self, batch: list[_Queued]) -> None:
-        """Keep every record the store accepts; drop, count and report the rest."""
-        for item in batch:
-            attempt = 0
-            while True:
-                try:
-                    if self.store is None:
-                        raise StoreUnavailable("the run event store is not open yet")
-                    await self.store.put_batch([item.record])
-                    self.stats.records_written += 1
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # noqa: BLE001
-                    attempt += 1
-                    if isinstance(exc, StoreUnavailable) or (
-                        not isinstance(exc, InvalidEvent) and attempt < self._failures_before_split
-                    ):
-                        self.stats.retried += 1
-                        self.stats.last_error = f"store: {exc}"
-                        await asyncio.sleep(min(self._max_backoff, 0.05 * 2**attempt))
-                        continue
-                    self.stats.dropped += 1
-                    self.stats.last_error = f"dropped a {item.record.event_type} record: {exc}"
-                    logger.error(
-                        "journal-bridge dropped a %s record of run %s (key %s): %s",
-                        item.record.event_type,
-                        item.record.run_id,
-                        item.record.source_key,
-                        exc,
-                    )
-                    break
+    async def write(self, records: Iterable[RunEvent]) -> None:
+        """Enqueue records produced elsewhere (tests, tools that map runs themselves)."""
+        await self.delivery.write(records)
 
     # -- health ---------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
-        now = time.monotonic()
-        oldest = None
-        if self._inflight:
-            oldest = self._inflight[0].enqueued_at
-        elif not self._queue.empty():
-            oldest = self._queue._queue[0].enqueued_at  # type: ignore[attr-defined]
+        """The queue's report and the reading counters, with `status` and `reason`
+        (`journal_bridge.health.assess`)."""
+        report = self.delivery.report()
         stats = self.stats
-        return {
-            "status": "ok" if stats.dropped == 0 and stats.runs_failed == 0 else "degraded",
-            "store_open": self.store is not None,
-            "backlog": self._queue.qsize() + len(self._inflight),
-            "lag_seconds": round(now - oldest, 3) if oldest is not None else 0.0,
-            "active_runs": self.active_runs,
-            "runs_observed": stats.runs_observed,
-            "runs_completed": stats.runs_completed,
-            "runs_failed": stats.runs_failed,
-            "parts_seen": stats.parts_seen,
-            "records_enqueued": stats.records_enqueued,
-            "records_written": stats.records_written,
-            "malformed": stats.malformed,
-            "retried": stats.retried,
-            "dropped": stats.dropped,
-            "last_error": stats.last_error,
-        }
+        report.update(
+            active_runs=self.active_runs,
+            runs_observed=stats.runs_observed,
+            runs_completed=stats.runs_completed,
+            runs_failed=stats.runs_failed,
+            parts_seen=stats.parts_seen,
+            malformed=stats.malformed,
+        )
+        return {**assess(report), **report}

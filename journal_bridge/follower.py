@@ -32,6 +32,12 @@ decided only once its records are in the store; a follower that is killed
 re-joins the runs it had in flight and re-discovers the rest. Records carry
 the bridge's idempotency keys, so the replay of a resumable run adds exactly
 what was missing.
+
+Delivery. Records go through the bridge's `DeliveryQueue`, spooled to a local
+file (`spool`; the CLI's default is `spool_path(store_url, "follow")`) while
+the store is down, so a follower stopped during a store outage delivers them
+when it starts again. `health()` gives the shared verdict
+(`journal_bridge.health`).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from typing import Any
 
 from journal_bridge.bridge import Bridge
 from journal_bridge.modes import EVENTS_MODE, requested_modes
+from journal_bridge.spool import spool_path
 from journal_bridge.store import RunEventStore
 
 logger = logging.getLogger(__name__)
@@ -123,6 +130,7 @@ class Follower:
         interval: float = 2.0,
         page_size: int = 100,
         overlap: float = 30.0,
+        spool: Path | str | None = None,
     ) -> None:
         self.client = client
         self.store = store
@@ -131,7 +139,10 @@ class Follower:
         self.page_size = page_size
         self.overlap = timedelta(seconds=overlap)
         self._parts: Counter[str] = Counter()
-        self.bridge = Bridge(store, lambda: _CountingClient(client, self._parts), on_run_done=self._run_done)
+        self.bridge = Bridge(
+            store, lambda: _CountingClient(client, self._parts), spool=spool, on_run_done=self._run_done
+        )
+        self.delivery = self.bridge.delivery
         self.stats: Counter[str] = Counter()
         self.reports: list[dict[str, Any]] = []
         self._since: datetime | None = None
@@ -309,9 +320,9 @@ class Follower:
         drained = True
         if finished:
             if drain_timeout is None:
-                await self.bridge.drain()
+                await self.delivery.drain()
             else:
-                drained = await _bounded(self.bridge.drain(), drain_timeout)
+                drained = await _bounded(self.delivery.drain(), drain_timeout)
         if drained:
             for run_id, (_thread_id, outcome) in finished.items():
                 self._finished.pop(run_id, None)
@@ -349,9 +360,20 @@ class Follower:
 
     # -- reporting -------------------------------------------------------------
 
+    def health(self) -> dict[str, Any]:
+        """The bridge's health (`status`, `reason`, backlog, counters) and the follower's own counts."""
+        return {
+            **self.bridge.health(),
+            "polls": self.stats["polls"],
+            "poll_errors": self.stats["poll_errors"],
+            "unobservable": self.stats[UNOBSERVABLE],
+        }
+
     def summary(self) -> dict[str, Any]:
         health = self.bridge.health()
         return {
+            "status": health["status"],
+            "reason": health["reason"],
             "polls": self.stats["polls"],
             "runs_discovered": self.stats["runs_discovered"],
             "journaled": self.stats[JOURNALED],
@@ -393,7 +415,10 @@ def run_follower(
 
     async def main() -> dict[str, Any]:
         async with open_store(store_url) as store:
-            follower = Follower(client_factory(), store, cursor_path=cursor_path, interval=interval)
+            follower = Follower(
+                client_factory(), store, cursor_path=cursor_path, interval=interval,
+                spool=spool_path(store_url, "follow"),
+            )
             if once:
                 await follower.run(once=True)
                 await follower.bridge.stop()

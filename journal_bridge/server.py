@@ -5,12 +5,18 @@
   reads runs through the in-process SDK client (`get_client()` with no URL);
 - ASGI middleware: `RunObserverMiddleware` makes every run observable and
   hands it to the bridge;
-- routes: the journal's history API and viewer, and `/journal/health`.
+- routes: the journal's history API and viewer, `/journal/health` (the
+  verdict of `journal_bridge.health`; 503 while journaling is not keeping up)
+  and `/journal/metrics` (the same counters for Prometheus).
 
 Settings come from the environment:
 `JOURNAL_BRIDGE_STORE_URL` (default: SQLite `journal.db` in the working
 directory), `JOURNAL_BRIDGE_ENABLED` (`0` turns journaling off and leaves
-every request untouched), `JOURNAL_BRIDGE_ROUTE_PREFIX` (default `/journal`).
+every request untouched), `JOURNAL_BRIDGE_ROUTE_PREFIX` (default `/journal`),
+`JOURNAL_BRIDGE_SPOOL_DIR` (where records wait while the store is down;
+`journal_bridge.spool`), `JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER` (seconds of
+backlog growth, or of no write while records wait, before health says so;
+default 60).
 """
 
 from __future__ import annotations
@@ -19,7 +25,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,34 +32,52 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 from starlette.types import Scope
 
 from journal_bridge.bridge import Bridge
 from journal_bridge.capture import CAPTURE_ENV, CaptureSetting
+from journal_bridge.health import http_status, prometheus_text
 from journal_bridge.intercept import READER_HEADER, RunObserverMiddleware
 from journal_bridge.openapi import HEALTH, describe
 from journal_bridge.reader import RunSource, TeeSource
 from journal_bridge.run_requests import RunPlan
 from journal_bridge.routes import DEFAULT_PREFIX, PREFIX_ENV, journal_routes
 from journal_bridge.runtime import release_run_frames, retained_frame_count
+from journal_bridge.spool import redact_url, spool_path
 from journal_bridge.store import RunEventStore, StoreUnavailable, default_store_url, open_store_when_available
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["app", "create_app"]
+__all__ = ["app", "create_app", "redact_url"]
+
+GROWING_AFTER_ENV = "JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER"
 
 
 def _enabled() -> bool:
     return os.environ.get("JOURNAL_BRIDGE_ENABLED", "1").strip().lower() not in {"0", "false", "no", "off"}
 
 
+def _growing_after() -> float:
+    raw = os.environ.get(GROWING_AFTER_ENV, "").strip()
+    if not raw:
+        return 60.0
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ValueError(f"{GROWING_AFTER_ENV} must be a number of seconds, got {raw!r}") from exc
+    if value <= 0:
+        raise ValueError(f"{GROWING_AFTER_ENV} must be > 0, got {raw!r}")
+    return value
+
+
 class Journal:
     """The store and the bridge of one server, plus what the middleware learned per run."""
 
-    def __init__(self, store_url: str) -> None:
+    def __init__(self, store_url: str, *, growing_after: float = 60.0) -> None:
         self.store_url = store_url
+        self.growing_after = growing_after
         self.store: RunEventStore | None = None
         self.bridge: Bridge | None = None
         self._opener: asyncio.Task[None] | None = None
@@ -66,7 +89,16 @@ class Journal:
     async def start(self, app: Starlette) -> None:
         from langgraph_sdk import get_client
 
-        self.bridge = Bridge(None, lambda: get_client(headers={READER_HEADER: "1"}), on_run_done=self._run_done)
+        # Unbounded: records wait in the spool file, not in memory, and a follower
+        # held back would only keep the run's frames in the server's memory longer.
+        self.bridge = Bridge(
+            None,
+            lambda: get_client(headers={READER_HEADER: "1"}),
+            spool=spool_path(self.store_url, "server"),
+            queue_size=0,
+            growing_after=self.growing_after,
+            on_run_done=self._run_done,
+        )
         await self.bridge.start()
         self._opener = asyncio.create_task(self._open_store(app), name="journal-bridge-open-store")
         # Give a reachable store the chance to be open before the first request.
@@ -75,6 +107,8 @@ class Journal:
 
     async def _open_store(self, app: Starlette) -> None:
         def unavailable(exc: StoreUnavailable) -> None:
+            if self.bridge is not None:
+                self.bridge.stats.last_error = f"store: {exc}"
             logger.warning("journal-bridge: store %s unavailable (%s); retrying", redact_url(self.store_url), exc)
 
         store = await open_store_when_available(self.store_url, on_unavailable=unavailable)
@@ -139,15 +173,9 @@ class Journal:
         return report
 
 
-def redact_url(url: str) -> str:
-    """The store URL without credentials: no user info, no query string."""
-    without_query = url.split("?", 1)[0].split("#", 1)[0]
-    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", without_query)
-
-
 def create_app() -> Starlette:
     enabled = _enabled()
-    journal = Journal(default_store_url()) if enabled else None
+    journal = Journal(default_store_url(), growing_after=_growing_after()) if enabled else None
     prefix = os.environ.get(PREFIX_ENV, DEFAULT_PREFIX).rstrip("/")
 
     @contextlib.asynccontextmanager
@@ -165,7 +193,12 @@ def create_app() -> Starlette:
     async def health(request: Request) -> JSONResponse:
         if journal is None:
             return JSONResponse({"enabled": False})
-        return JSONResponse(journal.health())
+        report = journal.health()
+        return JSONResponse(report, status_code=http_status(report))
+
+    async def metrics(request: Request) -> PlainTextResponse:
+        report = journal.health() if journal is not None else {"enabled": False}
+        return PlainTextResponse(prometheus_text(report), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     describe(health, HEALTH, "The bridge's state: backlog, lag, retried and dropped counts.")
 
@@ -174,7 +207,11 @@ def create_app() -> Starlette:
 
     setting = CaptureSetting.parse(os.environ.get(CAPTURE_ENV))
     app = Starlette(
-        routes=[Route(f"{prefix}/health", health, methods=["GET"]), *journal_routes(prefix)],
+        routes=[
+            Route(f"{prefix}/health", health, methods=["GET"]),
+            Route(f"{prefix}/metrics", metrics, methods=["GET"]),
+            *journal_routes(prefix),
+        ],
         middleware=[Middleware(RunObserverMiddleware, sink_for=sink_for, setting=setting)],
         lifespan=lifespan,
     )

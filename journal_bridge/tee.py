@@ -16,13 +16,14 @@ and:
   and removes those parts from what it yields unless the caller asked for them;
 - feeds every part to a `RunMapper` (run id from the `metadata` part; thread id
   from the call, or for a stateless run from the events' metadata) and hands the
-  records to a `Bridge` writer, which batches them into the store.
+  records to a `DeliveryQueue`, which batches them into the store.
 
 Contract: the caller's iteration never sees a store error and never waits on
-the store. Records queue in memory while the store is down or still opening
-and are retried in the background with backoff; `health()` and the log report
-it. Leaving the `async with` waits up to `drain_timeout` seconds for the queue
-to empty and logs what could not be written. Records carry the same
+the store. Records are spooled to a local file while the store is down or
+still opening and are retried in the background with backoff; `health()` and
+the log report it. Leaving the `async with` waits up to `drain_timeout`
+seconds for the queue to empty; what is left stays spooled and the next
+`JournalingClient` for the same store delivers it. Records carry the same
 `source_key`s as the plugin's, so a run journaled by both is stored once.
 
 `tee_stream(runs, writer, ...)` is the same mechanism as a function, for code
@@ -35,38 +36,53 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any, Self
 
-from journal_bridge.bridge import Bridge
+from journal_bridge.delivery import DeliveryQueue
+from journal_bridge.health import assess
 from journal_bridge.mapping import RunMapper
 from journal_bridge.modes import EVENTS_MODE, mode_of, requested_modes
+from journal_bridge.spool import spool_path
 from journal_bridge.store import RunEventStore, StoreUnavailable, open_store_when_available
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["JournalingClient", "TeeWriter", "tee_stream"]
 
-def _no_client() -> Any:
-    raise RuntimeError("the tee writer never joins runs")
-
-
 class TeeWriter:
-    """A store (given by URL or instance) and the `Bridge` delivery queue in front of it.
+    """A store (given by URL or instance) and the `DeliveryQueue` in front of it.
 
     A URL is opened in the background, retried while unreachable, and closed on
     `stop()`; an instance is used as given and left open. The queue is unbounded
     so that a slow or absent store never holds up a stream.
+
+    `spool` is the queue's spool file. By default a store URL gets
+    `spool_path(url, "tee")` (`JOURNAL_BRIDGE_SPOOL_DIR`, else next to a SQLite
+    store, else `.journal-bridge-spool/` in the working directory); a store
+    instance, whose URL is unknown, keeps records in memory only.
     """
 
-    def __init__(self, store: str | RunEventStore, *, max_backoff: float = 5.0) -> None:
+    def __init__(
+        self,
+        store: str | RunEventStore,
+        *,
+        spool: str | Path | None = None,
+        max_backoff: float = 5.0,
+        growing_after: float = 60.0,
+    ) -> None:
         self._owns_store = isinstance(store, str)
         self._url = store if isinstance(store, str) else None
-        self.bridge = Bridge(
+        if spool is None and self._url is not None:
+            spool = spool_path(self._url, "tee")
+        self.delivery = DeliveryQueue(
             None if isinstance(store, str) else store,
-            _no_client,
+            spool=spool,
             queue_size=0,
             max_backoff=max_backoff,
+            growing_after=growing_after,
         )
+        self.malformed = 0
         self._opener: asyncio.Task[None] | None = None
         self._started = False
 
@@ -74,7 +90,7 @@ class TeeWriter:
         if self._started:
             return
         self._started = True
-        await self.bridge.start()
+        await self.delivery.start()
         if self._url is not None:
             self._opener = asyncio.create_task(self._open(self._url), name="journal-tee-open-store")
             with contextlib.suppress(asyncio.TimeoutError):
@@ -82,20 +98,20 @@ class TeeWriter:
 
     async def _open(self, url: str) -> None:
         def unavailable(exc: StoreUnavailable) -> None:
-            self.bridge.stats.last_error = f"store: {exc}"
+            self.delivery.stats.last_error = f"store: {exc}"
             logger.warning("journal-bridge tee: store %s unavailable (%s); retrying", url, exc)
 
-        self.bridge.store = await open_store_when_available(url, on_unavailable=unavailable)
+        self.delivery.store = await open_store_when_available(url, on_unavailable=unavailable)
 
     async def write(self, records: Sequence[Any]) -> None:
-        """Queue records for the store; the queue is unbounded, so this never waits on the store."""
+        """Spool records for the store; the queue is unbounded, so this never waits on the store."""
         if records:
-            await self.bridge.write(list(records))
+            await self.delivery.write(records)
 
     async def drain(self, timeout: float | None = None) -> bool:
         """Wait until everything queued is stored; False if `timeout` passed first."""
         try:
-            await asyncio.wait_for(self.bridge.drain(), timeout=timeout)
+            await asyncio.wait_for(self.delivery.drain(), timeout=timeout)
         except TimeoutError:
             return False
         return True
@@ -104,18 +120,20 @@ class TeeWriter:
         if not self._started:
             return
         self._started = False
-        await self.bridge.stop(timeout=drain_timeout)
+        await self.delivery.stop(timeout=drain_timeout)
         if self._opener is not None and not self._opener.done():
             self._opener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._opener
-        if self._owns_store and self.bridge.store is not None:
+        if self._owns_store and self.delivery.store is not None:
             with contextlib.suppress(Exception):
-                await self.bridge.store.close()
-            self.bridge.store = None
+                await self.delivery.store.close()
+            self.delivery.store = None
 
     def health(self) -> dict[str, Any]:
-        return self.bridge.health()
+        """The queue's report and the mapping's `malformed` count, with `status` and `reason`."""
+        report = {**self.delivery.report(), "malformed": self.malformed}
+        return {**assess(report), **report}
 
 
 def _event_and_data(part: Any) -> tuple[str, Any]:
@@ -171,7 +189,7 @@ class _RunTee:
         try:
             if self._mapper is not None:
                 await self._writer.write(self._mapper.flush())
-                self._writer.bridge.stats.malformed += self._mapper.malformed
+                self._writer.malformed += self._mapper.malformed
             elif self._held:
                 logger.warning(
                     "journal-bridge tee: %d parts of a run were not journaled: its %s never appeared",
@@ -237,12 +255,20 @@ class JournalingClient:
     `store` is a store URL (`sqlite:///journal.db`, `postgresql://...`,
     `memory://`), opened and closed by this object, or an open `RunEventStore`.
     Use as `async with`; `await drain()` waits for every journaled record to be
-    stored, `health()` reports backlog, retries and the last store error.
+    stored, `health()` reports status, backlog, retries and the last store
+    error. `spool` as for `TeeWriter`.
     """
 
-    def __init__(self, client: Any, store: str | RunEventStore, *, drain_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        client: Any,
+        store: str | RunEventStore,
+        *,
+        drain_timeout: float = 10.0,
+        spool: str | Path | None = None,
+    ) -> None:
         self.client = client
-        self.writer = TeeWriter(store)
+        self.writer = TeeWriter(store, spool=spool)
         self.runs = _JournalingRuns(client.runs, self.writer)
         self._drain_timeout = drain_timeout
 

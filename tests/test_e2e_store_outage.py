@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 import sqlite3
+import time
 
 import httpx
 import pytest
@@ -31,26 +35,85 @@ async def test_runs_go_on_while_the_store_is_locked_and_the_journal_catches_up(s
             assert [e for e, _ in turn][0] == "metadata" and turn[-1][0] == "values"
             assert all(event != "error" for event, _ in turn)
             frames += turn
-        during = httpx.get(f"{server.url}/journal/health").json()
+        response = httpx.get(f"{server.url}/journal/health")
+        during = response.json()
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
     assert during["retried"] > 0 and during["backlog"] > 0, during
     assert "locked" in (during["last_error"] or "")
+    assert response.status_code == 503
+    assert during["status"] == "unavailable" and "locked" in during["reason"]
 
     after = await wait_journal_idle(server.url)
     assert after["dropped"] == 0
+    assert httpx.get(f"{server.url}/journal/health").status_code == 200
+    await _assert_journaled_once_in_order(db, thread_id, frames, runs=4)
+
+
+async def _assert_journaled_once_in_order(db, thread_id, frames, *, runs):
     async with open_store(f"sqlite:///{db}") as store:
         timeline = await store.list_timeline(thread_id, limit=500)
-        runs = {r.run_id for r in timeline}
-        every = [e for run_id in runs for e in await store.list_events(thread_id, run_id, limit=1000)]
+        run_ids = {r.run_id for r in timeline}
+        every = [e for run_id in run_ids for e in await store.list_events(thread_id, run_id, limit=1000)]
         last = await store.last_seq(thread_id)
     messages = [r.content for r in timeline if r.category == "message"]
     assert [m["id"] for m in messages] == [m["id"] for m in message_ids_seen(frames)]
-    assert len(runs) == 4
+    assert len(run_ids) == runs
     assert sorted(e.seq for e in every) == list(range(1, last + 1))
     keys = [e.source_key for e in every]
     assert len(keys) == len(set(keys))
+
+
+async def _wait_runs_read(url, *, timeout=60.0):
+    """Health once every observed run is read to its end (its records accepted, maybe not yet written)."""
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        while True:
+            health = (await http.get("/journal/health")).json()
+            if health["active_runs"] == 0 and health["runs_completed"] >= health["runs_observed"]:
+                return health
+            assert time.monotonic() < deadline, f"runs not read: {health}"
+            await asyncio.sleep(0.1)
+
+
+async def test_records_of_a_server_killed_during_a_store_outage_are_journaled_by_the_next_server(
+    start_dev_server, tmp_path
+):
+    db = tmp_path / "journal.db"
+    env = {
+        "JOURNAL_BRIDGE_STORE_URL": f"sqlite:///{db}?busy_timeout=0.2",
+        "JOURNAL_BRIDGE_SPOOL_DIR": str(tmp_path / "spool"),
+    }
+    server = start_dev_server(env=env)
+    client = get_client(url=server.url)
+    thread_id = (await client.threads.create())["thread_id"]
+    frames = await stream_turn(client, thread_id, "agent", "hello before the outage", "values")
+    await wait_journal_idle(server.url)
+
+    blocker = sqlite3.connect(db, timeout=0, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        for text in ("add 3 and 4", "weather in Kyiv", "still there?"):
+            frames += await stream_turn(client, thread_id, "agent", text, "values")
+        during = await _wait_runs_read(server.url)
+        metrics = httpx.get(f"{server.url}/journal/metrics")
+        os.killpg(server.process.pid, signal.SIGKILL)
+        server.process.wait()
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert during["backlog"] > 0 and during["status"] == "unavailable", during
+    assert metrics.status_code == 200 and metrics.headers["content-type"].startswith("text/plain")
+    assert f"journal_bridge_backlog_records {during['backlog']}" in metrics.text.splitlines()
+    assert 'journal_bridge_health_status{status="unavailable"} 1' in metrics.text.splitlines()
+
+    # A new server (fresh runtime state, same journal and spool) delivers what the killed one accepted.
+    second = start_dev_server(env={**env, "JOURNAL_BRIDGE_STORE_URL": f"sqlite:///{db}"})
+    after = await wait_journal_idle(second.url)
+    assert after["spool_recovered"] == during["backlog"] and after["dropped"] == 0, after
+    assert after["status"] == "ok", after
+    await _assert_journaled_once_in_order(db, thread_id, frames, runs=4)
 
 
 async def test_a_store_unreachable_at_startup_is_opened_later_and_nothing_is_lost(start_dev_server, tmp_path):
@@ -61,8 +124,10 @@ async def test_a_store_unreachable_at_startup_is_opened_later_and_nothing_is_los
     frames = await stream_turn(client, thread_id, "agent", "add 1 and 1", "values")
     assert frames[-1][0] == "values"
 
-    health = httpx.get(f"{server.url}/journal/health").json()
+    response = httpx.get(f"{server.url}/journal/health")
+    health = response.json()
     assert health["store_open"] is False and health["backlog"] > 0
+    assert response.status_code == 503 and health["status"] == "unavailable" and "not open" in health["reason"]
     response = httpx.get(f"{server.url}/journal/threads/{thread_id}/messages")
     assert response.status_code == 503 and response.json()["detail"]
 

@@ -51,7 +51,8 @@ async def test_runs_of_another_client_are_journaled_and_unobservable_ones_report
             blind = await client.runs.create(thread_id, "agent", input=human("values only"))
             await client.runs.join(thread_id, blind["run_id"])
             await _wait(lambda: _true(follower.stats["unobservable"] >= 1 and follower.stats["journaled"] >= 2))
-            await follower.bridge.drain()
+            await follower.delivery.drain()
+            health = follower.health()
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -68,6 +69,7 @@ async def test_runs_of_another_client_are_journaled_and_unobservable_ones_report
     (report,) = follower.reports
     assert report["run_id"] == blind["run_id"] and "events" in report["reason"]
     assert follower.summary()["unobservable"] == 1
+    assert health["status"] == "ok" and health["unobservable"] == 1, health
     print(f"follower discovery latency: {latency:.3f}s at interval 0.2s (poll {found_by}, created after poll {polls_before})")
 
 

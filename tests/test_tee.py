@@ -99,13 +99,27 @@ async def test_tee_passes_events_through_when_asked_and_journals_stateless_runs(
     assert humans == ["add 1 and 2", "stateless hello"]
 
 
-async def test_an_unreachable_store_never_breaks_the_stream(start_dev_server, tmp_path):
+async def test_an_unreachable_store_never_breaks_the_stream_and_the_next_client_delivers_what_was_spooled(
+    start_dev_server, tmp_path
+):
     plain = start_dev_server(plugin=False)
     missing = tmp_path / "no-such-dir" / "journal.db"
-    client = JournalingClient(get_client(url=plain.url), f"sqlite:///{missing}", drain_timeout=0.5)
+    spool = tmp_path / "tee.spool"
+    client = JournalingClient(get_client(url=plain.url), f"sqlite:///{missing}", drain_timeout=0.5, spool=spool)
     async with client:
         frames = await stream_turn(client, None, "agent", "add 3 and 4", "values")
         assert next(e for e, _ in frames) == "metadata"
         health = client.health()
         assert health["backlog"] > 0 and health["store_open"] is False
+        assert health["status"] == "unavailable" and "not open" in health["reason"]
     assert frames[-1][1]["messages"][-1]["content"]
+
+    missing.parent.mkdir()
+    async with JournalingClient(get_client(url=plain.url), f"sqlite:///{missing}", spool=spool) as later:
+        assert await later.drain(timeout=30)
+        health = later.health()
+    assert health["spool_recovered"] > 0 and health["status"] == "ok", health
+    async with open_store(f"sqlite:///{missing}") as store:
+        (thread,) = await store.list_threads()
+        messages = [r.content for r in await store.list_messages(thread["thread_id"])]
+    assert [m["content"] for m in messages if m["type"] == "human"] == ["add 3 and 4"]

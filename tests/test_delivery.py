@@ -1,0 +1,314 @@
+"""The delivery queue keeps what it accepted -- across stops, crashes and store outages.
+
+Real parts throughout: SQLite journal files locked by another connection, spool
+files on disk, and a writer process killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from journal_bridge.delivery import DeliveryQueue
+from journal_bridge.events import make_event
+from journal_bridge.health import http_status, prometheus_text
+from journal_bridge.spool import spool_path
+from journal_bridge.store import open_store
+
+WORKER = Path(__file__).with_name("tee_worker.py")
+
+
+def _record(n: int, thread: str = "t1", event_type: str = "llm.human.input"):
+    return make_event(
+        thread_id=thread,
+        run_id=f"r{n // 10}",
+        event_type=event_type,
+        category="message",
+        content={"type": "human", "content": f"m{n}", "id": f"m{n}"},
+        source_key=f"message:m{n}",
+    )
+
+
+@pytest.fixture
+def journal(tmp_path):
+    """A SQLite journal file with its schema, and a way to hold its write lock."""
+    path = tmp_path / "journal.db"
+
+    class Journal:
+        url = f"sqlite:///{path}"
+        locked_url = f"sqlite:///{path}?busy_timeout=0.05"
+        blocker: sqlite3.Connection | None = None
+
+        def lock(self):
+            self.blocker = sqlite3.connect(path, timeout=0, isolation_level=None)
+            self.blocker.execute("BEGIN EXCLUSIVE")
+
+        def unlock(self):
+            if self.blocker is not None:
+                self.blocker.execute("ROLLBACK")
+                self.blocker.close()
+                self.blocker = None
+
+    j = Journal()
+    sqlite3.connect(path).close()
+    yield j
+    j.unlock()
+
+
+async def _create_schema(url):
+    async with open_store(url):
+        pass
+
+
+async def _contents(url, thread="t1"):
+    async with open_store(url) as store:
+        records = await store.list_messages(thread, limit=1000)
+    return [r.content["content"] for r in records], [r.seq for r in records]
+
+
+async def test_records_accepted_while_the_store_is_locked_stay_spooled_across_a_stop_and_are_delivered_once_in_order(
+    journal, tmp_path
+):
+    await _create_schema(journal.url)
+    spool = tmp_path / "spool" / "q.spool"
+    journal.lock()
+    async with open_store(journal.locked_url) as store:
+        queue = DeliveryQueue(store, spool=spool, max_backoff=0.01)
+        await queue.write([_record(n) for n in range(30)])
+        await queue.stop(timeout=0.2)
+    assert queue.stats.retried > 0 and queue.stats.records_written == 0
+    journal.unlock()
+
+    async with open_store(journal.url) as store:
+        again = DeliveryQueue(store, spool=spool)
+        await again.start()
+        assert again.report()["spool_recovered"] == 30
+        await again.write([_record(n) for n in range(30, 35)])
+        await again.drain()
+        await again.stop()
+    contents, seqs = await _contents(journal.url)
+    assert contents == [f"m{n}" for n in range(35)]
+    assert seqs == list(range(1, 36))
+    assert again.backlog == 0
+
+
+async def test_a_writer_killed_during_a_store_outage_loses_nothing(journal):
+    await _create_schema(journal.url)
+    journal.lock()
+    worker = subprocess.Popen(
+        [sys.executable, str(WORKER), journal.locked_url, "0", "40", "--hold"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert worker.stdout.readline().strip() == "accepted 40"
+        for line in worker.stdout:
+            health = json.loads(line)
+            if health["retried"] > 0:  # it tried the store and found it locked
+                break
+        assert health["status"] == "unavailable" and "locked" in health["reason"], health
+        assert health["backlog"] == 40
+        worker.send_signal(signal.SIGKILL)
+    finally:
+        worker.kill()
+        worker.wait()
+        worker.stdout.close()
+    journal.unlock()
+
+    result = subprocess.run(
+        [sys.executable, str(WORKER), journal.url, "40", "5", "--drain"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    health = json.loads(result.stdout.splitlines()[-1])
+    assert health["spool_recovered"] == 40 and health["backlog"] == 0 and health["dropped"] == 0
+    assert health["status"] == "ok", health
+    contents, seqs = await _contents(journal.url)
+    assert contents == [f"m{n}" for n in range(45)], "every record once, in the order accepted"
+    assert seqs == list(range(1, 46))
+
+
+async def test_records_the_store_already_holds_are_not_written_again_on_redelivery(journal, tmp_path):
+    """A stop between the store's write and the spool's removal delivers a batch twice."""
+    spool = tmp_path / "q.spool"
+    queue = DeliveryQueue(None, spool=spool)
+    records = [_record(n) for n in range(10)]
+    await queue.write(records)
+    await queue.abort()
+    async with open_store(journal.url) as store:
+        await store.put_batch(records[:6])  # delivered just before the crash
+        again = DeliveryQueue(store, spool=spool)
+        await again.start()
+        await again.drain()
+        await again.stop()
+    contents, seqs = await _contents(journal.url)
+    assert contents == [f"m{n}" for n in range(10)] and seqs == list(range(1, 11))
+
+
+async def test_a_second_queue_on_a_spool_in_use_takes_its_own_slot_and_a_later_one_adopts_what_is_left(tmp_path, journal):
+    spool = tmp_path / "q.spool"
+    first = DeliveryQueue(None, spool=spool)
+    second = DeliveryQueue(None, spool=spool)
+    await first.write([_record(n) for n in range(5)])
+    await second.write([_record(n, thread="t2") for n in range(3)])
+    assert first.spool_path == spool and second.spool_path != spool
+    await first.abort()
+    await second.abort()
+
+    async with open_store(journal.url) as store:
+        third = DeliveryQueue(store, spool=spool)
+        await third.start()
+        assert third.spool_path == spool and third.report()["spool_recovered"] == 8
+        await third.drain()
+        await third.stop()
+    assert (await _contents(journal.url))[0] == [f"m{n}" for n in range(5)]
+    assert (await _contents(journal.url, "t2"))[0] == [f"m{n}" for n in range(3)]
+
+
+async def test_an_invalid_record_is_dropped_when_accepted_and_the_rest_are_delivered(journal):
+    async with open_store(journal.url) as store:
+        queue = DeliveryQueue(store)
+        bad = make_event(thread_id="t1", run_id="r0", event_type="x" * 40, category="message", content="too long a type")
+        await queue.write([_record(0), bad, _record(1)])
+        await queue.drain()
+        await queue.stop()
+    assert queue.stats.dropped == 1 and "event_type" in queue.stats.last_error
+    assert (await _contents(journal.url))[0] == ["m0", "m1"]
+    assert queue.health()["status"] == "degraded"
+
+
+def test_spool_files_are_per_store_and_kept_next_to_a_sqlite_journal(tmp_path, monkeypatch):
+    monkeypatch.delenv("JOURNAL_BRIDGE_SPOOL_DIR", raising=False)
+    a = spool_path(f"sqlite:///{tmp_path / 'a.db'}", "tee")
+    b = spool_path(f"sqlite:///{tmp_path / 'b.db'}", "tee")
+    assert a.parent == b.parent == tmp_path / ".journal-bridge-spool" and a != b
+    assert spool_path("memory://", "tee") is None
+    pg = spool_path("postgresql://user:secret@db/journal", "server")
+    assert pg == spool_path("postgresql://user:changed@db/journal", "server"), "credentials do not name the spool"
+    assert "secret" not in str(pg) and pg.parent == Path.cwd() / ".journal-bridge-spool"
+    monkeypatch.setenv("JOURNAL_BRIDGE_SPOOL_DIR", str(tmp_path / "elsewhere"))
+    assert spool_path(f"sqlite:///{tmp_path / 'a.db'}", "tee").parent == tmp_path / "elsewhere"
+
+
+async def test_health_says_unavailable_while_writes_fail_and_ok_once_the_backlog_is_written(journal):
+    await _create_schema(journal.url)
+    journal.lock()
+    async with open_store(journal.locked_url) as store:
+        queue = DeliveryQueue(store, max_backoff=0.01)
+        await queue.write([_record(n) for n in range(5)])
+        while queue.stats.retried == 0:
+            await asyncio.sleep(0.01)
+        during = queue.health()
+        journal.unlock()
+        await queue.drain()
+        after = queue.health()
+        await queue.stop()
+    assert during["status"] == "unavailable" and "locked" in during["reason"]
+    assert http_status(during) == 503
+    assert after["status"] == "ok" and after["reason"] is None and http_status(after) == 200
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _GatedStore:
+    """A real store whose writes each wait to be let through: a store slower than the runs."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+        self.waiting = asyncio.Queue()
+
+    async def put_batch(self, records):
+        gate = asyncio.Event()
+        await self.waiting.put(gate)
+        await gate.wait()
+        return await self._store.put_batch(records)
+
+
+async def test_health_says_degraded_with_503_when_the_backlog_grows_over_a_whole_window(journal):
+    clock = _Clock()
+    async with open_store(journal.url) as real:
+        store = _GatedStore(real)
+        queue = DeliveryQueue(store, growing_after=30, clock=clock)
+        await queue.write([_record(0)])
+        (await store.waiting.get()).set()
+        await queue.drain()
+        clock.now += 20
+        await queue.write([_record(1)])
+        (await store.waiting.get()).set()
+        await queue.drain()
+        assert queue.health()["status"] == "ok"
+        await queue.write([_record(n) for n in range(2, 5)])
+        clock.now += 11  # the window [0 s, 31 s] began with 0 records waiting and ends with 3
+        growing = queue.health()
+        (await store.waiting.get()).set()
+        await queue.drain()
+        clock.now += 31  # the next window ends with none
+        recovered = queue.health()
+        await queue.stop()
+    assert growing["status"] == "degraded" and growing["backlog_growing"], growing
+    assert "growing" in growing["reason"] and http_status(growing) == 503
+    assert recovered["status"] == "ok" and http_status(recovered) == 200
+
+
+async def test_health_says_unavailable_when_no_write_completes_while_records_wait(journal):
+    clock = _Clock()
+    async with open_store(journal.url) as real:
+        store = _GatedStore(real)  # a write that hangs, as over a broken network
+        queue = DeliveryQueue(store, growing_after=30, clock=clock)
+        await queue.write([_record(0)])
+        await store.waiting.get()
+        clock.now += 31
+        health = queue.health()
+        await queue.abort()
+    assert health["status"] == "unavailable" and "no record written for 31 s" in health["reason"]
+
+
+def test_metrics_are_prometheus_text_with_help_and_type_for_each_counter():
+    text = prometheus_text(
+        {"status": "degraded", "records_written": 12, "dropped": 1, "backlog": 3, "lag_seconds": 1.5, "store_open": True}
+    )
+    lines = text.splitlines()
+    assert "# TYPE journal_bridge_records_written_total counter" in lines
+    assert "journal_bridge_records_written_total 12" in lines
+    assert "journal_bridge_records_dropped_total 1" in lines
+    assert "# TYPE journal_bridge_backlog_records gauge" in lines
+    assert "journal_bridge_lag_seconds 1.5" in lines
+    assert "journal_bridge_store_open 1" in lines
+    assert 'journal_bridge_health_status{status="degraded"} 1' in lines
+    assert 'journal_bridge_health_status{status="ok"} 0' in lines
+    for line in lines:
+        if not line.startswith("#"):
+            name = line.split("{")[0].split(" ")[0]
+            assert f"# TYPE {name} " in text, line
+    assert text.endswith("\n")
+
+
+async def test_records_beyond_what_the_queue_keeps_in_memory_are_read_back_from_the_spool_in_order(
+    journal, tmp_path, monkeypatch
+):
+    monkeypatch.setattr("journal_bridge.spool._MIRROR_SIZE", 3)
+    async with open_store(journal.url) as store:
+        queue = DeliveryQueue(None, spool=tmp_path / "q.spool", batch_size=2)
+        for n in range(10):
+            await queue.put(_record(n))
+        queue.store = store
+        await queue.write([_record(n) for n in range(10, 14)])
+        await queue.drain()
+        await queue.write([_record(14)])
+        await queue.drain()
+        await queue.stop()
+    contents, seqs = await _contents(journal.url)
+    assert contents == [f"m{n}" for n in range(15)] and seqs == list(range(1, 16))
