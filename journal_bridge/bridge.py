@@ -16,6 +16,7 @@ wait instead of dropping (back-pressure).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -29,7 +30,7 @@ from journal_bridge.events import RunEvent
 from journal_bridge.health import assess
 from journal_bridge.mapping import RunMapper
 from journal_bridge.modes import EVENTS_MODE
-from journal_bridge.reader import Part, RunSource, TeeSource, read_run, resolve_thread
+from journal_bridge.reader import RunSource, TeeSource, read_run
 from journal_bridge.state_mapping import StateMapper
 from journal_bridge.store import RunEventStore
 
@@ -168,27 +169,12 @@ class Bridge:
     def tee(self, thread_id: str | None, run_id: str, source: RunSource) -> TeeSource:
         """Journal a run from the frames its client receives; returns what to feed them to.
 
-        A stateless run (`thread_id` None) is journaled once a frame names its thread.
+        A stateless run's temporary thread is named to no client and deleted when
+        the run ends: its journal is filed under the run's id (`thread_id` None).
         """
         tee = source.tee = source.tee or TeeSource(source.capture)
-        if thread_id is not None:
-            self.observe(thread_id, run_id, source)
-            return tee
-        self.stats.runs_observed += 1
-        task = asyncio.create_task(self._follow_stateless(run_id, source), name=f"journal-bridge-run-{run_id}")
-        key = ("", str(run_id))
-        self._followers[key] = task
-        task.add_done_callback(lambda _t, k=key: self._followers.pop(k, None))
+        self.observe(thread_id or run_id, run_id, source)
         return tee
-
-    async def _follow_stateless(self, run_id: str, source: RunSource) -> None:
-        assert source.tee is not None
-        thread_id, held = await resolve_thread(source.tee)
-        if thread_id is None:
-            self.stats.runs_failed += 1
-            logger.warning("journal-bridge: run %s ended before any frame named its thread; not journaled", run_id)
-            return
-        await self._follow(thread_id, run_id, source, held)
 
     async def _follow_after(
         self, previous: asyncio.Task[None] | None, thread_id: str, run_id: str, source: RunSource
@@ -206,18 +192,16 @@ class Bridge:
             self._client = self._client_factory()
         return self._client
 
-    async def _follow(self, thread_id: str, run_id: str, source: RunSource, held: list[Part] | None = None) -> None:
+    async def _follow(self, thread_id: str, run_id: str, source: RunSource) -> None:
         try:
-            mapper = await self._read_run(thread_id, run_id, source, held)
+            mapper = await self._read_run(thread_id, run_id, source)
         finally:
             await self._run_done(thread_id, run_id)
         if mapper is not None:
             self.stats.malformed += mapper.malformed
             self.stats.runs_completed += 1
 
-    async def _read_run(
-        self, thread_id: str, run_id: str, source: RunSource, held: list[Part] | None
-    ) -> RunMapper | StateMapper | None:
+    async def _read_run(self, thread_id: str, run_id: str, source: RunSource) -> RunMapper | StateMapper | None:
         """Read the run to its end; None if it could not be read."""
         attempt = 0
 
@@ -230,7 +214,7 @@ class Bridge:
         while True:
             try:
                 # A second reading replays from the first frame: the records' keys make the repeat harmless.
-                return await read_run(self._sdk(), thread_id, run_id, source, emit, held=held, on_part=seen)
+                return await read_run(self._sdk(), thread_id, run_id, source, emit, on_part=seen)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the run goes on; report and retry the join
@@ -241,8 +225,7 @@ class Bridge:
                     logger.error("journal-bridge gave up joining run %s of thread %s: %s", run_id, thread_id, exc)
                     return None
                 logger.warning("journal-bridge: join of run %s failed (%s); rejoining", run_id, exc)
-                source, held = RunSource(source.capture, source.resumable, None, source.run,
-                                         source.assistant_id, source.run_input), None
+                source = dataclasses.replace(source, tee=None)
                 await asyncio.sleep(min(self._max_backoff, 0.2 * 2**attempt))
 
     async def _run_done(self, thread_id: str, run_id: str) -> None:

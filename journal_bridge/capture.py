@@ -37,8 +37,6 @@ CAPTURE_ENV = "JOURNAL_BRIDGE_CAPTURE"
 TOKEN_MODES = frozenset({"messages", "messages-tuple", EVENTS_MODE})
 
 _STATE_MODES = ("values", "custom")
-# A stateless streamed run names only its run; the thread comes with its checkpoints.
-_THREAD_MODE = "checkpoints"
 
 
 class CaptureSetting(enum.StrEnum):
@@ -70,12 +68,8 @@ class Capture:
     added: tuple[str, ...]
 
 
-def plan_capture(client_modes: Iterable[str], setting: CaptureSetting, *, needs_thread: bool = False) -> Capture:
-    """The capture of a run whose client asked for `client_modes`.
-
-    `needs_thread`: the run's thread id is not known from the response (a
-    stateless streamed run), so the stream must say it.
-    """
+def plan_capture(client_modes: Iterable[str], setting: CaptureSetting) -> Capture:
+    """The capture of a run whose client asked for `client_modes`."""
     asked = list(dict.fromkeys(client_modes))
     use_events = setting is CaptureSetting.EVENTS or (
         setting is CaptureSetting.AUTO and any(mode in TOKEN_MODES for mode in asked)
@@ -83,6 +77,6 @@ def plan_capture(client_modes: Iterable[str], setting: CaptureSetting, *, needs_
     if use_events:
         modes: tuple[str, ...] = (EVENTS_MODE,)
     else:
-        modes = _STATE_MODES + ((_THREAD_MODE,) if needs_thread else ())
+        modes = _STATE_MODES
     added = tuple(mode for mode in modes if mode not in asked)
     return Capture("events" if use_events else "state", modes, added)

@@ -28,7 +28,6 @@ from journal_bridge.capture import Capture
 from journal_bridge.compat import join_params
 from journal_bridge.events import RunEvent
 from journal_bridge.mapping import RunMapper
-from journal_bridge.modes import EVENTS_MODE
 from journal_bridge.sse import Frame
 from journal_bridge.state_mapping import StateMapper
 
@@ -96,30 +95,6 @@ class RunSource:
     run_input: Any = None
 
 
-def _thread_from(part: Part) -> str | None:
-    """The thread a stateless run's part names (its `events` metadata or checkpoint config)."""
-    if not isinstance(part.data, Mapping):
-        return None
-    if part.event == EVENTS_MODE:
-        value = (part.data.get("metadata") or {}).get("thread_id")
-    elif part.event == "checkpoints":
-        value = ((part.data.get("config") or {}).get("configurable") or {}).get("thread_id")
-    else:
-        return None
-    return str(value) if value else None
-
-
-async def resolve_thread(tee: TeeSource) -> tuple[str | None, list[Part]]:
-    """Read a stateless run's tee until a part names its thread; the parts read so far."""
-    held: list[Part] = []
-    async for part in tee.parts():
-        held.append(part)
-        thread_id = _thread_from(part)
-        if thread_id:
-            return thread_id, held
-    return None, held
-
-
 async def _start_state_mapper(sdk: Any, mapper: StateMapper, source: RunSource) -> list[RunEvent]:
     run = source.run
     if run is None:
@@ -142,7 +117,6 @@ async def read_run(
     source: RunSource,
     emit: Emit,
     *,
-    held: list[Part] | None = None,
     on_part: Callable[[], None] | None = None,
 ) -> RunMapper | StateMapper:
     """Read the run to its end and emit its records; returns the mapper (its `malformed` count).
@@ -157,11 +131,7 @@ async def read_run(
         mapper = StateMapper(thread_id, run_id)
         await emit(await _start_state_mapper(sdk, mapper, source))
 
-    async def consume(parts: AsyncIterator[Part] | list[Part]) -> None:
-        if isinstance(parts, list):
-            for part in parts:
-                await feed(part)
-            return
+    async def consume(parts: AsyncIterator[Part]) -> None:
         async for part in parts:
             await feed(part)
 
@@ -174,7 +144,6 @@ async def read_run(
 
     tee = source.tee
     if tee is not None:
-        await consume(held or [])
         await consume(tee.parts())
         missed = not tee.complete
         last_id = tee.last_id

@@ -84,7 +84,7 @@ def _plan_one(payload: Any, kind: str, stateless: bool, setting: CaptureSetting)
     resumable = payload.get("stream_resumable", False)
     if modes is None or not isinstance(resumable, bool):
         return None
-    capture = plan_capture(modes, setting, needs_thread=stateless and kind == "stream")
+    capture = plan_capture(modes, setting)
     if capture.added:
         payload["stream_mode"] = [*modes, *capture.added]
     forced = not resumable

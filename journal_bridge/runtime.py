@@ -58,10 +58,16 @@ def release_run_frames(thread_id: str, run_id: str, *, modes: frozenset[str] | N
     manager = _stream_manager()
     if manager is None:
         return 0
-    per_thread = manager.message_stores.get(_uuid(thread_id))
+    key = _uuid(run_id)
+    thread_key = _uuid(thread_id)
+    per_thread = manager.message_stores.get(thread_key)
+    if not per_thread or key not in per_thread:
+        # A stateless run is journaled under its own id; its frames sit under its temporary thread.
+        thread_key, per_thread = next(
+            ((t, runs) for t, runs in list(manager.message_stores.items()) if key in runs), (thread_key, None)
+        )
     if not per_thread:
         return 0
-    key = _uuid(run_id)
     frames = per_thread.get(key)
     if frames is None:
         return 0
@@ -73,7 +79,7 @@ def release_run_frames(thread_id: str, run_id: str, *, modes: frozenset[str] | N
         dropped = len(frames) - len(kept)
         per_thread[key] = kept
     if not per_thread:
-        manager.message_stores.pop(_uuid(thread_id), None)
+        manager.message_stores.pop(thread_key, None)
     return dropped
 
 

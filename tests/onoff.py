@@ -41,6 +41,8 @@ _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(\+00:00|Z)?")
 _PORT = re.compile(r"(http://127\.0\.0\.1):\d+")
 _STREAM_ID = re.compile(r"^id: .*$", re.M)
 _TIMING_KEYS = {"__request_start_time_ms__", "created_at", "updated_at", "timestamp", "run_started_at"}
+# A token langchain draws at random once per process to mark its internal model calls.
+_PROCESS_TOKENS = {"lc_internal_call"}
 
 
 def normalize_transcript(items: list[Any]) -> list[Any]:
@@ -57,9 +59,11 @@ def normalize_transcript(items: list[Any]) -> list[Any]:
     def walk(value: Any, key: str | None = None) -> Any:
         if key in _TIMING_KEYS and value is not None:
             return "<time>"
+        if key in _PROCESS_TOKENS and value is not None:
+            return "<process-token>"
         if isinstance(value, str):
             return text(value)
-        if isinstance(value, list):
+        if isinstance(value, list | tuple):
             return [walk(v) for v in value]
         if isinstance(value, dict):
             return {text(k): walk(v, k) for k, v in value.items()}
@@ -156,7 +160,7 @@ class Scenario:
         self.transcript.append(
             {
                 "history": [
-                    [(m.get("type"), m.get("id")) for m in (c.get("values") or {}).get("messages", [])]
+                    [[m.get("type"), m.get("id")] for m in (c.get("values") or {}).get("messages", [])]
                     for c in reversed(history)
                 ]
             }

@@ -198,6 +198,8 @@ async def test_stateless_and_batch_runs_are_journaled(dev_server):
                     journaled[run_id] = (thread["thread_id"], events)
     assert set(journaled) == {stateless_run, *(r["run_id"] for r in batch)}
     stateless_thread, events = journaled[stateless_run]
+    # Its temporary thread is named to no client: the journal files it under the run.
+    assert stateless_thread == stateless_run
     humans = [e.content["content"] for e in events if e.event_type == "llm.human.input"]
     assert humans == ["stateless hello"]
     assert [m["id"] for m in message_ids_seen(frames)] == [e.content["id"] for e in events if e.category == "message"]

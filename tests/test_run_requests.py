@@ -59,12 +59,6 @@ def test_the_events_setting_always_adds_events_and_lean_never_does():
     assert plan.capture.path == "state" and payload["stream_mode"] == ["messages-tuple", "values", "custom"]
 
 
-def test_a_stateless_stream_also_reads_checkpoints_to_learn_its_thread():
-    plan, payload = _plan("/runs/stream", {"assistant_id": "a"})
-    assert payload["stream_mode"] == ["values", "custom", "checkpoints"]
-    assert plan.capture.added == ("custom", "checkpoints")
-
-
 @pytest.mark.parametrize("absent", [{}, {"stream_mode": []}])
 def test_no_modes_means_the_servers_default(absent):
     plan, payload = _plan("/threads/t1/runs", {"assistant_id": "a", **absent})
