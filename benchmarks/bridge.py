@@ -1,25 +1,29 @@
-"""What journaling costs a LangGraph server: the plugin on vs off, side by side.
+"""What journaling costs a LangGraph server, per kind of client and per capture setting.
 
-Starts two real `langgraph dev` servers of this project -- one with the plugin,
-one without -- and drives the same scripted workload against both through the
-SDK, alternating rounds so neither gets the quieter machine. The workload runs
-twice: with the offline model answering instantly (the worst case: the
-server's CPU is the bottleneck, so every cost of journaling shows in wall
-time) and with the model paced like a hosted one (`--pace` seconds per
-streamed token). Prints, per workload:
+Starts real `langgraph dev` servers of this project side by side -- one without
+the plugin (`off`) and one per capture setting (`auto`, `events`, `lean`) --
+and drives the same scripted workload against each through the SDK, the
+servers taking turns round by round so none gets the quieter machine.
 
-- wall time per run (median, p90), on/off ratio            (target <= 1.15)
-- server CPU-seconds per run, on/off ratio
-- server RSS after the workload, on/off ratio                (target <= 1.2)
+Client kinds:
+- `values stream`: `runs.stream(stream_mode="values")`;
+- `useStream`: `runs.stream` with `values`, `messages-tuple`, `custom` (what a
+  useStream UI asks for); its reference row `useStream + events` is the same
+  client asking for `events` itself on the server without the plugin -- what
+  capturing from `events` costs by nature;
+- `runs.wait`;
+- `create+join`: `runs.create`, then `runs.join_stream` of `values`.
 
-and once:
+Printed per model (instant: the server's CPU is the bottleneck, every cost
+shows; paced like a hosted model): wall time per run (median), server
+CPU-seconds per run, server RSS after the workload, each with its ratio to
+`off` for the same client (to the `useStream + events` reference for
+`useStream` under `auto` and `events`). Then, with the instant model, a soak:
+a long conversation per thread, the on/off ratio of the run time at its first
+and last turns, and RSS growth per 100 runs; and the lag from a compaction's
+custom frame reaching a client to its marker being readable.
 
-- stream parts mapped per CPU-second (the mapper alone, and the server's
-  extra CPU per part seen by the bridge)
-- lag from a `summarization` custom frame reaching a client to its
-  `middleware:summarize` row being readable in the store (p50/p99)
-
-Run: `.venv/bin/python benchmarks/bridge.py [--runs 300] [--threads 8] [--pace 0.02]`.
+Run: `.venv/bin/python benchmarks/bridge.py [--runs 40] [--threads 4] [--pace 0.02] [--soak-turns 50]`.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ import asyncio
 import statistics
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -42,8 +48,47 @@ from conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle  #
 from langgraph_sdk import get_client  # noqa: E402
 from langgraph_server import LanggraphDevServer  # noqa: E402
 
-from journal_bridge.mapping import RunMapper  # noqa: E402
 from journal_bridge.store import open_store  # noqa: E402
+
+CAPTURES = ("off", "auto", "events", "lean")
+USE_STREAM = ["values", "messages-tuple", "custom"]
+
+Run = Callable[[Any, str, str, str], Awaitable[None]]
+
+
+async def _stream(client, thread_id: str, assistant_id: str, text: str, modes) -> None:
+    async for _ in client.runs.stream(thread_id, assistant_id, input=human(text), stream_mode=modes):
+        pass
+
+
+async def values_stream(client, thread_id, assistant_id, text) -> None:
+    await _stream(client, thread_id, assistant_id, text, "values")
+
+
+async def use_stream(client, thread_id, assistant_id, text) -> None:
+    await _stream(client, thread_id, assistant_id, text, USE_STREAM)
+
+
+async def use_stream_events(client, thread_id, assistant_id, text) -> None:
+    await _stream(client, thread_id, assistant_id, text, [*USE_STREAM, "events"])
+
+
+async def wait(client, thread_id, assistant_id, text) -> None:
+    await client.runs.wait(thread_id, assistant_id, input=human(text))
+
+
+async def create_join(client, thread_id, assistant_id, text) -> None:
+    run = await client.runs.create(thread_id, assistant_id, input=human(text))
+    async for _ in client.runs.join_stream(thread_id, run["run_id"], stream_mode="values"):
+        pass
+
+
+CLIENTS: dict[str, Run] = {
+    "values stream": values_stream,
+    "useStream": use_stream,
+    "runs.wait": wait,
+    "create+join": create_join,
+}
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -77,16 +122,19 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-class Target:
-    def __init__(self, name: str, server: LanggraphDevServer) -> None:
-        self.name = name
+class Cell:
+    """One client kind against one server: durations and CPU of its runs."""
+
+    def __init__(self, server: LanggraphDevServer, run: Run, journaled: bool) -> None:
         self.server = server
         self.client = get_client(url=server.url)
-        self.assistant_id: str | None = None
+        self.run = run
+        self.journaled = journaled
+        self.assistant_id = ""
         self.threads: list[str] = []
-        self.turn = 0
         self.durations: list[float] = []
         self.cpu = 0.0
+        self.turn = 0
 
     async def setup(self, threads: int) -> None:
         assistant = await self.client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
@@ -94,134 +142,186 @@ class Target:
         self.threads = [(await self.client.threads.create())["thread_id"] for _ in range(threads)]
 
     async def round(self, runs: int) -> None:
-        """`runs` runs spread over the threads, the threads running concurrently."""
         per_thread = [runs // len(self.threads) + (i < runs % len(self.threads)) for i in range(len(self.threads))]
-        start_turn = self.turn
+        start = self.turn
         self.turn += max(per_thread)
-        cpu_before = cpu_seconds(self.server.process.pid)
+        before = cpu_seconds(self.server.process.pid)
 
         async def drive(thread_id: str, count: int) -> None:
             for k in range(count):
-                text = TURNS[(start_turn + k) % len(TURNS)]
                 began = time.perf_counter()
-                async for _ in self.client.runs.stream(thread_id, self.assistant_id, input=human(text),
-                                                       stream_mode=["values", "messages-tuple"]):
-                    pass
+                await self.run(self.client, thread_id, self.assistant_id, TURNS[(start + k) % len(TURNS)])
                 self.durations.append(time.perf_counter() - began)
 
-        await asyncio.gather(*(drive(t, n) for t, n in zip(self.threads, per_thread)))
-        if self.name == "on":
+        await asyncio.gather(*(drive(t, n) for t, n in zip(self.threads, per_thread, strict=True)))
+        if self.journaled:
             await wait_journal_idle(self.server.url, timeout=300)
-        self.cpu += cpu_seconds(self.server.process.pid) - cpu_before
+        self.cpu += cpu_seconds(self.server.process.pid) - before
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(self.durations)
+
+    @property
+    def cpu_per_run(self) -> float:
+        return self.cpu / len(self.durations)
 
 
-async def measure_lag(server: LanggraphDevServer, compactions: int) -> list[float]:
-    """Seconds from the custom frame reaching the client to the marker row being readable."""
-    client = get_client(url=server.url)
-    assistant = await client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
-    thread_id = (await client.threads.create())["thread_id"]
-    lags: list[float] = []
-    async with open_store(server.store_url) as store:
-        turn = 0
-        while len(lags) < compactions:
-            text = TURNS[turn % len(TURNS)]
-            turn += 1
-            async for part in client.runs.stream(thread_id, assistant["assistant_id"], input=human(text),
-                                                 stream_mode=["custom"]):
-                if part.event != "custom" or not isinstance(part.data, dict):
-                    continue
-                seen = time.perf_counter()
-                summary_id = part.data.get("summary_message_id")
-                while True:
-                    markers = await store.list_timeline(thread_id, categories=("middleware",), limit=500)
-                    if any(m.content["changes"].get("summary_message_id") == summary_id for m in markers):
-                        lags.append(time.perf_counter() - seen)
-                        break
-                    await asyncio.sleep(0.002)
-    return lags
-
-
-async def mapper_rate(server: LanggraphDevServer) -> tuple[float, int]:
-    """Parts per CPU-second for `RunMapper` alone, over the parts of real runs."""
-    client = get_client(url=server.url)
-    thread_id = (await client.threads.create())["thread_id"]
-    parts = []
-    for text in TURNS[:6]:
-        run = await client.runs.create(thread_id, "agent", input=human(text), stream_mode=["events"], stream_resumable=True)
-        await client.runs.join(thread_id, run["run_id"])
-        async for part in client.runs.join_stream(thread_id, run["run_id"], stream_mode="events", last_event_id="0"):
-            parts.append((run["run_id"], part.event, part.data))
-    repeats = max(1, 20_000 // max(1, len(parts)))
-    began = time.process_time()
-    for _ in range(repeats):
-        mappers: dict[str, RunMapper] = {}
-        for run_id, event, data in parts:
-            mapper = mappers.setdefault(run_id, RunMapper(thread_id, run_id))
-            mapper.feed(event, data)
-    spent = time.process_time() - began
-    return repeats * len(parts) / spent, len(parts)
-
-
-async def compare(label: str, runs: int, threads: int, rounds: int, pace: float) -> LanggraphDevServer:
+def start_servers(pace: float) -> dict[str, LanggraphDevServer]:
     env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace)}
-    on_server = LanggraphDevServer(plugin=True, env=env).start()
+    servers: dict[str, LanggraphDevServer] = {}
     try:
-        with LanggraphDevServer(plugin=False, env=env) as off_server:
-            targets = [Target("off", off_server), Target("on", on_server)]
-            for target in targets:
-                await target.setup(threads)
-            rss_start = {t.name: rss_mib(t.server.process.pid) for t in targets}
-            per_round = [runs // rounds + (i < runs % rounds) for i in range(rounds)]
-            for i, count in enumerate(per_round):
-                for target in targets if i % 2 == 0 else reversed(targets):
-                    await target.round(count)
-            rss_end = {t.name: rss_mib(t.server.process.pid) for t in targets}
+        for capture in CAPTURES:
+            if capture == "off":
+                servers[capture] = LanggraphDevServer(plugin=False, env=env).start()
+            else:
+                servers[capture] = LanggraphDevServer(env={**env, "JOURNAL_BRIDGE_CAPTURE": capture}).start()
     except BaseException:
-        on_server.stop()
+        for server in servers.values():
+            server.stop()
         raise
-    off, on = targets
-    med_on, med_off = statistics.median(on.durations), statistics.median(off.durations)
-    cpu_on, cpu_off = on.cpu / len(on.durations), off.cpu / len(off.durations)
-    print()
-    print(f"{label}: {runs} runs per server over {threads} concurrent threads, {rounds} alternating rounds")
-    print(f"{'':34}{'plugin off':>14}{'plugin on':>14}{'on/off':>10}")
-    print(f"{'wall per run, median (s)':34}{med_off:14.3f}{med_on:14.3f}{med_on / med_off:10.3f}   target <= 1.15")
-    print(f"{'wall per run, p90 (s)':34}{pct(off.durations, .9):14.3f}{pct(on.durations, .9):14.3f}"
-          f"{pct(on.durations, .9) / pct(off.durations, .9):10.3f}")
-    print(f"{'server CPU per run (ms)':34}{cpu_off * 1000:14.1f}{cpu_on * 1000:14.1f}{cpu_on / cpu_off:10.3f}")
-    print(f"{'server RSS at start (MiB)':34}{rss_start['off']:14.1f}{rss_start['on']:14.1f}"
-          f"{rss_start['on'] / rss_start['off']:10.3f}")
-    print(f"{f'server RSS after {runs} runs (MiB)':34}{rss_end['off']:14.1f}{rss_end['on']:14.1f}"
-          f"{rss_end['on'] / rss_end['off']:10.3f}   target <= 1.2")
-    health = httpx.get(f"{on_server.url}/journal/health").json()
-    extra_cpu = max(1e-9, on.cpu - off.cpu)
-    print(f"bridge: {health['parts_seen']} stream parts, {health['records_written']} records written, "
-          f"dropped {health['dropped']}, retried {health['retried']}, retained frames {health['retained_frames']}; "
-          f"{health['parts_seen'] / extra_cpu:,.0f} parts per extra server CPU-second")
-    return on_server
+    return servers
 
 
-async def main(runs: int, threads: int, rounds: int, compactions: int, pace: float) -> None:
-    instant = await compare("instant model (server CPU-bound)", runs, threads, rounds, 0.0)
+async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int) -> None:
+    servers = start_servers(pace)
     try:
-        print()
-        rate, sample = await mapper_rate(instant)
-        print(f"parts mapped per CPU-second by RunMapper alone ({sample} real parts): {rate:,.0f}")
-        lags = await measure_lag(instant, compactions)
-        print(f"custom frame at client -> marker row readable, {len(lags)} compactions: "
-              f"p50 {pct(lags, .5) * 1000:.1f} ms, p99 {pct(lags, .99) * 1000:.1f} ms")
+        cells: dict[tuple[str, str], Cell] = {}
+        for kind, run in CLIENTS.items():
+            for capture, server in servers.items():
+                cells[kind, capture] = Cell(server, run, capture != "off")
+        cells["useStream + events", "off"] = Cell(servers["off"], use_stream_events, False)
+        for cell in cells.values():
+            await cell.setup(threads)
+        per_round = [runs // rounds + (i < runs % rounds) for i in range(rounds)]
+        order = list(cells.values())
+        for i, count in enumerate(per_round):
+            for cell in order if i % 2 == 0 else reversed(order):
+                await cell.round(count)
+        rss = {capture: rss_mib(server.process.pid) for capture, server in servers.items()}
+        health = {c: httpx.get(f"{s.url}/journal/health").json() for c, s in servers.items() if c != "off"}
     finally:
-        instant.stop()
-    paced = await compare(f"model paced at {pace * 1000:g} ms per token", runs, threads, rounds, pace)
-    paced.stop()
+        for server in servers.values():
+            server.stop()
+
+    print()
+    print(f"{label}: {runs} runs per cell over {threads} concurrent threads, {rounds} alternating rounds")
+    header = f"{'client':20}{'capture':9}{'wall/run s':>11}{'ratio':>8}{'CPU/run ms':>12}{'ratio':>8}   baseline"
+    print(header)
+    print("-" * len(header))
+    for kind in [*CLIENTS, "useStream + events"]:
+        for capture in CAPTURES:
+            cell = cells.get((kind, capture))
+            if cell is None:
+                continue
+            if kind == "useStream" and capture in ("auto", "events"):
+                base, base_name = cells["useStream + events", "off"], "useStream + events, off"
+            else:
+                base, base_name = cells[kind, "off"], "off"
+            print(
+                f"{kind:20}{capture:9}{cell.wall:11.3f}{cell.wall / base.wall:8.3f}"
+                f"{cell.cpu_per_run * 1000:12.1f}{cell.cpu_per_run / base.cpu_per_run:8.3f}   {base_name}"
+            )
+    print("server RSS after the workload (MiB): " + ", ".join(
+        f"{c} {rss[c]:.1f} ({rss[c] / rss['off']:.3f}x off)" for c in CAPTURES))
+    for capture, report in health.items():
+        print(f"  {capture}: {report['records_written']} records, {report['parts_seen']} parts read, "
+              f"dropped {report['dropped']}, runs failed {report['runs_failed']}, "
+              f"retained frames {report['retained_frames']}")
+
+
+async def soak(turns: int, threads: int) -> None:
+    """Long conversations: does journaling cost grow with the thread?"""
+    env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0"}
+    servers = {
+        "off": LanggraphDevServer(plugin=False, env=env).start(),
+        "auto": LanggraphDevServer(env={**env, "JOURNAL_BRIDGE_CAPTURE": "auto"}).start(),
+    }
+    try:
+        cells = {name: Cell(server, use_stream, name != "off") for name, server in servers.items()}
+        for cell in cells.values():
+            await cell.setup(threads)
+        by_turn: dict[str, list[list[float]]] = {name: [] for name in cells}
+        rss_start = {name: rss_mib(s.process.pid) for name, s in servers.items()}
+        for turn in range(turns):
+            for name, cell in (cells.items() if turn % 2 == 0 else reversed(list(cells.items()))):
+                before = len(cell.durations)
+                await cell.round(threads)
+                by_turn[name].append(cell.durations[before:])
+        rss_end = {name: rss_mib(s.process.pid) for name, s in servers.items()}
+    finally:
+        for server in servers.values():
+            server.stop()
+
+    def median_of(name: str, first: int, last: int) -> float:
+        return statistics.median([d for turn in by_turn[name][first:last] for d in turn])
+
+    early = median_of("auto", 0, 5) / median_of("off", 0, 5)
+    late = median_of("auto", turns - 5, turns) / median_of("off", turns - 5, turns)
+    print()
+    print(f"soak: {turns} turns in each of {threads} threads, useStream client, instant model")
+    print(f"  median run, turns 1-5:   off {median_of('off', 0, 5):.3f} s, auto {median_of('auto', 0, 5):.3f} s, "
+          f"ratio {early:.3f}")
+    print(f"  median run, turns {turns - 4}-{turns}: off {median_of('off', turns - 5, turns):.3f} s, "
+          f"auto {median_of('auto', turns - 5, turns):.3f} s, ratio {late:.3f}")
+    print(f"  ratio at the last turns / at the first: {late / early:.3f}   target within 10%")
+    growth = {}
+    hundreds = turns * threads / 100
+    for name in servers:
+        growth[name] = (rss_end[name] - rss_start[name]) / hundreds
+        print(f"  RSS {name}: {rss_start[name]:.1f} -> {rss_end[name]:.1f} MiB, {growth[name]:.2f} MiB per 100 runs")
+    if growth["off"] > 0:
+        print(f"  RSS growth auto/off: {growth['auto'] / growth['off']:.3f}")
+
+
+async def measure_lag(compactions: int) -> None:
+    """Seconds from the custom frame reaching the client to the marker row being readable."""
+    server = LanggraphDevServer(env={"JOURNAL_BRIDGE_CAPTURE": "auto"}).start()
+    try:
+        for label, modes in (("values+custom client (state capture)", ["values", "custom"]),
+                             ("useStream client (events capture)", USE_STREAM)):
+            client = get_client(url=server.url)
+            assistant = await client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
+            thread_id = (await client.threads.create())["thread_id"]
+            lags: list[float] = []
+            async with open_store(server.store_url) as store:
+                turn = 0
+                while len(lags) < compactions:
+                    text = TURNS[turn % len(TURNS)]
+                    turn += 1
+                    async for part in client.runs.stream(thread_id, assistant["assistant_id"], input=human(text),
+                                                         stream_mode=modes):
+                        if part.event != "custom" or not isinstance(part.data, dict):
+                            continue
+                        seen = time.perf_counter()
+                        summary_id = part.data.get("summary_message_id")
+                        while True:
+                            markers = await store.list_timeline(thread_id, categories=("middleware",), limit=500)
+                            if any(m.content["changes"].get("summary_message_id") == summary_id for m in markers):
+                                lags.append(time.perf_counter() - seen)
+                                break
+                            await asyncio.sleep(0.002)
+            print(f"compaction -> marker readable, {label}, {len(lags)} compactions: "
+                  f"p50 {pct(lags, .5) * 1000:.1f} ms, p99 {pct(lags, .99) * 1000:.1f} ms")
+    finally:
+        server.stop()
+
+
+async def main(args: argparse.Namespace) -> None:
+    await matrix("instant model (server CPU-bound)", 0.0, args.runs, args.threads, args.rounds)
+    await matrix(f"model paced at {args.pace * 1000:g} ms per token", args.pace, args.runs, args.threads, args.rounds)
+    await soak(args.soak_turns, args.soak_threads)
+    print()
+    await measure_lag(args.compactions)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=300)
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=40, help="runs per cell")
+    parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--compactions", type=int, default=30)
     parser.add_argument("--pace", type=float, default=0.02, help="seconds per streamed token of the paced model")
-    args = parser.parse_args()
-    asyncio.run(main(args.runs, args.threads, args.rounds, args.compactions, args.pace))
+    parser.add_argument("--soak-turns", type=int, default=50)
+    parser.add_argument("--soak-threads", type=int, default=4)
+    parser.add_argument("--compactions", type=int, default=20)
+    asyncio.run(main(parser.parse_args()))
