@@ -1,7 +1,7 @@
 """The `journal-bridge` command.
 
     journal-bridge history THREAD_ID [--store STORE_URL | --url SERVER_URL] [--limit N]
-    journal-bridge follow --url SERVER_URL [--store STORE_URL] [--interval S] [--once]
+    journal-bridge follow --url SERVER_URL [--store STORE_URL] [--interval S] [--once] [--from-now] [-v]
     journal-bridge backfill --url SERVER_URL [--store STORE_URL] [--thread ID ...]
     journal-bridge --version
 
@@ -355,7 +355,10 @@ def _run_follow(args: argparse.Namespace) -> int:
     from journal_bridge.follower import default_cursor_path, run_follower
     from journal_bridge.store import default_store_url
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    # The follower's own lines by default; every library's (httpx's request lines) with -v.
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(message)s", stream=sys.stderr)
+    logging.getLogger("journal_bridge").setLevel(logging.INFO)
     credentials = _credentials(args)
     store_url = args.store or default_store_url()
     cursor = Path(args.cursor) if args.cursor else default_cursor_path(store_url)
@@ -366,6 +369,7 @@ def _run_follow(args: argparse.Namespace) -> int:
             cursor_path=cursor,
             interval=args.interval,
             once=args.once,
+            from_now=args.from_now,
         )
     except Exception as exc:  # noqa: BLE001 - say which source failed and why
         print(f"journal-bridge follow: {exc}", file=sys.stderr)
@@ -380,6 +384,9 @@ def _run_follow(args: argparse.Namespace) -> int:
         )
         for report in summary["reported"]:
             print(f"  {report['outcome']}: run {report['run_id']} (thread {report['thread_id']}): {report['reason']}")
+    if summary["poll_errors"]:
+        print(f"journal-bridge follow: {summary['poll_errors']} polls failed", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -389,7 +396,7 @@ def _add_follow(subparsers: Any) -> None:
         help="journal the runs of a server without the plugin (sidecar)",
         description=(
             "Poll a LangGraph Server for new runs and journal every run whose stream can be "
-            "read (created with 'events' in stream_mode; fully when also stream_resumable). "
+            "read (created with 'events' or 'values' in stream_mode; fully when also stream_resumable). "
             "Runs it cannot read are reported. The discovery cursor is kept in a JSON file, "
             "so a restarted follower continues where it stopped."
         ),
@@ -397,7 +404,15 @@ def _add_follow(subparsers: Any) -> None:
     parser.add_argument("--url", required=True, metavar="SERVER_URL", help="LangGraph Server URL")
     parser.add_argument("--store", metavar="STORE_URL", help="run event store URL (default as for history)")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between polls (default 2)")
-    parser.add_argument("--once", action="store_true", help="poll once, journal what was found, exit")
+    parser.add_argument(
+        "--once", action="store_true",
+        help="poll once, journal what was found, exit (status 1 if the poll failed)",
+    )
+    parser.add_argument(
+        "--from-now", action="store_true",
+        help="leave runs created before the follower started alone (default: from the cursor, else all)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every library's lines (HTTP requests)")
     parser.add_argument("--cursor", metavar="PATH", help="cursor file (default: next to a SQLite store)")
     _add_credentials(parser)
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON")

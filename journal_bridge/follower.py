@@ -10,19 +10,25 @@ when a run is created and when it ends, so every run is found within about
 one interval of its creation.
 
 Observation. A run's `kwargs` say how it was created, and that decides what
-the follower can see of it through `runs.join_stream(..., "events",
-last_event_id="0")`:
+the follower can see of it through `runs.join_stream`. It joins with the modes
+the run has, and reads them with the mapper the plugin uses for them
+(`journal_bridge.reader`): `events` -> the `events` mapper; else `values`
+(with `custom` when the run has it) -> the state mapper, which also reads the
+thread's final state after a join that began late.
 
 | created with                            | outcome                                  |
 |-----------------------------------------|------------------------------------------|
-| `events` in stream_mode, resumable      | `journaled`: replayed from its first frame, also after it ended |
-| `events`, not resumable, not yet ended  | `live_only`: journaled from the join on; reported |
-| `events`, not resumable, ended          | `unobservable`: nothing left to read; reported |
-| no `events` in stream_mode              | `unobservable`: the server never produced events; reported |
+| `events` or `values`, resumable         | `journaled`: replayed from its first frame, also after it ended |
+| either, not resumable, not yet ended    | `live_only`: journaled from the join on; reported |
+| either, not resumable, ended            | `unobservable`: nothing left to read; reported |
+| neither `events` nor `values`           | `unobservable`: nothing the journal reads; reported |
 | resumable, but the replay is empty      | `unobservable`: frames gone (server restart, expiry); reported |
+| its `run.end` (or `run.error`) in the store | `already_journaled` (by the plugin, a tee or an earlier follower): left alone |
+| its `run.start` in the store, running, not resumable | left alone until it ends, then decided again |
 
 Every reported run gets a log line, a counter per reason (`stats`) and a line
-in the final `summary()`. Nothing is skipped silently.
+in the final `summary()`. Nothing is skipped silently. With `from_now` runs
+created before the follower started are left alone.
 
 Restart. The cursor -- the `updated_at` watermark, the runs already decided and
 the runs still being journaled -- is a small JSON file (by default next to a
@@ -50,12 +56,16 @@ import os
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from journal_bridge.bridge import Bridge
+from journal_bridge.capture import Capture
+from journal_bridge.events import RUN_END, RUN_ERROR, RUN_START
+from journal_bridge.health import UNAVAILABLE as UNAVAILABLE_STATUS
 from journal_bridge.modes import EVENTS_MODE, requested_modes
+from journal_bridge.reader import RunSource
 from journal_bridge.spool import spool_path
 from journal_bridge.store import RunEventStore
 
@@ -66,10 +76,24 @@ __all__ = ["Follower", "default_cursor_path"]
 JOURNALED = "journaled"
 LIVE_ONLY = "live_only"
 UNOBSERVABLE = "unobservable"
+ALREADY_JOURNALED = "already_journaled"
+BEFORE_START = "before_start"
+
+_STATE_MODES = ("values", "custom")
+_JOURNALED_MARKS = (RUN_START, RUN_END, RUN_ERROR)
 
 _ACTIVE = {"pending", "running"}
 _MAX_DECIDED = 100_000
 _CURSOR_VERSION = 1
+
+
+def _capture_of(modes: list[str]) -> Capture | None:
+    """How a run created with `modes` is read: from `events`, else from `values` (+ `custom`)."""
+    if EVENTS_MODE in modes:
+        return Capture("events", (EVENTS_MODE,), ())
+    if "values" in modes:
+        return Capture("state", tuple(m for m in _STATE_MODES if m in modes), ())
+    return None
 
 
 def default_cursor_path(store_url: str) -> Path:
@@ -131,6 +155,7 @@ class Follower:
         page_size: int = 100,
         overlap: float = 30.0,
         spool: Path | str | None = None,
+        from_now: bool = False,
     ) -> None:
         self.client = client
         self.store = store
@@ -155,6 +180,9 @@ class Follower:
         self.discovered_at: dict[str, float] = {}
         self.discovered_by_poll: dict[str, int] = {}
         self._started = False
+        self._from_now = from_now
+        self._poll_error: str | None = None
+        self._not_before: datetime | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -163,6 +191,10 @@ class Follower:
             return
         self._started = True
         await self._load_cursor()
+        if self._from_now:
+            self._not_before = datetime.now(UTC)
+            if self._since is None or self._since < self._not_before:
+                self._since = self._not_before
         await self.bridge.start()
         for run_id, (thread_id, outcome) in list(self._inflight.items()):
             # Left in flight by a previous follower: join again from the first frame.
@@ -178,11 +210,13 @@ class Follower:
                 started = time.monotonic()
                 try:
                     await self.poll()
+                    self._poll_error = None
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - the server may be restarting; poll again
                     self.stats["poll_errors"] += 1
-                    logger.warning("journal-bridge follow: poll failed: %s", exc)
+                    self._poll_error = f"{type(exc).__name__}: {exc}"
+                    logger.warning("journal-bridge follow: poll failed: %s", self._poll_error)
                 if once:
                     await self.bridge.wait_for_runs()
                     await self._checkpoint(drain_timeout=None)
@@ -262,6 +296,19 @@ class Follower:
             run_id = str(run["run_id"])
             if self._known(run_id):
                 continue
+            created = _time(run.get("created_at"))
+            if self._not_before is not None and created is not None and created < self._not_before:
+                self._decided[run_id] = BEFORE_START
+                continue
+            marks = await self._journaled_marks(thread_id, run_id)
+            if RUN_END in marks or RUN_ERROR in marks:
+                self._decided[run_id] = ALREADY_JOURNALED
+                self.stats[ALREADY_JOURNALED] += 1
+                continue
+            kwargs = run.get("kwargs") or {}
+            if RUN_START in marks and run.get("status") in _ACTIVE and not kwargs.get("resumable"):
+                # Someone else is journaling it; decided once it ends (its thread changes then).
+                continue
             found += 1
             self.discovered_at[run_id] = time.monotonic()
             self.discovered_by_poll[run_id] = self.stats["polls"] + 1
@@ -272,14 +319,26 @@ class Follower:
     def _known(self, run_id: str) -> bool:
         return run_id in self._decided or run_id in self._inflight or run_id in self._finished
 
+    async def _journaled_marks(self, thread_id: str, run_id: str) -> set[str]:
+        """Which of `run.start`, `run.end`, `run.error` of this run the store holds:
+        someone (the plugin, a tee, an earlier follower) journals it already."""
+        try:
+            marks = await self.store.list_events(thread_id, run_id, event_types=_JOURNALED_MARKS, limit=3)
+        except Exception as exc:  # noqa: BLE001 - the store may be down: join, the keys make it harmless
+            logger.debug("journal-bridge follow: could not look up run %s in the store: %s", run_id, exc)
+            return set()
+        return {m.event_type for m in marks}
+
     def _decide(self, thread_id: str, run: dict[str, Any]) -> None:
         run_id = str(run["run_id"])
         kwargs = run.get("kwargs") or {}
         modes = requested_modes(kwargs.get("stream_mode")) or []
         resumable = bool(kwargs.get("resumable"))
         active = run.get("status") in _ACTIVE
-        if EVENTS_MODE not in modes:
-            self._report(thread_id, run_id, UNOBSERVABLE, f"created without 'events' in stream_mode {modes}")
+        capture = _capture_of(modes)
+        if capture is None:
+            self._report(thread_id, run_id, UNOBSERVABLE,
+                         f"created with stream_mode {modes}: neither 'events' nor 'values'")
             self._decided[run_id] = UNOBSERVABLE
             return
         if not resumable and not active:
@@ -293,7 +352,7 @@ class Follower:
             self._report(thread_id, run_id, LIVE_ONLY,
                          f"not created with stream_resumable: journaled from the join on (run was {run.get('status')})")
         self._inflight[run_id] = (thread_id, outcome)
-        self.bridge.observe(thread_id, run_id)
+        self.bridge.observe(thread_id, run_id, RunSource(capture, resumable=resumable, run=run))
 
     def _report(self, thread_id: str, run_id: str, outcome: str, reason: str) -> None:
         self.stats[outcome] += 1
@@ -361,16 +420,22 @@ class Follower:
     # -- reporting -------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
-        """The bridge's health (`status`, `reason`, backlog, counters) and the follower's own counts."""
-        return {
+        """The bridge's health (`status`, `reason`, backlog, counters) and the follower's own
+        counts; while the server cannot be polled, `unavailable` with the poll's error."""
+        health = {
             **self.bridge.health(),
             "polls": self.stats["polls"],
             "poll_errors": self.stats["poll_errors"],
             "unobservable": self.stats[UNOBSERVABLE],
+            "already_journaled": self.stats[ALREADY_JOURNALED],
         }
+        if self._poll_error is not None and health["status"] != UNAVAILABLE_STATUS:
+            health["status"] = UNAVAILABLE_STATUS
+            health["reason"] = f"the server cannot be polled: {self._poll_error}"
+        return health
 
     def summary(self) -> dict[str, Any]:
-        health = self.bridge.health()
+        health = self.health()
         return {
             "status": health["status"],
             "reason": health["reason"],
@@ -379,6 +444,7 @@ class Follower:
             "journaled": self.stats[JOURNALED],
             "live_only": self.stats[LIVE_ONLY],
             "unobservable": self.stats[UNOBSERVABLE],
+            "already_journaled": self.stats[ALREADY_JOURNALED],
             "poll_errors": self.stats["poll_errors"],
             "records_written": health["records_written"],
             "backlog": health["backlog"],
@@ -409,6 +475,7 @@ def run_follower(
     cursor_path: Path | None,
     interval: float,
     once: bool,
+    from_now: bool = False,
 ) -> dict[str, Any]:
     """The CLI's entry: follow until SIGINT/SIGTERM (or one pass); the summary."""
     from journal_bridge.store import open_store
@@ -417,7 +484,7 @@ def run_follower(
         async with open_store(store_url) as store:
             follower = Follower(
                 client_factory(), store, cursor_path=cursor_path, interval=interval,
-                spool=spool_path(store_url, "follow"),
+                spool=spool_path(store_url, "follow"), from_now=from_now,
             )
             if once:
                 await follower.run(once=True)

@@ -6,7 +6,8 @@ bridge reading runs) into a `status` an operator can act on:
 - `unavailable`: the store is not open, its writes are failing, or no record
   has been written for longer than `growing_after` seconds while records wait;
 - `degraded`: the backlog grew over the last `growing_after` seconds (the store
-  is slower than the runs), records were dropped, or runs could not be read;
+  is slower than the runs), records were dropped, or runs could not be read
+  (or only in part);
 - `ok`: none of that.
 
 `reason` says which, in a sentence. The plugin's `/journal/health`, the SDK
@@ -37,7 +38,7 @@ def assess(report: Mapping[str, Any]) -> dict[str, Any]:
 
     Reads `store_open`, `store_failing`, `backlog`, `lag_seconds`,
     `stalled_seconds`, `backlog_growing_seconds`, `growing_after`, `dropped`,
-    `runs_failed` and `last_error`; a missing counter counts as fine.
+    `runs_failed`, `runs_partial` and `last_error`; a missing counter counts as fine.
     """
     backlog = int(report.get("backlog") or 0)
     limit = float(report.get("growing_after") or 0.0)
@@ -61,6 +62,8 @@ def assess(report: Mapping[str, Any]) -> dict[str, Any]:
         status, reason = DEGRADED, f"{report['dropped']} records were dropped{_error(report)}"
     elif report.get("runs_failed"):
         status, reason = DEGRADED, f"{report['runs_failed']} runs could not be read{_error(report)}"
+    elif report.get("runs_partial"):
+        status, reason = DEGRADED, f"{report['runs_partial']} runs were read in part: their stream ended early"
     return {"status": status, "reason": reason, "backlog_growing": growing}
 
 

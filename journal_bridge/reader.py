@@ -60,10 +60,14 @@ class TeeSource:
         self.complete: bool | None = None
         self.last_id: str | None = None
 
+    def wants(self, mode: str | None) -> bool:
+        """Whether frames of `mode` are read (a caller holding parsed parts skips the others)."""
+        return mode in self._wanted
+
     def feed(self, frame: Frame) -> None:
         if frame.id is not None:
             self.last_id = frame.id
-        if frame.event is not None and frame.mode in self._wanted:
+        if frame.event is not None and self.wants(frame.mode):
             self._queue.put_nowait(frame)
 
     def close(self, *, complete: bool) -> None:

@@ -18,9 +18,9 @@ It yields the same message, middleware and outputs records as the `events`
 mapper (`journal_bridge.mapping`), built by the same functions
 (`journal_bridge.records`), with the same keys.
 
-Which messages belong to the run: those of the first `values` part except
-the last `input_count` (the run's input messages, now with their ids) were
-there before the run and are not journaled again.
+Which messages belong to the run: those of the first `values` part read
+that come before the run's input messages (found by type and content, now
+with their ids) were there before the run and are not journaled again.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class StateMapper:
         self.run_id = str(run_id)
         self.malformed = 0
         self._input_count: int | None = None
+        self._inputs: list[tuple[Any, Any]] = []
         self._seen: set[str] | None = None
         self._calls = 0
         self._last_state: Mapping[str, Any] | None = None
@@ -61,7 +62,8 @@ class StateMapper:
 
     def start(self, graph: str | None, assistant_id: str | None, run_input: Any) -> list[RunEvent]:
         """`run.start`; the run's input tells which messages of the first state are new."""
-        self._input_count = len(records.input_messages(run_input))
+        self._inputs = [(m.get("type"), m.get("content")) for m in records.input_messages(run_input)]
+        self._input_count = len(self._inputs)
         return [self._record(records.run_start(graph, assistant_id, run_input))]
 
     def feed(self, event: str, data: Any) -> list[RunEvent]:
@@ -100,9 +102,8 @@ class StateMapper:
         messages = [m for m in (message_dict(x) for x in raw) if m] if isinstance(raw, list) else []
         self._last_state = state
         if self._seen is None:
-            # The first state: everything but the run's input was there before.
-            new_count = self._input_count or 0
-            before = messages[: len(messages) - new_count] if new_count else messages
+            # The first state: everything before the run's input was there before.
+            before = messages[: self._input_at(messages)]
             self._seen = {str(m["id"]) for m in before if m.get("id")}
         out: list[RunEvent] = []
         for message in messages:
@@ -118,6 +119,20 @@ class StateMapper:
                 self._calls = call or self._calls
                 out.append(self._record(draft))
         return out
+
+    def _input_at(self, messages: list[dict[str, Any]]) -> int:
+        """Where the run's input starts in the first state read: the last place its
+        messages (type and content) appear, which is the end of the run's first
+        state and earlier in a later one (a stream joined after the run began);
+        without a match, the end less the input's length."""
+        count = self._input_count or 0
+        if not count:
+            return len(messages)
+        for start in range(len(messages) - count, -1, -1):
+            window = messages[start : start + count]
+            if [(m.get("type"), m.get("content")) for m in window] == self._inputs:
+                return start
+        return max(0, len(messages) - count)
 
     def _record(self, draft: Draft) -> RunEvent:
         return records.record(self.thread_id, self.run_id, draft)

@@ -9,25 +9,37 @@
 
 `JournalingClient` wraps a `langgraph_sdk` async client; everything but
 `runs.stream` passes through untouched. `runs.stream` takes the same arguments
-and:
+and journals the run the way the plugin does:
 
-- adds `"events"` to the `stream_mode` it sends (the server runs
-  `astream_events` -- the only source of the summarization event -- only then)
-  and removes those parts from what it yields unless the caller asked for them;
-- feeds every part to a `RunMapper` (run id from the `metadata` part; thread id
-  from the call, or for a stateless run from the events' metadata) and hands the
-  records to a `DeliveryQueue`, which batches them into the store.
+- the capture is planned as the plugin plans it (`journal_bridge.capture`,
+  setting from `capture=` or `JOURNAL_BRIDGE_CAPTURE`): the modes it adds are
+  appended to the `stream_mode` sent, and their parts are not yielded. A
+  `stream_mode` the server would reject is sent untouched, so its error names
+  only the caller's value. `stream_resumable` is left as the caller set it:
+  a resumable stream gives its parts ids, which the caller would see;
+- the parts are read by the plugin's reader and mappers (`journal_bridge.reader`,
+  run through a `Bridge`), so the records, keys included, are the plugin's. A
+  stateless run's thread comes from its `checkpoints` parts (state capture) or
+  its events' metadata;
+- the caller gets exactly the parts plain `runs.stream` yields, `version="v2"`
+  dicts included.
+
+A caller that stops reading early (`break`) does not stop the journal: the
+rest of the run is read from the same response in the background, so the
+server sees no difference (by default a run outlives a client that goes
+away). With `on_disconnect="cancel"` the response is closed at once, as plain
+`runs.stream` would, and the run's end is joined. If the response cannot be
+read further (the caller's task was cancelled inside a read, the connection
+broke), the rest is joined live through the SDK, plus the thread's final
+state for a state capture; frames sent in between may be missing, and that is
+logged and counted in `health()` (`runs_partial`).
 
 Contract: the caller's iteration never sees a store error and never waits on
 the store. Records are spooled to a local file while the store is down or
 still opening and are retried in the background with backoff; `health()` and
 the log report it. Leaving the `async with` waits up to `drain_timeout`
-seconds for the queue to empty; what is left stays spooled and the next
-`JournalingClient` for the same store delivers it. Records carry the same
-`source_key`s as the plugin's, so a run journaled by both is stored once.
-
-`tee_stream(runs, writer, ...)` is the same mechanism as a function, for code
-that manages its own `TeeWriter`.
+seconds for runs still being read and for the queue to empty; what is left
+stays spooled and the next `JournalingClient` for the same store delivers it.
 """
 
 from __future__ import annotations
@@ -35,23 +47,44 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from journal_bridge.delivery import DeliveryQueue
+import orjson
+
+from journal_bridge.bridge import Bridge
+from journal_bridge.capture import CAPTURE_ENV, Capture, CaptureSetting, plan_capture
+from journal_bridge.compat import run_stream_modes
 from journal_bridge.health import assess
-from journal_bridge.mapping import RunMapper
-from journal_bridge.modes import EVENTS_MODE, mode_of, requested_modes
+from journal_bridge.modes import mode_of, requested_modes
+from journal_bridge.reader import RunSource, TeeSource
 from journal_bridge.spool import spool_path
+from journal_bridge.sse import Frame
 from journal_bridge.store import RunEventStore, StoreUnavailable, open_store_when_available
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["JournalingClient", "TeeWriter", "tee_stream"]
 
+_VERDICT = ("status", "reason", "backlog_growing")
+
+try:  # the SDK's own conversion, so v2 parts are exactly the SDK's
+    from langgraph_sdk._shared.utilities import _sse_to_v2_dict
+except ImportError:  # pragma: no cover - an SDK that moved it
+
+    def _sse_to_v2_dict(event: str, data: Any) -> dict[str, Any] | None:
+        if event == "end":
+            return None
+        event_type, *ns = event.split("|")
+        interrupts = data.pop("__interrupt__", []) if event_type == "values" and isinstance(data, dict) else []
+        return {"type": event_type, "ns": ns, "data": data, "interrupts": interrupts}
+
+
 class TeeWriter:
-    """A store (given by URL or instance) and the `DeliveryQueue` in front of it.
+    """A store (given by URL or instance) and the `Bridge` that journals runs into it.
 
     A URL is opened in the background, retried while unreachable, and closed on
     `stop()`; an instance is used as given and left open. The queue is unbounded
@@ -61,28 +94,39 @@ class TeeWriter:
     `spool_path(url, "tee")` (`JOURNAL_BRIDGE_SPOOL_DIR`, else next to a SQLite
     store, else `.journal-bridge-spool/` in the working directory); a store
     instance, whose URL is unknown, keeps records in memory only.
+
+    `client` is the SDK client runs are joined through when their stream is
+    not read to its end.
     """
 
     def __init__(
         self,
         store: str | RunEventStore,
         *,
+        client: Any = None,
         spool: str | Path | None = None,
         max_backoff: float = 5.0,
         growing_after: float = 60.0,
+        capture: CaptureSetting | str | None = None,
     ) -> None:
         self._owns_store = isinstance(store, str)
         self._url = store if isinstance(store, str) else None
         if spool is None and self._url is not None:
             spool = spool_path(self._url, "tee")
-        self.delivery = DeliveryQueue(
+        self.client = client
+        self.setting = capture if isinstance(capture, CaptureSetting) else CaptureSetting.parse(capture)
+        self.bridge = Bridge(
             None if isinstance(store, str) else store,
+            lambda: self.client,
             spool=spool,
             queue_size=0,
             max_backoff=max_backoff,
             growing_after=growing_after,
         )
-        self.malformed = 0
+        self.delivery = self.bridge.delivery
+        self.runs_partial = 0
+        self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._readers: set[asyncio.Task[None]] = set()
         self._opener: asyncio.Task[None] | None = None
         self._started = False
 
@@ -90,7 +134,7 @@ class TeeWriter:
         if self._started:
             return
         self._started = True
-        await self.delivery.start()
+        await self.bridge.start()
         if self._url is not None:
             self._opener = asyncio.create_task(self._open(self._url), name="journal-tee-open-store")
             with contextlib.suppress(asyncio.TimeoutError):
@@ -109,18 +153,37 @@ class TeeWriter:
             await self.delivery.write(records)
 
     async def drain(self, timeout: float | None = None) -> bool:
-        """Wait until everything queued is stored; False if `timeout` passed first."""
+        """Wait until the runs being read are read and everything queued is stored;
+        False if `timeout` passed first."""
         try:
-            await asyncio.wait_for(self.delivery.drain(), timeout=timeout)
+            await asyncio.wait_for(self._settle(), timeout=timeout)
         except TimeoutError:
             return False
         return True
+
+    async def _settle(self) -> None:
+        while self._readers:
+            await asyncio.gather(*list(self._readers), return_exceptions=True)
+        await self.bridge.wait_for_runs()
+        await self.delivery.drain()
 
     async def stop(self, drain_timeout: float = 10.0) -> None:
         if not self._started:
             return
         self._started = False
-        await self.delivery.stop(timeout=drain_timeout)
+        for stream in list(self._streams):
+            # A stream its caller left suspended: reading goes on in the background.
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+        if self._readers:
+            await asyncio.wait(list(self._readers), timeout=drain_timeout)
+        for task in list(self._readers):
+            task.cancel()
+        await asyncio.gather(*list(self._readers), return_exceptions=True)
+        unfinished = self.bridge.active_runs
+        if unfinished:
+            logger.warning("journal-bridge tee: closing with %d runs not yet read to their end", unfinished)
+        await self.bridge.stop(timeout=drain_timeout)
         if self._opener is not None and not self._opener.done():
             self._opener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -131,73 +194,92 @@ class TeeWriter:
             self.delivery.store = None
 
     def health(self) -> dict[str, Any]:
-        """The queue's report and the mapping's `malformed` count, with `status` and `reason`."""
-        report = {**self.delivery.report(), "malformed": self.malformed}
+        """The bridge's health (`journal_bridge.health.assess`: `status`, `reason`, counters)."""
+        report = {k: v for k, v in self.bridge.health().items() if k not in _VERDICT}
+        report["runs_partial"] = self.runs_partial
         return {**assess(report), **report}
 
-
-def _event_and_data(part: Any) -> tuple[str, Any]:
-    """(SSE event name, payload) of a v1 `StreamPart` or a v2 part dict."""
-    if isinstance(part, dict):
-        event = str(part.get("type"))
-        ns = part.get("ns") or []
-        return ("|".join([event, *ns]) if ns else event), part.get("data")
-    return part.event, part.data
+    def _keep_reading(self, stream: Any, run: _RunTee) -> None:
+        task = asyncio.create_task(run.read_rest(stream), name=f"journal-tee-rest-{run.run_id}")
+        self._readers.add(task)
+        task.add_done_callback(self._readers.discard)
 
 
 class _RunTee:
-    """One run's mapper, created once both ids are known (stateless runs: late)."""
+    """The journal's side of one streamed run: feeds its parts to the bridge's reader."""
 
-    def __init__(self, writer: TeeWriter, thread_id: str | None) -> None:
+    def __init__(self, writer: TeeWriter, thread_id: str | None, source: RunSource) -> None:
         self._writer = writer
         self._thread_id = thread_id
-        self._run_id: str | None = None
-        self._mapper: RunMapper | None = None
-        self._held: list[tuple[str, Any]] = []
+        self._source = source
+        self._tee: TeeSource | None = None
+        self._held: list[Any] = []
+        self.run_id: str | None = None
 
-    async def feed(self, event: str, data: Any) -> None:
+    def feed(self, part: Any) -> None:
+        """Never raises: journaling must not break the caller's stream."""
         try:
-            await self._feed(event, data)
-        except Exception:
-            logger.exception("journal-bridge tee: could not map a %r part", event)
-
-    async def _feed(self, event: str, data: Any) -> None:
-        mode = mode_of(event)
-        if mode == "metadata" and isinstance(data, dict) and self._run_id is None:
-            self._run_id = str(data.get("run_id")) if data.get("run_id") else None
-            return
-        if mode not in (EVENTS_MODE, "error"):
-            return
-        if self._thread_id is None and mode == EVENTS_MODE and isinstance(data, dict):
-            thread_id = (data.get("metadata") or {}).get("thread_id")
-            if thread_id:
-                self._thread_id = str(thread_id)
-        if self._mapper is None:
-            if self._run_id is None and mode == EVENTS_MODE and isinstance(data, dict):
-                run_id = (data.get("metadata") or {}).get("run_id")
-                self._run_id = str(run_id) if run_id else None
-            if self._thread_id is None or self._run_id is None:
-                self._held.append((mode, data))
+            if self._tee is None:
+                self._held.append(part)
+                data = part.data
+                if part.event == "metadata" and isinstance(data, dict) and data.get("run_id"):
+                    self.run_id = str(data["run_id"])
+                    self._tee = self._writer.bridge.tee(self._thread_id, self.run_id, self._source)
+                    held, self._held = self._held, []
+                    for earlier in held:
+                        self._feed(earlier)
                 return
-            self._mapper = RunMapper(self._thread_id, self._run_id)
-            held, self._held = self._held, []
-            for item in held:
-                await self._writer.write(self._mapper.feed(*item))
-        await self._writer.write(self._mapper.feed(mode, data))
+            self._feed(part)
+        except Exception:  # noqa: BLE001
+            logger.exception("journal-bridge tee: could not journal a %r part", getattr(part, "event", None))
 
-    async def finish(self) -> None:
+    def _feed(self, part: Any) -> None:
+        assert self._tee is not None
+        event = part.event
+        # Serialised, as the plugin's tee receives frames: the caller may change the objects it gets.
+        data = orjson.dumps(part.data) if self._tee.wants(mode_of(event)) else None
+        self._tee.feed(Frame(b"", b"", event, data, getattr(part, "id", None)))
+
+    def close(self, *, complete: bool) -> None:
         try:
-            if self._mapper is not None:
-                await self._writer.write(self._mapper.flush())
-                self._writer.malformed += self._mapper.malformed
+            if self._tee is not None:
+                if not complete and not self._source.resumable:
+                    self._writer.runs_partial += 1
+                    logger.warning(
+                        "journal-bridge tee: the stream of run %s ended early; the rest is joined live,"
+                        " frames sent in between may be missing from the journal", self.run_id,
+                    )
+                self._tee.close(complete=complete)
             elif self._held:
-                logger.warning(
-                    "journal-bridge tee: %d parts of a run were not journaled: its %s never appeared",
-                    len(self._held),
-                    "run id" if self._run_id is None else "thread id",
-                )
-        except Exception:
-            logger.exception("journal-bridge tee: could not finish a run's journal")
+                logger.warning("journal-bridge tee: %d parts of a run were not journaled: no run id",
+                               len(self._held))
+        except Exception:  # noqa: BLE001
+            logger.exception("journal-bridge tee: could not close a run's journal")
+
+    async def read_rest(self, stream: Any) -> None:
+        """Read what the caller left of the response, to its end."""
+        complete = False
+        try:
+            async for part in stream:
+                self.feed(part)
+            complete = True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the reader joins the rest
+            logger.info("journal-bridge tee: reading the rest of run %s failed: %s", self.run_id, exc)
+        finally:
+            self.close(complete=complete)
+            with contextlib.suppress(BaseException):
+                await stream.aclose()
+
+
+def _planned(value: Any, setting: CaptureSetting, stateless: bool) -> tuple[Any, Capture | None]:
+    """The `stream_mode` to send and the capture; no capture for a value the server rejects."""
+    asked = requested_modes(value)
+    if asked is None or not set(asked) <= run_stream_modes():
+        return value, None
+    capture = plan_capture(asked, setting, needs_thread=stateless)
+    return ([*asked, *capture.added] if capture.added else value), capture
 
 
 async def tee_stream(
@@ -209,30 +291,51 @@ async def tee_stream(
 ) -> AsyncIterator[Any]:
     """`runs.stream(thread_id, assistant_id, **kwargs)`, journaled through `writer`.
 
-    Yields exactly the parts `runs.stream` yields for the caller's `stream_mode`
-    (and `version`); `"events"` parts are journaled and yielded only if asked for.
+    Yields exactly the parts `runs.stream` yields for the caller's arguments.
     """
     value = kwargs.pop("stream_mode", "values")
-    asked = requested_modes(value)
-    if asked is None:
-        # A value the server will reject: send it as given, so the caller gets that error.
-        asked = list(value) if isinstance(value, list | tuple) else [value]
-    sent = asked if EVENTS_MODE in asked else [*asked, EVENTS_MODE]
-    run = _RunTee(writer, thread_id)
+    version = kwargs.pop("version", "v1")
+    sent, capture = _planned(value, writer.setting, thread_id is None)
+    if capture is None:
+        # Nothing to journal: the server refuses the request, with its own message.
+        async for part in runs.stream(thread_id, assistant_id, stream_mode=value, version=version, **kwargs):
+            yield part
+        return
+    added = frozenset(capture.added)
+    source = RunSource(
+        capture,
+        resumable=bool(kwargs.get("stream_resumable")),
+        assistant_id=assistant_id,
+        run_input=kwargs.get("input"),
+    )
+    run = _RunTee(writer, thread_id, source)
     stream = runs.stream(thread_id, assistant_id, stream_mode=sent, **kwargs)
+    handed_over = complete = False
     try:
         async for part in stream:
-            event, data = _event_and_data(part)
-            await run.feed(event, data)
-            if mode_of(event) == EVENTS_MODE and EVENTS_MODE not in asked:
+            run.feed(part)
+            if mode_of(part.event) in added:
                 continue
-            yield part
+            if version == "v2":
+                converted = _sse_to_v2_dict(part.event, part.data)
+                if converted is None:
+                    continue
+                yield converted
+            else:
+                yield part
+        complete = True
+    except GeneratorExit:
+        # The caller stopped reading. Unless it asked for the run to be cancelled
+        # then, the server runs on: read the rest of the same response.
+        if kwargs.get("on_disconnect") != "cancel":
+            writer._keep_reading(stream, run)
+            handed_over = True
+        raise
     finally:
-        await run.finish()
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            with contextlib.suppress(Exception):
-                await aclose()
+        if not handed_over:
+            run.close(complete=complete)
+            with contextlib.suppress(BaseException):
+                await stream.aclose()
 
 
 class _JournalingRuns:
@@ -243,7 +346,9 @@ class _JournalingRuns:
         self._writer = writer
 
     def stream(self, thread_id: str | None, assistant_id: str, **kwargs: Any) -> AsyncIterator[Any]:
-        return tee_stream(self._runs, self._writer, thread_id, assistant_id, **kwargs)
+        stream = tee_stream(self._runs, self._writer, thread_id, assistant_id, **kwargs)
+        self._writer._streams.add(stream)
+        return stream
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runs, name)
@@ -254,9 +359,10 @@ class JournalingClient:
 
     `store` is a store URL (`sqlite:///journal.db`, `postgresql://...`,
     `memory://`), opened and closed by this object, or an open `RunEventStore`.
-    Use as `async with`; `await drain()` waits for every journaled record to be
-    stored, `health()` reports status, backlog, retries and the last store
-    error. `spool` as for `TeeWriter`.
+    `capture` is `auto`, `events` or `lean` (default: `JOURNAL_BRIDGE_CAPTURE`,
+    else `auto`), as for the plugin. Use as `async with`; `await drain()` waits
+    until every run is read and its records are stored, `health()` reports
+    status, backlog, retries and the last store error. `spool` as for `TeeWriter`.
     """
 
     def __init__(
@@ -266,9 +372,11 @@ class JournalingClient:
         *,
         drain_timeout: float = 10.0,
         spool: str | Path | None = None,
+        capture: CaptureSetting | str | None = None,
     ) -> None:
         self.client = client
-        self.writer = TeeWriter(store, spool=spool)
+        setting = capture if capture is not None else os.environ.get(CAPTURE_ENV)
+        self.writer = TeeWriter(store, client=client, spool=spool, capture=setting)
         self.runs = _JournalingRuns(client.runs, self.writer)
         self._drain_timeout = drain_timeout
 

@@ -48,7 +48,7 @@ async def test_runs_of_another_client_are_journaled_and_unobservable_ones_report
             found_by = follower.discovered_by_poll[run["run_id"]]
             await client.runs.join(thread_id, run["run_id"])
             frames = await _turns(client, thread_id, "agent", ["weather in Oslo"])
-            blind = await client.runs.create(thread_id, "agent", input=human("values only"))
+            blind = await client.runs.create(thread_id, "agent", input=human("updates only"), stream_mode="updates")
             await client.runs.join(thread_id, blind["run_id"])
             await _wait(lambda: _true(follower.stats["unobservable"] >= 1 and follower.stats["journaled"] >= 2))
             await follower.delivery.drain()
@@ -63,7 +63,7 @@ async def test_runs_of_another_client_are_journaled_and_unobservable_ones_report
     assert found_by <= polls_before + 2, f"found by poll {found_by}, created after poll {polls_before}"
     expected = [m["id"] for m in state["values"]["messages"]]
     humans = [m["content"] for m in messages if m["type"] == "human"]
-    assert humans == ["add 2 and 3", "weather in Oslo"], "the values-only run cannot be journaled"
+    assert humans == ["add 2 and 3", "weather in Oslo"], "the updates-only run cannot be journaled"
     assert [m["id"] for m in messages] == expected[: len(messages)]
     assert message_ids_seen(frames)
     (report,) = follower.reports
@@ -122,16 +122,89 @@ async def test_follow_once_from_the_command_line_reports_a_summary(start_dev_ser
     client = get_client(url=server.url)
     thread_id = (await client.threads.create())["thread_id"]
     await _turns(client, thread_id, "agent", ["add 1 and 1"])
-    blind = await client.runs.create(thread_id, "agent", input=human("no events"))
+    blind = await client.runs.create(thread_id, "agent", input=human("no events"), stream_mode="updates")
     await client.runs.join(thread_id, blind["run_id"])
     store_url = f"sqlite:///{tmp_path / 'journal.db'}"
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "journal_bridge.cli", "follow", "--url", server.url, "--store", store_url,
-        "--once", "--json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate()
-    assert process.returncode == 0, err.decode()
+    returncode, out, err = await _follow("--url", server.url, "--store", store_url, "--once", "--json")
+    assert returncode == 0, err
     summary = json.loads(out)
     assert summary["journaled"] == 1 and summary["unobservable"] == 1
-    assert blind["run_id"] in err.decode(), "the unobservable run is named in the log"
+    assert blind["run_id"] in err, "the unobservable run is named in the log"
+    assert "HTTP Request" not in err, "request lines only with -v"
     assert (tmp_path / "journal.db.follow.json").exists()
+
+    # Again, verbose: nothing new to journal, every request logged.
+    returncode, out, err = await _follow("--url", server.url, "--store", store_url, "--once", "--json", "-v")
+    assert returncode == 0 and "HTTP Request" in err, err
+    assert json.loads(out)["runs_discovered"] == 0
+
+
+async def _follow(*args: str) -> tuple[int, str, str]:
+    import sys
+
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "journal_bridge.cli", "follow", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_follow_once_fails_when_the_server_cannot_be_polled(tmp_path):
+    import json
+
+    store_url = f"sqlite:///{tmp_path / 'journal.db'}"
+    returncode, out, err = await _follow("--url", "http://127.0.0.1:9", "--store", store_url, "--once", "--json")
+    assert returncode == 1, (out, err)
+    summary = json.loads(out)
+    assert summary["poll_errors"] == 1 and summary["status"] == "unavailable"
+    assert "cannot be polled" in summary["reason"] and "poll failed" in err
+
+
+async def test_from_now_leaves_earlier_runs_alone(start_dev_server, tmp_path):
+    server = start_dev_server(plugin=False)
+    client = get_client(url=server.url)
+    thread_id = (await client.threads.create())["thread_id"]
+    await _turns(client, thread_id, "agent", ["before the follower"])
+    async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
+        follower = Follower(get_client(url=server.url), store, interval=0.2, from_now=True)
+        await follower.start()
+        await _turns(client, thread_id, "agent", ["after it started"])
+        await follower.run(once=True)
+        await follower.bridge.stop()
+        messages = [r.content for r in await store.list_messages(thread_id)]
+    assert [m["content"] for m in messages if m["type"] == "human"] == ["after it started"]
+    assert follower.summary()["runs_discovered"] == 1 and not follower.reports
+
+
+async def test_runs_are_joined_with_the_modes_they_have_and_journaled_runs_are_recognised(
+    start_dev_server, tmp_path
+):
+    from journal_bridge.tee import JournalingClient
+
+    server = start_dev_server(plugin=False)
+    client = get_client(url=server.url)
+    store_url = f"sqlite:///{tmp_path / 'journal.db'}"
+    thread_id = (await client.threads.create())["thread_id"]
+    # Journaled by a tee: neither resumable nor with `events`.
+    async with JournalingClient(get_client(url=server.url), store_url) as tee:
+        async for _ in tee.runs.stream(thread_id, "agent", input=human("teed"), stream_mode="values"):
+            pass
+        assert await tee.drain(timeout=30)
+    # Nobody journals these: values only (state mapper), and values with custom.
+    for text, modes in (("values run", ["values"]), ("values and custom run", ["values", "custom"])):
+        run = await client.runs.create(thread_id, "agent", input=human(text), stream_mode=modes,
+                                       stream_resumable=True)
+        await client.runs.join(thread_id, run["run_id"])
+    async with open_store(store_url) as store:
+        follower = Follower(get_client(url=server.url), store, interval=0.2)
+        await follower.run(once=True)
+        await follower.bridge.stop()
+        messages = [r.content for r in await store.list_messages(thread_id, limit=500)]
+        ends = await store.list_events(thread_id, run["run_id"], event_types=["run.end"])
+    state = await client.threads.get_state(thread_id)
+    summary = follower.summary()
+    assert summary["already_journaled"] == 1 and summary["journaled"] == 2, summary
+    assert summary["unobservable"] == 0 and not summary["reported"], summary
+    assert [m["id"] for m in messages] == [m["id"] for m in state["values"]["messages"]]
+    assert len(ends) == 1
