@@ -21,6 +21,7 @@ resume) is never mistaken for it. The mappers turn the answer into records
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -111,7 +112,7 @@ async def read_outcome(
                 return RunOutcome(None)
     error = None
     if status in _CANCELLED_STATUSES or status in _FAILED_STATUSES:
-        error = await _thread_error(sdk, thread_id, cancelled=status in _CANCELLED_STATUSES)
+        error = await _thread_error(sdk, thread_id, run_id, status)
     found: tuple[dict[str, Any], ...] = ()
     if interrupts and status == "success":
         try:
@@ -134,7 +135,13 @@ async def _gone(sdk: Any, thread_id: str) -> str | None:
     return ROLLBACK
 
 
-async def _thread_error(sdk: Any, thread_id: str, *, cancelled: bool) -> Mapping[str, Any] | None:
+async def _thread_error(sdk: Any, thread_id: str, run_id: str, status: str) -> Mapping[str, Any] | None:
+    cancelled = status in _CANCELLED_STATUSES
+    if status != ROLLBACK:
+        # A cancel marks the run at once, the thread's error follows when the
+        # run is done: wait for that (at once for a run that is).
+        with contextlib.suppress(Exception):
+            await sdk.runs.join(thread_id, run_id)
     try:
         error = (await sdk.threads.get(thread_id)).get("error")
     except Exception:  # noqa: BLE001 - the message is a detail; the status already says what happened

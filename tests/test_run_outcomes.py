@@ -191,7 +191,7 @@ class _Server:
 
     def __init__(self, run=None, thread=None, history=()):
         self._run, self._thread, self._history = run, thread, list(history)
-        self.runs = SimpleNamespace(get=self._get_run)
+        self.runs = SimpleNamespace(get=self._get_run, join=self._get_run)
         self.threads = SimpleNamespace(get=self._get_thread, get_history=self._get_history)
         self.history_filters = []
 
