@@ -267,3 +267,13 @@ def test_run_outcomes_project_to_run_status_items():
     assert all(item["seq"] == index for item, index in zip(items, [1, 2, 3, 4], strict=True))
     langchain_types = {"human", "ai", "tool", "system", "function", "chat", "remove", "AIMessageChunk"}
     assert history.RUN_STATUS_TYPE not in langchain_types
+
+
+def test_the_cli_prints_run_statuses_inline():
+    from journal_bridge.cli import format_item
+
+    failed = {"type": "run_status", "seq": 4, "status": "failed", "error_type": "ToolFailure", "message": "disk"}
+    paused = {"type": "run_status", "seq": 9, "status": "interrupted", "interrupts": [{"id": "i1", "value": {"q": "Rome"}}]}
+    assert format_item(failed).splitlines() == ["[4] ── run failed: ToolFailure ──", "    disk"]
+    assert format_item(paused).splitlines()[0] == "[9] ── run interrupted ──"
+    assert '"q": "Rome"' in format_item(paused)
