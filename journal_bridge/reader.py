@@ -136,6 +136,9 @@ async def _start_state_mapper(sdk: Any, mapper: StateMapper, source: RunSource) 
     graph = configurable.get("graph_id") or ((run or {}).get("metadata") or {}).get("graph_id")
     assistant_id = (run or {}).get("assistant_id") or source.assistant_id
     run_input = kwargs.get("input") if run else source.run_input
+    if run_input is None and run:
+        # A resume (`Command(resume=...)`) has a command instead of an input.
+        run_input = kwargs.get("command")
     return mapper.start(graph, str(assistant_id) if assistant_id else None, run_input)
 
 

@@ -173,6 +173,7 @@ async def test_an_interrupted_run_and_its_resume_make_one_conversation(server):
     interrupt = records[3]
     assert interrupt.category == "outputs"
     assert [i["value"] for i in interrupt.content["interrupts"]] == [{"question": "Rome"}]
+    assert "resume" in records[5].content["input_keys"], "the resumed run starts from the command"
     assert records[6].content["content"] == "The human answered: sunny"
     # The journal holds the thread's conversation exactly once, in order.
     state = await client.threads.get_state(thread_id)
