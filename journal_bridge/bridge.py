@@ -30,6 +30,7 @@ from journal_bridge.events import RunEvent
 from journal_bridge.health import assess
 from journal_bridge.mapping import RunMapper
 from journal_bridge.modes import EVENTS_MODE
+from journal_bridge.outcome import CANCELLED, ERRORED, INTERRUPTED
 from journal_bridge.reader import RunSource, TeeSource, read_run
 from journal_bridge.state_mapping import StateMapper
 from journal_bridge.store import RunEventStore
@@ -47,8 +48,12 @@ class BridgeStats(DeliveryStats):
     """The delivery counters (shared with the bridge's queue) and those of reading runs."""
 
     runs_observed: int = 0
-    runs_completed: int = 0
-    runs_failed: int = 0
+    runs_completed: int = 0  # read to their end, however they ended
+    runs_failed: int = 0  # could not be read
+    # How the runs read to their end ended (`journal_bridge.outcome`).
+    runs_errored: int = 0
+    runs_cancelled: int = 0
+    runs_interrupted: int = 0
     parts_seen: int = 0
     malformed: int = 0
 
@@ -200,6 +205,12 @@ class Bridge:
         if mapper is not None:
             self.stats.malformed += mapper.malformed
             self.stats.runs_completed += 1
+            if mapper.ending == ERRORED:
+                self.stats.runs_errored += 1
+            elif mapper.ending == CANCELLED:
+                self.stats.runs_cancelled += 1
+            elif mapper.ending == INTERRUPTED:
+                self.stats.runs_interrupted += 1
 
     async def _read_run(self, thread_id: str, run_id: str, source: RunSource) -> RunMapper | StateMapper | None:
         """Read the run to its end; None if it could not be read."""
@@ -258,6 +269,9 @@ class Bridge:
             runs_observed=stats.runs_observed,
             runs_completed=stats.runs_completed,
             runs_failed=stats.runs_failed,
+            runs_errored=stats.runs_errored,
+            runs_cancelled=stats.runs_cancelled,
+            runs_interrupted=stats.runs_interrupted,
             parts_seen=stats.parts_seen,
             malformed=stats.malformed,
         )

@@ -128,6 +128,18 @@ def format_item(item: dict[str, Any], width: int = 100) -> str:
         if item.get("summary"):
             lines += _indented(str(item["summary"]), width)
         return "\n".join(lines)
+    if item.get("type") == "run_status":
+        status = str(item.get("status") or "failed")
+        label = f"run {status}"
+        if status == "failed" and item.get("error_type"):
+            label += f": {item['error_type']}"
+        lines = [f"[{seq}] ── {label} ──"]
+        if item.get("message"):
+            lines += _indented(str(item["message"]), width)
+        for interrupt in item.get("interrupts") or []:
+            value = interrupt.get("value") if isinstance(interrupt, dict) else interrupt
+            lines += _indented(value if isinstance(value, str) else json.dumps(value, default=str), width)
+        return "\n".join(lines)
     role = str(item.get("type", "?"))
     if role == "tool" and item.get("name"):
         role = f"tool {item['name']}"

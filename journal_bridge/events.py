@@ -34,6 +34,7 @@ __all__ = [
     "OUTPUTS",
     "RUN_END",
     "RUN_ERROR",
+    "RUN_INTERRUPT",
     "RUN_START",
     "SUMMARIZATION_EVENT",
     "SUMMARIZER_CALLER",
@@ -65,6 +66,9 @@ LLM_TOOL_RESULT = "llm.tool.result"
 MIDDLEWARE_SUMMARIZE = "middleware:summarize"
 RUN_END = "run.end"
 RUN_ERROR = "run.error"
+# Not in deer-flow's catalog (its consumers ignore unknown types): a run that
+# paused at `interrupt()`, with the values it is waiting on.
+RUN_INTERRUPT = "run.interrupt"
 
 # The custom event a tracking summarization middleware emits when it compacts,
 # and the `caller` recorded for the summarizer model's own calls (kept out of
@@ -80,6 +84,7 @@ EVENT_CATEGORIES: dict[str, str] = {
     MIDDLEWARE_SUMMARIZE: MIDDLEWARE,
     RUN_END: OUTPUTS,
     RUN_ERROR: ERROR,
+    RUN_INTERRUPT: OUTPUTS,
 }
 
 MAX_EVENT_TYPE_LENGTH = 32

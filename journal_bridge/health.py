@@ -7,7 +7,9 @@ bridge reading runs) into a `status` an operator can act on:
   has been written for longer than `growing_after` seconds while records wait;
 - `degraded`: the backlog grew over the last `growing_after` seconds (the store
   is slower than the runs), records were dropped, or runs could not be read
-  (or only in part);
+  (or only in part); runs that failed, were cancelled or paused inside the
+  graph were journaled (`runs_errored`, `runs_cancelled`, `runs_interrupted`)
+  and change nothing;
 - `ok`: none of that.
 
 `reason` says which, in a sentence. The plugin's `/journal/health`, the SDK
@@ -96,6 +98,12 @@ _METRICS: tuple[tuple[str, str, str, str], ...] = (
      "Runs read to their end."),
     ("runs_failed", "journal_bridge_runs_failed_total", "counter",
      "Runs that could not be read."),
+    ("runs_errored", "journal_bridge_runs_errored_total", "counter",
+     "Runs journaled that failed inside the graph (run.error)."),
+    ("runs_cancelled", "journal_bridge_runs_cancelled_total", "counter",
+     "Runs journaled that were cancelled (run.error CancelledError)."),
+    ("runs_interrupted", "journal_bridge_runs_interrupted_total", "counter",
+     "Runs journaled that paused at an interrupt (run.interrupt)."),
     ("frames_released", "journal_bridge_frames_released_total", "counter",
      "Stream frames released once their run was journaled."),
     ("backlog", "journal_bridge_backlog_records", "gauge",

@@ -12,8 +12,18 @@ a list of *items*:
   "summary", "summary_message_id"}`. `replaced_count` counts every message the
   compaction removed from the state, the summary of an earlier compaction
   included; `condensed_count` only the conversation messages among them, the
-  number to show as "N messages condensed". `summary_marker` is never a
-  LangChain message type, so a client can tell the two apart by `type` alone.
+  number to show as "N messages condensed";
+- a **run status** for every run that did not simply return: a `run.error`
+  or `run.interrupt` record becomes `{"type": "run_status", "id":
+  "run-status-{seq}", "seq", "run_id", "created_at", "status", "error_type",
+  "message", "interrupts"}` with `status` `failed` (`error_type` and
+  `message` from the error), `cancelled` (`error_type` `CancelledError`,
+  `message` the server's reason) or `interrupted` (`interrupts`: `[{"id",
+  "value"}]`, what the run waits on). A run that returned (`run.end`) adds
+  nothing.
+
+`summary_marker` and `run_status` are never LangChain message types, so a
+client tells the kinds apart by `type` alone.
 
 Items keep the `seq` of their record, so a marker sits exactly where the
 compaction happened: after the messages it replaced, before the answer that
@@ -44,17 +54,23 @@ from datetime import datetime
 from typing import Any
 
 from journal_bridge.events import (
+    ERROR,
     LLM_AI_RESPONSE,
     LLM_HUMAN_INPUT,
     LLM_TOOL_RESULT,
     MESSAGE,
     MIDDLEWARE,
     MIDDLEWARE_SUMMARIZE,
+    OUTPUTS,
+    RUN_ERROR,
+    RUN_INTERRUPT,
     RunEvent,
 )
+from journal_bridge.records import CANCELLED_ERROR_TYPE
 
 __all__ = [
     "MARKER_TYPE",
+    "RUN_STATUS_TYPE",
     "TIMELINE_CATEGORIES",
     "history_page",
     "markers_page",
@@ -63,7 +79,9 @@ __all__ = [
 ]
 
 MARKER_TYPE = "summary_marker"
-TIMELINE_CATEGORIES = (MESSAGE, MIDDLEWARE)
+RUN_STATUS_TYPE = "run_status"
+# `outputs` holds `run.interrupt` and one `run.end` per run, which projects to nothing.
+TIMELINE_CATEGORIES = (MESSAGE, MIDDLEWARE, ERROR, OUTPUTS)
 
 _MESSAGE_TYPES = {
     LLM_HUMAN_INPUT: "human",
@@ -125,12 +143,41 @@ def _marker(event: RunEvent) -> dict[str, Any] | None:
     }
 
 
+def _run_status(event: RunEvent) -> dict[str, Any] | None:
+    content, metadata = event.content, event.metadata or {}
+    item: dict[str, Any] = {
+        "type": RUN_STATUS_TYPE,
+        "id": f"run-status-{event.seq}",
+        "seq": event.seq,
+        "run_id": event.run_id,
+        "created_at": _created_at(event),
+        "status": None,
+        "error_type": None,
+        "message": None,
+        "interrupts": [],
+    }
+    if event.event_type == RUN_ERROR:
+        error_type = metadata.get("error_type")
+        item["status"] = "cancelled" if error_type == CANCELLED_ERROR_TYPE else "failed"
+        item["error_type"] = error_type
+        item["message"] = content if isinstance(content, str) else None
+        return item
+    if event.event_type == RUN_INTERRUPT:
+        interrupts = content.get("interrupts") if isinstance(content, dict) else None
+        item["status"] = "interrupted"
+        item["interrupts"] = interrupts if isinstance(interrupts, list) else []
+        return item
+    return None
+
+
 def project_record(event: RunEvent) -> dict[str, Any] | None:
     """The item one record projects to, or None when it is not part of the conversation."""
     if event.category == MESSAGE:
         return _message_row(event)
     if event.category == MIDDLEWARE:
         return _marker(event)
+    if event.category in (ERROR, OUTPUTS):
+        return _run_status(event)
     return None
 
 

@@ -12,8 +12,12 @@ each record says is defined once, in `journal_bridge.records`:
 | `on_chat_model_end` elsewhere             | `llm.ai.response` (trace): the summarizer, models called inside tools or subgraphs |
 | `on_tool_end` in a top-level node         | `llm.tool.result` (message)         |
 | `on_custom_event` named `summarization`   | `middleware:summarize` (middleware) |
-| root `on_chain_end`                       | `run.end` (outputs)                 |
+| root `on_chain_end`                       | `run.end` (outputs), at `flush`     |
 | root `on_chain_error`, an `error` part    | `run.error` (error)                 |
+
+What the stream cannot say -- that the run was cancelled, a failure whose
+`error` part was missed, the interrupts a paused run waits on -- comes with
+the run's outcome (`journal_bridge.outcome`) given to `flush`.
 
 Records carry keys derived from the stream itself, so replaying a stream, or
 receiving a frame twice, yields the same keys and the store keeps one record
@@ -35,6 +39,7 @@ from typing import Any
 from journal_bridge import records
 from journal_bridge.events import SUMMARIZATION_EVENT, SUMMARIZER_CALLER, TRACE, RunEvent
 from journal_bridge.modes import EVENTS_MODE
+from journal_bridge.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
 from journal_bridge.records import Draft, message_dict
 
 logger = logging.getLogger(__name__)
@@ -76,6 +81,9 @@ class RunMapper:
         self._calls = 0
         # Tool calls in progress: model calls and tools under them are not the conversation.
         self._tool_runs: set[Any] = set()
+        self._end: Draft | None = None
+        self._failed = False
+        self.ending: str | None = None  # how the journaled run ended (`journal_bridge.outcome`)
 
     # -- public -----------------------------------------------------------
 
@@ -85,7 +93,7 @@ class RunMapper:
             if event == EVENTS_MODE:
                 return self._from_callback_event(data)
             if event == "error":
-                return self._emit(records.run_error(data))
+                return self._fail(records.run_error(data))
             return []
         except Exception as exc:  # noqa: BLE001 - a bad part must never stop a run's journal
             self.malformed += 1
@@ -97,9 +105,41 @@ class RunMapper:
             )
             return []
 
-    def flush(self) -> list[RunEvent]:
-        """Records still held back when the stream ends, with the ids they have."""
-        return self._release(None, final=True)
+    @property
+    def outcome_wanted(self) -> dict[str, Any] | None:
+        """What `flush` needs to know from the server (`read_outcome` arguments), or None."""
+        if self._failed:
+            return None
+        if self._end is not None:
+            # The root returned: the run succeeded, perhaps paused at an interrupt.
+            return {"status": "success", "interrupts": True}
+        return {"interrupts": True}
+
+    def flush(self, outcome: RunOutcome | None = None) -> list[RunEvent]:
+        """Records still held back when the stream ends, with the ids they have,
+        then how the run ended: `run.end` (after `run.interrupt` when the
+        outcome shows interrupts) or, for a stream that just stopped, the
+        `run.error` of a cancelled or failed run."""
+        out = self._release(None, final=True)
+        if self._failed or self.ending is not None:
+            return out
+        if self._end is not None:
+            interrupts = list(outcome.interrupts) if outcome is not None else []
+            if interrupts:
+                out += self._emit(records.run_interrupt(interrupts))
+            self.ending = INTERRUPTED if interrupts else COMPLETED
+            return out + self._emit(self._end)
+        if outcome is not None and outcome.cancelled:
+            self.ending = CANCELLED
+            return out + self._emit(records.run_cancelled(outcome.reason, outcome.cancel_action))
+        if outcome is not None and outcome.failed:
+            return out + self._fail(records.run_error(outcome.failure()))
+        return out
+
+    def _fail(self, draft: Draft) -> list[RunEvent]:
+        self._failed = True
+        self.ending = ERRORED
+        return self._emit(draft)
 
     # -- callbacks ----------------------------------------------------------
 
@@ -131,9 +171,11 @@ class RunMapper:
             return self._emit(records.summarize(payload))
         if kind == "on_chain_end" and is_root:
             output = payload.get("output")
-            return [*self._release(output, final=True), *self._emit(records.run_end(output))]
+            # `run.end` waits for `flush`: an interrupt the run paused at comes before it.
+            self._end = records.run_end(output)
+            return self._release(output, final=True)
         if kind == "on_chain_error" and is_root:
-            return [*self._release(None, final=True), *self._emit(records.run_error(payload.get("error")))]
+            return [*self._release(None, final=True), *self._fail(records.run_error(payload.get("error")))]
         return []
 
     def _is_root(self, data: Mapping[str, Any]) -> bool:
@@ -236,11 +278,13 @@ class RunMapper:
         return draft
 
 
-def map_parts(thread_id: str, run_id: str, parts: Iterable[tuple[str, Any]]) -> list[RunEvent]:
+def map_parts(
+    thread_id: str, run_id: str, parts: Iterable[tuple[str, Any]], outcome: RunOutcome | None = None
+) -> list[RunEvent]:
     """All records of a complete stream (convenience for tests and tools)."""
     mapper = RunMapper(thread_id, run_id)
     out: list[RunEvent] = []
     for event, data in parts:
         out.extend(mapper.feed(event, data))
-    out.extend(mapper.flush())
+    out.extend(mapper.flush(outcome))
     return out

@@ -134,6 +134,22 @@ _SUMMARY_MARKER = {
         "summary_message_id": {"type": ["string", "null"]},
     },
 }
+_RUN_STATUS = {
+    "type": "object",
+    "description": "a run that did not simply return: failed, cancelled, or paused at an interrupt",
+    "required": ["type", "id", "seq", "status"],
+    "properties": {
+        "type": {"type": "string", "enum": ["run_status"]},
+        "id": {"type": "string", "description": "run-status-{seq}"},
+        "seq": {"type": "integer"},
+        "run_id": {"type": ["string", "null"]},
+        "created_at": {"type": "string", "format": "date-time"},
+        "status": {"type": "string", "enum": ["failed", "cancelled", "interrupted"]},
+        "error_type": {"type": ["string", "null"], "description": "CancelledError for a cancelled run"},
+        "message": {"type": ["string", "null"], "description": "the error message, or the server's reason for a cancel"},
+        "interrupts": {"type": "array", "items": {"type": "object"}, "description": "[{id, value}]: what a paused run waits on"},
+    },
+}
 
 
 def _page(item: dict[str, Any]) -> dict[str, Any]:
@@ -209,7 +225,10 @@ def messages_operation() -> dict[str, Any]:
         "journal_thread_messages",
         [_THREAD_ID, _limit(50), _BEFORE_SEQ, _AFTER_SEQ],
         {
-            "200": _ok("message rows and summary markers, ascending seq", _page({"anyOf": [_MESSAGE_ROW, _SUMMARY_MARKER]})),
+            "200": _ok(
+                "message rows, summary markers and run statuses, ascending seq",
+                _page({"anyOf": [_MESSAGE_ROW, _SUMMARY_MARKER, _RUN_STATUS]}),
+            ),
             "401": _UNAUTHENTICATED,
             "404": _error("the thread is unknown to the journal, or the caller may not read it"),
             "422": _BAD_PARAMETER,

@@ -11,7 +11,9 @@ A run is read from one of two sources:
 
 `read_run` maps the parts with the capture's mapper (`events` -> `RunMapper`,
 `state` -> `StateMapper`) and hands each batch of records to `emit`, in
-stream order.
+stream order. When the stream is over it asks the server how the run ended
+(`journal_bridge.outcome`) for what the stream cannot say: a cancel, a
+failure whose `error` part it missed, the interrupts of a paused run.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from journal_bridge.capture import Capture
 from journal_bridge.compat import join_params
 from journal_bridge.events import RunEvent
 from journal_bridge.mapping import RunMapper
+from journal_bridge.outcome import read_outcome
 from journal_bridge.sse import Frame
 from journal_bridge.state_mapping import StateMapper
 
@@ -35,7 +38,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Part", "RunSource", "TeeSource", "read_run"]
 
-_ALWAYS_READ = frozenset({"error", "metadata"})
+_ERROR_MODE = "error"
+_ALWAYS_READ = frozenset({_ERROR_MODE, "metadata"})
 
 Emit = Callable[[list[RunEvent]], Awaitable[None]]
 
@@ -111,6 +115,9 @@ async def _start_state_mapper(sdk: Any, mapper: StateMapper, source: RunSource) 
     graph = configurable.get("graph_id") or ((run or {}).get("metadata") or {}).get("graph_id")
     assistant_id = (run or {}).get("assistant_id") or source.assistant_id
     run_input = kwargs.get("input") if run else source.run_input
+    if run_input is None and run:
+        # A resume (`Command(resume=...)`) has a command instead of an input.
+        run_input = kwargs.get("command")
     return mapper.start(graph, str(assistant_id) if assistant_id else None, run_input)
 
 
@@ -159,7 +166,9 @@ async def read_run(
             start = last_id or "0"
         else:
             start = None
-        stream = sdk.runs.join_stream(thread_id, run_id, params=join_params(capture.modes), last_event_id=start)
+        # A join gets only the modes it names: `error` too, or a failure reaches it as a bare end.
+        modes = (*capture.modes, _ERROR_MODE)
+        stream = sdk.runs.join_stream(thread_id, run_id, params=join_params(modes), last_event_id=start)
         await consume(_parts_of(stream))
     final_state = None
     if missed and not source.resumable and isinstance(mapper, StateMapper):
@@ -168,7 +177,12 @@ async def read_run(
             final_state = (await sdk.threads.get_state(thread_id)).get("values")
         except Exception as exc:  # noqa: BLE001
             logger.warning("journal-bridge: could not read the final state of thread %s: %s", thread_id, exc)
-    records = mapper.flush(final_state) if isinstance(mapper, StateMapper) else mapper.flush()
+    wanted = mapper.outcome_wanted
+    outcome = await read_outcome(sdk, thread_id, run_id, **wanted) if wanted is not None else None
+    if isinstance(mapper, StateMapper):
+        records = mapper.flush(final_state, outcome)
+    else:
+        records = mapper.flush(outcome)
     if records:
         await emit(records)
     return mapper

@@ -14,8 +14,24 @@ Content and metadata follow deer-flow's run event stream contract:
 | `llm.ai.response`      | the message dict                               | `caller`, `usage`, `latency_ms`, `llm_call_index` |
 | `llm.tool.result`      | the message dict                               | `tool` |
 | `middleware:summarize` | `name`, `hook`, `action`, `changes` (the summarization payload) | -- |
+| `run.interrupt`        | `interrupts`: `[{"id", "value"}]`, what the run waits on | -- |
 | `run.end`              | `output_keys`, `message_count`, `last_message_id` | `status` |
 | `run.error`            | the error message (text)                       | `error_type` |
+
+How a run ends, in its last records:
+
+- it returned: `run.end` (`status` is always `success`, as in deer-flow: the
+  root graph returned, which says nothing more);
+- it paused at `interrupt()`: `run.interrupt`, then `run.end` -- the graph
+  returned, waiting; the run that resumes it (`Command(resume=...)`) journals
+  its own records, continuing the same conversation;
+- it failed: `run.error` with the error's type and message, no `run.end`;
+- it was cancelled (`runs.cancel`, a client leaving with
+  `on_disconnect="cancel"`): `run.error` with `error_type` `CancelledError`
+  (what deer-flow's journal writes when the graph task is cancelled), the
+  server's reason as content and `metadata.action` (`interrupt` or
+  `rollback`: the server also removed the run and its checkpoints), no
+  `run.end`.
 
 Keys: a message with an id is keyed by it (`message:{id}`, unique in a thread,
 so a message sent again in a later run's input is journaled once); everything
@@ -39,6 +55,7 @@ from journal_bridge.events import (
     MIDDLEWARE_SUMMARIZE,
     RUN_END,
     RUN_ERROR,
+    RUN_INTERRUPT,
     RUN_START,
     SUMMARIZER_CALLER,
     TRACE,
@@ -47,6 +64,7 @@ from journal_bridge.events import (
 )
 
 __all__ = [
+    "CANCELLED_ERROR_TYPE",
     "CONVERSATION_CALLER",
     "Draft",
     "ai_response",
@@ -56,8 +74,10 @@ __all__ = [
     "message_dict",
     "model_call_trace",
     "record",
+    "run_cancelled",
     "run_end",
     "run_error",
+    "run_interrupt",
     "run_start",
     "summarization_changes",
     "summarize",
@@ -67,6 +87,9 @@ __all__ = [
 # The caller deer-flow's history view expects for the conversation's own
 # messages (its contract fixes it for human input).
 CONVERSATION_CALLER = "lead_agent"
+
+# The `error_type` of a cancelled run, as deer-flow's journal records it.
+CANCELLED_ERROR_TYPE = "CancelledError"
 
 _MESSAGE_TYPES = {"human", "ai", "tool", "system", "function", "chat"}
 _CONVERSATION_EVENT_TYPES = {"human": LLM_HUMAN_INPUT, "ai": LLM_AI_RESPONSE, "tool": LLM_TOOL_RESULT}
@@ -247,3 +270,31 @@ def run_error(error: Any) -> Draft:
         error_type, message = type(error).__name__, str(error)
     text = message if isinstance(message, str) else json.dumps(message, default=str)
     return Draft(RUN_ERROR, text, "run.error", {"error_type": str(error_type or "Error")})
+
+
+def run_cancelled(reason: str | None, action: str | None = None) -> Draft:
+    """A cancelled run: `reason` is the server's, `action` how it cancelled
+    (`interrupt`, or `rollback` when it also removed the run's checkpoints).
+    Keyed like `run_error`: a run ends in one `run.error` at most."""
+    metadata: dict[str, Any] = {"error_type": CANCELLED_ERROR_TYPE}
+    if action:
+        metadata["action"] = action
+    return Draft(RUN_ERROR, reason or "the run was cancelled", "run.error", metadata)
+
+
+def interrupt_values(raw: Any) -> list[dict[str, Any]]:
+    """`__interrupt__` of a state, or a checkpoint's `interrupts`, as `[{"id", "value"}]`."""
+    if isinstance(raw, Mapping):
+        raw = [raw]
+    if not isinstance(raw, (list, tuple)):
+        return []
+    out = []
+    for item in raw:
+        if isinstance(item, Mapping) and "value" in item:
+            out.append({"id": item.get("id"), "value": item.get("value")})
+    return out
+
+
+def run_interrupt(interrupts: list[dict[str, Any]]) -> Draft:
+    """A run paused at `interrupt()`, with what it waits on (`interrupt_values`)."""
+    return Draft(RUN_INTERRUPT, {"interrupts": interrupts}, "run.interrupt")

@@ -12,7 +12,13 @@ alone:
   writes) is the compaction marker; it arrives before the `values` part that
   shows the compacted state, so the marker sits after the messages it
   replaced and before the answer that followed;
-- the last state is the run's output (`run.end`); an `error` part is `run.error`.
+- the last state is the run's output (`run.end`); an `error` part is `run.error`;
+- `__interrupt__` in a `values` part (a run paused at `interrupt()`) is
+  `run.interrupt`, journaled before `run.end`.
+
+Whether a stream that just stopped was a cancelled run, or a failure whose
+`error` part was missed, comes with the run's outcome
+(`journal_bridge.outcome`) given to `flush`.
 
 It yields the same message, middleware and outputs records as the `events`
 mapper (`journal_bridge.mapping`), built by the same functions
@@ -31,6 +37,7 @@ from typing import Any
 
 from journal_bridge import records
 from journal_bridge.events import RunEvent
+from journal_bridge.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
 from journal_bridge.records import Draft, message_dict
 
 logger = logging.getLogger(__name__)
@@ -39,6 +46,7 @@ __all__ = ["StateMapper"]
 
 VALUES_MODE = "values"
 CUSTOM_MODE = "custom"
+INTERRUPT_KEY = "__interrupt__"
 
 
 class StateMapper:
@@ -58,7 +66,8 @@ class StateMapper:
         self._calls = 0
         self._last_state: Mapping[str, Any] | None = None
         self._failed = False
-        self._ended = False
+        self._interrupts: list[dict[str, Any]] = []
+        self.ending: str | None = None  # how the journaled run ended (`journal_bridge.outcome`)
 
     def start(self, graph: str | None, assistant_id: str | None, run_input: Any) -> list[RunEvent]:
         """`run.start`; the run's input tells which messages of the first state are new."""
@@ -77,6 +86,7 @@ class StateMapper:
                 return []
             if event == "error":
                 self._failed = True
+                self.ending = ERRORED
                 return [self._record(records.run_error(data))]
             return []
         except Exception as exc:  # noqa: BLE001 - a bad part must never stop a run's journal
@@ -84,13 +94,34 @@ class StateMapper:
             logger.warning("journal-bridge: skipped a malformed %r part of run %s: %s", event, self.run_id, exc)
             return []
 
-    def flush(self, final_state: Any = None) -> list[RunEvent]:
+    @property
+    def outcome_wanted(self) -> dict[str, Any] | None:
+        """What `flush` needs to know from the server (`read_outcome` arguments), or None.
+
+        Only the status: the stream itself shows interrupts."""
+        return None if self._failed else {}
+
+    def flush(self, final_state: Any = None, outcome: RunOutcome | None = None) -> list[RunEvent]:
         """What the end of the stream adds: messages only `final_state` shows
-        (a stream read in part), then `run.end` unless the run failed."""
+        (a stream read in part), then how the run ended: the `run.error` of a
+        cancelled or failed run, else `run.end` (after `run.interrupt` when
+        the run paused). An unknown outcome counts as returned."""
         out = self._state(final_state) if isinstance(final_state, Mapping) else []
-        if not self._failed and not self._ended and self._last_state is not None:
-            self._ended = True
-            out.append(self._record(records.run_end(self._last_state)))
+        if self._failed or self.ending is not None:
+            return out
+        if outcome is not None and outcome.cancelled:
+            self.ending = CANCELLED
+            return [*out, self._record(records.run_cancelled(outcome.reason, outcome.cancel_action))]
+        if outcome is not None and outcome.failed:
+            self._failed, self.ending = True, ERRORED
+            return [*out, self._record(records.run_error(outcome.failure()))]
+        if self._last_state is None:
+            return out
+        interrupts = self._interrupts or (list(outcome.interrupts) if outcome is not None else [])
+        if interrupts:
+            out.append(self._record(records.run_interrupt(interrupts)))
+        self.ending = INTERRUPTED if interrupts else COMPLETED
+        out.append(self._record(records.run_end(self._last_state)))
         return out
 
     # -- internals -----------------------------------------------------------
@@ -98,6 +129,12 @@ class StateMapper:
     def _state(self, state: Any) -> list[RunEvent]:
         if not isinstance(state, Mapping):
             raise TypeError(f"a values part is {type(state).__name__}, not an object")
+        # What the run waits on is what its last state shows.
+        self._interrupts = records.interrupt_values(state.get(INTERRUPT_KEY))
+        if INTERRUPT_KEY in state:
+            state = {key: value for key, value in state.items() if key != INTERRUPT_KEY}
+            if not state:
+                return []
         raw = state.get("messages")
         messages = [m for m in (message_dict(x) for x in raw) if m] if isinstance(raw, list) else []
         self._last_state = state

@@ -199,3 +199,62 @@ def test_unknown_thread_shows_the_error_detail(page, served):
     status = page.locator("#status.error")
     status.wait_for()
     assert "404" in status.inner_text() and "no-such-thread" in status.inner_text()
+
+
+OUTCOMES_THREAD = "thread-run-outcomes"
+ERROR_TEXT = '<img src=x onerror="window.__outcomeInjected=1"> the tool failed'
+QUESTION = '<script>window.__outcomeInjected=2</script> which city?'
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    """A thread whose runs failed, were cancelled and paused, with markup in what they say."""
+    import asyncio
+
+    from journal_bridge import records
+    from journal_bridge.events import make_event
+    from journal_bridge.store import open_store
+
+    def run(run_id, text, *drafts):
+        human = {"type": "human", "content": text, "id": f"h-{run_id}"}
+        return [
+            records.record(OUTCOMES_THREAD, run_id, records.conversation_message(human, "input:0", 0)),
+            *(records.record(OUTCOMES_THREAD, run_id, draft) for draft in drafts),
+        ]
+
+    events = [
+        *run("r1", "fail please", records.run_error({"error": "ToolFailure", "message": ERROR_TEXT})),
+        *run("r2", "block please", records.run_cancelled("interrupt requested", "interrupt")),
+        *run("r3", "ask me", records.run_interrupt([{"id": "i1", "value": {"question": QUESTION}}]),
+             records.run_end({"messages": []})),
+    ]
+    url = f"sqlite:///{tmp_path_factory.mktemp('viewer-outcomes') / 'journal.db'}"
+
+    async def seed():
+        async with open_store(url) as store:
+            await store.put_batch([make_event(**{k: v for k, v in e.to_dict().items() if k != "seq"}) for e in events])
+
+    asyncio.run(seed())
+    with ServedApp(journal_app(url)) as app:
+        yield app
+
+
+def test_run_outcomes_show_as_status_cards_with_their_text_escaped(page, outcomes):
+    page.goto(f"{outcomes.url}/journal/ui/threads/{OUTCOMES_THREAD}")
+    page.wait_for_selector("#conversation > li.run-status")
+    cards = page.locator("#conversation > li.run-status")
+    assert cards.evaluate_all("nodes => nodes.map(n => n.dataset.status)") == ["failed", "cancelled", "interrupted"]
+    failed, cancelled, paused = (cards.nth(i) for i in range(3))
+    assert failed.locator(".role").text_content() == "Run failed"
+    assert failed.locator(".error-type").inner_text() == "ToolFailure"
+    assert failed.locator(".status-message").inner_text() == ERROR_TEXT
+    assert cancelled.locator(".role").text_content() == "Run cancelled"
+    assert cancelled.locator(".status-message").inner_text() == "interrupt requested"
+    assert paused.locator(".role").text_content() == "Run paused: waiting for input"
+    assert QUESTION in paused.locator(".interrupt-value").inner_text()
+    # Each card follows the message of its run.
+    types = page.locator("#conversation > li").evaluate_all("nodes => nodes.map(n => n.dataset.type)")
+    assert types == ["human", "run_status"] * 3
+    assert page.locator("#conversation img, #conversation script").count() == 0
+    assert page.evaluate("typeof window.__outcomeInjected") == "undefined"
+    assert page.dialogs == [] and page.console_errors == []

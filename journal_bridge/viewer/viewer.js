@@ -116,8 +116,37 @@
     return li;
   }
 
+  const RUN_STATUS_LABELS = {
+    failed: "Run failed",
+    cancelled: "Run cancelled",
+    interrupted: "Run paused: waiting for input",
+  };
+
+  // A run that did not simply return: failed, cancelled, or paused at an interrupt.
+  function renderRunStatus(item) {
+    const status = RUN_STATUS_LABELS[item.status] ? item.status : "failed";
+    const li = el("li", "item run-status " + status);
+    li.dataset.seq = item.seq;
+    li.dataset.type = item.type;
+    li.dataset.status = status;
+    li.id = item.id;
+    const row = el("div", "head");
+    row.appendChild(el("span", "role", RUN_STATUS_LABELS[status]));
+    if (item.error_type && status === "failed") row.appendChild(el("span", "error-type", item.error_type));
+    row.appendChild(el("span", "seq", "#" + item.seq));
+    row.appendChild(el("time", "time", formatTime(item.created_at)));
+    li.appendChild(row);
+    if (item.message) li.appendChild(el("div", "body status-message", item.message));
+    (Array.isArray(item.interrupts) ? item.interrupts : []).forEach(function (interrupt) {
+      li.appendChild(el("pre", "interrupt-value", pretty(interrupt && interrupt.value)));
+    });
+    return li;
+  }
+
   function renderItem(item) {
-    return item.type === "summary_marker" ? renderMarker(item) : renderMessage(item);
+    if (item.type === "summary_marker") return renderMarker(item);
+    if (item.type === "run_status") return renderRunStatus(item);
+    return renderMessage(item);
   }
 
   async function threadPage() {

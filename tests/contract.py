@@ -1,0 +1,73 @@
+"""Records checked against deer-flow's run event stream contract.
+
+`contracts/run_event_stream_contract.json` is deer-flow's file (repository
+`bytedance/deer-flow`, `contracts/run_event_stream_contract.json`, commit
+f1f4af99b), copied unchanged.
+
+`contract_violations(record)` lists what a record breaks: the envelope
+(`record_schema`), then the content and metadata schemas of its event type
+(or of the `middleware:{tag}` pattern). Event types the contract does not
+know are held to the envelope only: its consumers ignore them.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+CONTRACT_PATH = Path(__file__).resolve().parent / "contracts" / "run_event_stream_contract.json"
+
+
+@cache
+def contract() -> dict[str, Any]:
+    return json.loads(CONTRACT_PATH.read_text())
+
+
+@cache
+def _validators() -> tuple[Draft202012Validator, dict[str, tuple[Any, Any, str]], list[dict[str, Any]]]:
+    spec = contract()
+    envelope = Draft202012Validator(spec["record_schema"])
+    by_type = {
+        event["event_type"]: (
+            Draft202012Validator(event["content_schema"]),
+            Draft202012Validator(event["metadata_schema"]),
+            event["category"],
+        )
+        for event in spec["events"]
+    }
+    return envelope, by_type, spec["dynamic_event_patterns"]
+
+
+def contract_violations(record: Any) -> list[str]:
+    data = record.to_dict() if hasattr(record, "to_dict") else dict(record)
+    envelope, by_type, patterns = _validators()
+    problems = [f"envelope: {e.message}" for e in envelope.iter_errors(data)]
+    try:
+        created = datetime.fromisoformat(data.get("created_at"))
+        if created.tzinfo is None:
+            problems.append("created_at: no timezone")
+    except (TypeError, ValueError):
+        problems.append(f"created_at: not ISO-8601: {data.get('created_at')!r}")
+    kind = data.get("event_type")
+    schemas = by_type.get(kind)
+    if schemas is None:
+        for pattern in patterns:
+            if isinstance(kind, str) and kind.startswith(pattern["pattern"].split("{")[0]):
+                schemas = (
+                    Draft202012Validator(pattern["content_schema"]),
+                    Draft202012Validator(pattern["metadata_schema"]),
+                    pattern["category"],
+                )
+    if schemas is None:
+        return problems
+    content, metadata, category = schemas
+    if data.get("category") != category:
+        problems.append(f"category: {data.get('category')!r}, the contract says {category!r}")
+    problems += [f"{kind} content: {e.message}" for e in content.iter_errors(data.get("content"))]
+    problems += [f"{kind} metadata: {e.message}" for e in metadata.iter_errors(data.get("metadata"))]
+    return problems
