@@ -103,6 +103,8 @@ def _prepare_venv(wanted: str) -> None:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
+    # Chosen for this command's venv; a project the tests copy chooses its own.
+    env.pop(VERSIONS_ENV, None)
     # The CLI would otherwise report usage over the network; this machine may have none.
     env.setdefault("LANGGRAPH_CLI_NO_ANALYTICS", "1")
     env.setdefault("LANGSMITH_TRACING", "false")

@@ -41,6 +41,8 @@ _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(\+00:00|Z)?")
 _PORT = re.compile(r"(http://127\.0\.0\.1):\d+")
 _STREAM_ID = re.compile(r"^id: .*$", re.M)
 _TIMING_KEYS = {"__request_start_time_ms__", "created_at", "updated_at", "timestamp", "run_started_at"}
+# Random per server process (langchain marks its middleware's own model calls with it).
+_PROCESS_TOKEN_KEYS = {"lc_internal_call"}
 
 
 def normalize_transcript(items: list[Any]) -> list[Any]:
@@ -57,6 +59,8 @@ def normalize_transcript(items: list[Any]) -> list[Any]:
     def walk(value: Any, key: str | None = None) -> Any:
         if key in _TIMING_KEYS and value is not None:
             return "<time>"
+        if key in _PROCESS_TOKEN_KEYS and value is not None:
+            return "<process-token>"
         if isinstance(value, str):
             return text(value)
         if isinstance(value, list):

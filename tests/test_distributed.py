@@ -134,3 +134,49 @@ async def test_runs_through_either_process_are_journaled_once_in_conversation_or
     state = await clients[0].threads.get_state(thread_id)
     summary = next(m for m in state["values"]["messages"] if (m.get("additional_kwargs") or {}).get("lc_source"))
     assert [m for m in journal if m["type"] == "summary_marker"][-1]["summary_message_id"] == summary["id"]
+
+
+
+def _started(server: LanghostServer, run_id: str) -> bool:
+    return any(run_id in line for line in server.read_log().splitlines() if "Starting background run" in line)
+
+
+async def test_a_server_killed_mid_run_is_repaired_by_the_other_without_duplicates(deployment):
+    from langgraph_sdk import get_client
+
+    # The first process answers slowly, so the run is in flight when it dies;
+    # until the second process is up, it is the only one executing runs.
+    first = deployment.start(n_jobs=2, env={"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0.5"})
+    client = get_client(url=first.url)
+    assistant = await client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
+    thread = await client.threads.create()
+    thread_id, assistant_id = thread["thread_id"], assistant["assistant_id"]
+    turns = TURNS[:4]
+    for text in turns[:-1]:
+        await _turn(client, thread_id, assistant_id, text, 1)
+
+    # The last run is created through, executed by and journaled by `first`.
+    run = await client.runs.create(thread_id, assistant_id, input=human(turns[-1]))
+    while not _started(first, run["run_id"]):
+        await asyncio.sleep(0.1)
+    second = deployment.start(n_jobs=2)
+    assert (await get_client(url=second.url).runs.get(thread_id, run["run_id"]))["status"] == "running"
+    while not any(item.get("content") == turns[-1] for item in await _journal(second.url, thread_id)):
+        await asyncio.sleep(0.1)
+    first.kill()
+
+    # The second process reclaims the run once its heartbeat expires and
+    # executes it again; the repair route journals what the killed one had not.
+    survivor = get_client(url=second.url)
+    await survivor.runs.join(thread_id, run["run_id"])
+    assert (await survivor.runs.get(thread_id, run["run_id"]))["status"] == "success"
+    assert _started(second, run["run_id"])
+    async with httpx.AsyncClient(base_url=second.url, timeout=60) as http:
+        repaired = await http.post(f"/journal/threads/{thread_id}/repair")
+    assert repaired.status_code == 200, repaired.text
+    assert repaired.json()["written"] > 0
+    journal = await _journal(second.url, thread_id)
+    _assert_conversation(journal, turns)
+    state = await survivor.threads.get_state(thread_id)
+    journaled = {item["id"] for item in journal}
+    assert {m["id"] for m in state["values"]["messages"] if not (m.get("additional_kwargs") or {}).get("lc_source")} <= journaled
