@@ -6,7 +6,9 @@
     python3 tasks.py bench  # the benchmarks (store, history, bridge)
 
 Each command first makes sure `.venv` exists and holds this project with its
-test extras; it reinstalls only when `pyproject.toml` changed. Commands started
+test extras; it reinstalls only when `pyproject.toml` changed. With
+`JOURNAL_BRIDGE_VERSIONS=oldest` the commands use `.venv-oldest` instead, which
+holds the oldest supported LangGraph Server (`constraints/oldest.txt`). Commands started
 together take turns at that (a file lock), so the second one waits for the
 first to finish `.venv` and then uses it.
 
@@ -26,11 +28,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-VENV = ROOT / ".venv"
+VERSIONS_ENV = "JOURNAL_BRIDGE_VERSIONS"
+# Which dependency set a command runs on: the newest the ranges allow, or a
+# constraints file's pins in a venv of their own.
+VERSION_SETS = {"newest": None, "oldest": "constraints/oldest.txt"}
+VERSIONS = os.environ.get(VERSIONS_ENV, "newest").strip() or "newest"
+if VERSIONS not in VERSION_SETS:
+    sys.exit(f"{VERSIONS_ENV} must be one of {', '.join(VERSION_SETS)}, got {VERSIONS!r}")
+CONSTRAINTS = ROOT / VERSION_SETS[VERSIONS] if VERSION_SETS[VERSIONS] else None
+VENV = ROOT / (".venv" if CONSTRAINTS is None else f".venv-{VERSIONS}")
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".journal-bridge-installed"
 # Beside .venv, not inside it: it must exist before .venv does.
-LOCK = ROOT / ".venv.lock"
+LOCK = ROOT / f"{VENV.name}.lock"
 INTERRUPTED = 130
 
 
@@ -50,7 +60,7 @@ def _venv_lock() -> Iterator[None]:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print("waiting for another tasks.py to finish preparing .venv ...", flush=True)
+            print(f"waiting for another tasks.py to finish preparing {VENV.name} ...", flush=True)
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -65,7 +75,8 @@ def _installed(wanted: str) -> bool:
 def ensure_venv() -> None:
     if sys.version_info < (3, 11):
         sys.exit("journal-bridge needs Python 3.11 or newer")
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    pinned = CONSTRAINTS.read_bytes() if CONSTRAINTS is not None else b""
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + pinned).hexdigest()
     if _installed(wanted):
         return
     with _venv_lock():
@@ -76,14 +87,15 @@ def ensure_venv() -> None:
 
 def _prepare_venv(wanted: str) -> None:
     if not BIN.exists():
-        print("creating .venv ...", flush=True)
+        print(f"creating {VENV.name} ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    print("installing journal-bridge and its test extras into .venv ...", flush=True)
+    print(f"installing journal-bridge and its test extras into {VENV.name} ...", flush=True)
     subprocess.run(
         [_python(), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True
     )
+    pins = ["-c", str(CONSTRAINTS)] if CONSTRAINTS is not None else []
     subprocess.run(
-        [_python(), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[test]"],
+        [_python(), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[test]", *pins],
         check=True,
     )
     STAMP.write_text(wanted)
@@ -91,6 +103,8 @@ def _prepare_venv(wanted: str) -> None:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
+    # Chosen for this command's venv; a project the tests copy chooses its own.
+    env.pop(VERSIONS_ENV, None)
     # The CLI would otherwise report usage over the network; this machine may have none.
     env.setdefault("LANGGRAPH_CLI_NO_ANALYTICS", "1")
     env.setdefault("LANGSMITH_TRACING", "false")
@@ -104,7 +118,8 @@ def _run(cmd: list[str]) -> int:
     keeps waiting while the child shuts down, as a shell does for its
     foreground job; killing the child instead would cut its shutdown short.
     """
-    print("+", " ".join(cmd), flush=True)
+    suffix = f"  ({VERSIONS} versions)" if CONSTRAINTS is not None else ""
+    print("+", " ".join(cmd) + suffix, flush=True)
     interrupted = False
     with subprocess.Popen(cmd, cwd=ROOT, env=_env()) as child:
         while True:

@@ -1,17 +1,103 @@
 """What the plugin needs to know about the LangGraph Server it runs in.
 
-Everything that depends on the server's version is read here, from the
-server's own definitions where it publishes them, so other modules do not
-guess.
+Everything that depends on the server's version or runtime is read here, from
+the server's own definitions where it publishes them, so other modules do not
+guess. Supported: langgraph-api 0.11 through 0.16 (`SUPPORTED_API`) on the
+in-memory runtime of `langgraph dev` (langgraph-runtime-inmem 0.31 through
+0.36) or on a runtime that keeps its state elsewhere, such as
+langgraph-runtime-pg (`LANGGRAPH_RUNTIME_EDITION=pg`). `check_server` refuses
+anything else when the plugin is loaded.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import sys
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from typing import Any
 
 import orjson
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["join_params", "max_request_body_bytes", "run_stream_modes"]
+__all__ = [
+    "SUPPORTED_API",
+    "SUPPORTED_INMEM",
+    "LifespanFirstMiddleware",
+    "UnsupportedServer",
+    "check_server",
+    "frame_mode",
+    "inmem_frame_stores",
+    "join_params",
+    "max_request_body_bytes",
+    "run_stream_modes",
+    "runtime_edition",
+]
+
+# (lowest, first unsupported) minor release of each package.
+SUPPORTED_API = ((0, 11), (0, 17))
+SUPPORTED_INMEM = ((0, 31), (0, 37))
+_EDITION_ENV = "LANGGRAPH_RUNTIME_EDITION"
+
+
+class UnsupportedServer(RuntimeError):
+    """The LangGraph Server around the plugin is a version it was not made for."""
+
+
+def _minor(version: str) -> tuple[int, int] | None:
+    parts = version.split(".")
+    try:
+        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or "0")
+    except (IndexError, ValueError):
+        return None
+
+
+def _range_text(bounds: tuple[tuple[int, int], tuple[int, int]]) -> str:
+    (lo_major, lo_minor), (hi_major, hi_minor) = bounds
+    return f">={lo_major}.{lo_minor},<{hi_major}.{hi_minor}"
+
+
+def _installed(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def runtime_edition() -> str:
+    """The server's runtime: `inmem` (`langgraph dev`) unless the environment names another."""
+    return os.environ.get(_EDITION_ENV, "").strip() or "inmem"
+
+
+def check_server(
+    versions: Mapping[str, str | None] | None = None, *, edition: str | None = None
+) -> None:
+    """Raise `UnsupportedServer`, saying what to install, unless the server is supported.
+
+    `versions` maps distribution names to installed versions (default: read
+    from the environment's package metadata).
+    """
+    lookup: Callable[[str], str | None] = (
+        (lambda name: versions.get(name)) if versions is not None else _installed
+    )
+    edition = edition or runtime_edition()
+    wanted = [("langgraph-api", SUPPORTED_API)]
+    if edition == "inmem":
+        wanted.append(("langgraph-runtime-inmem", SUPPORTED_INMEM))
+    problems = []
+    for name, bounds in wanted:
+        found = lookup(name)
+        minor = _minor(found) if found else None
+        if minor is None or not bounds[0] <= minor < bounds[1]:
+            problems.append(f"{name} {found or 'not installed'} (supported: {_range_text(bounds)})")
+    if problems:
+        pins = " ".join(f"'{name}{_range_text(bounds)}'" for name, bounds in wanted)
+        raise UnsupportedServer(
+            "journal-bridge cannot run in this LangGraph Server: "
+            + "; ".join(problems)
+            + f". Install supported versions (pip install {pins}) or set JOURNAL_BRIDGE_ENABLED=0."
+        )
 
 # langgraph-api 0.16's run schema, used when the running server publishes none.
 _FALLBACK_STREAM_MODES = frozenset(
@@ -51,3 +137,53 @@ def join_params(modes: list[str] | tuple[str, ...]) -> dict[str, str]:
     server (langgraph-api 0.16) reads only the last; it also reads a JSON array.
     """
     return {"stream_mode": orjson.dumps(list(modes)).decode()}
+
+
+def inmem_frame_stores() -> dict[Any, dict[Any, list[Any]]] | None:
+    """The in-memory runtime's resumable frames, by thread and run; None on other runtimes.
+
+    langgraph-runtime-inmem 0.31-0.36 keep them in the stream manager's
+    `message_stores`, untrimmed for the life of the process. Other runtimes
+    (Redis streams of langgraph-runtime-pg) expire frames themselves.
+    """
+    if runtime_edition() != "inmem":
+        return None
+    module = sys.modules.get("langgraph_runtime_inmem.inmem_stream")
+    if module is None:
+        return None
+    return getattr(module.get_stream_manager(), "message_stores", None)
+
+
+def frame_mode(message: Any) -> str | None:
+    """The stream mode of one retained frame (`values`, `events`, ...), None if undecodable."""
+    from langgraph_api.utils.stream_codec import decode_stream_message
+
+    try:
+        decoded = decode_stream_message(message.data, channel=message.topic)
+    except Exception:  # noqa: BLE001 - an undecodable frame is kept
+        return None
+    return decoded.event_bytes.decode("utf-8", "replace").split("|", 1)[0]
+
+
+class LifespanFirstMiddleware:
+    """Hands the lifespan straight to the app's router on runtimes that need their lifespan first.
+
+    With a custom `http.app`, langgraph-api 0.11-0.16 put `EnsureStoreAccessible`
+    around every scope, the lifespan included; it asks the runtime for its
+    store. The in-memory runtime has one at import; langgraph-runtime-pg
+    creates it in its lifespan and raises before, so uvicorn would report the
+    lifespan as unsupported, skip it, and every request would fail. This
+    middleware, placed outermost, starts the lifespan (the server's and the
+    plugin's, combined on the router) before that middleware ever runs.
+    Requests pass through untouched.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._bypass = runtime_edition() != "inmem"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" and self._bypass and "app" in scope:
+            await scope["app"].router(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

@@ -38,6 +38,7 @@ from starlette.types import Scope
 
 from journal_bridge.bridge import Bridge
 from journal_bridge.capture import CAPTURE_ENV, CaptureSetting
+from journal_bridge.compat import LifespanFirstMiddleware, check_server
 from journal_bridge.health import http_status, prometheus_text
 from journal_bridge.intercept import READER_HEADER, RunObserverMiddleware
 from journal_bridge.openapi import HEALTH, describe
@@ -175,6 +176,9 @@ class Journal:
 
 def create_app() -> Starlette:
     enabled = _enabled()
+    if enabled:
+        # Refuse a server the plugin was not made for before it touches a request.
+        check_server()
     journal = Journal(default_store_url(), growing_after=_growing_after()) if enabled else None
     prefix = os.environ.get(PREFIX_ENV, DEFAULT_PREFIX).rstrip("/")
 
@@ -212,7 +216,10 @@ def create_app() -> Starlette:
             Route(f"{prefix}/metrics", metrics, methods=["GET"]),
             *journal_routes(prefix),
         ],
-        middleware=[Middleware(RunObserverMiddleware, sink_for=sink_for, setting=setting)],
+        middleware=[
+            Middleware(LifespanFirstMiddleware),
+            Middleware(RunObserverMiddleware, sink_for=sink_for, setting=setting),
+        ],
         lifespan=lifespan,
     )
     app.state.journal = journal

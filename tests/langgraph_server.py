@@ -64,7 +64,9 @@ class LanggraphDevServer:
         workdir: Path | None = None,
         n_jobs_per_worker: int = 4,
         startup_timeout: float = 90.0,
+        langgraph: Path = LANGGRAPH,
     ) -> None:
+        self.langgraph = langgraph
         self.config = config if config is not None else project_config(plugin=plugin)
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="journal-bridge-dev-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -93,7 +95,7 @@ class LanggraphDevServer:
             **self.env,
         }
         cmd = [
-            str(LANGGRAPH),
+            str(self.langgraph),
             "dev",
             "--config",
             str(config_path),

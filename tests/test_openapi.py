@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 
@@ -37,8 +39,11 @@ def spec(dev_server) -> dict:
 
 def test_the_server_starts_without_a_traceback(dev_server):
     log = dev_server.read_log()
-    assert "Traceback" not in log
-    assert "Unable to parse docstring" not in log
+    # langgraph-api 0.11-0.12 warn, with a traceback each, about docstrings of
+    # their own routes; none of the plugin's may add to them.
+    own = re.findall(r"Unable to parse docstring from OpenAPI schema for route (\S+)", log)
+    assert not [route for route in own if route.startswith("/journal")]
+    assert log.count("Traceback") == len(own)
 
 
 @pytest.mark.parametrize(("path", "method"), sorted(PARAMETERS))

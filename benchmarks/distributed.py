@@ -1,0 +1,112 @@
+"""Journaling in a distributed LangGraph Server: 1 vs 2 vs 4 server processes.
+
+For each size, a fresh deployment of langgraph-runtime-pg (`langhost serve`,
+the plugin in every process) on the same PostgreSQL and Redis, with one
+PostgreSQL journal. The same workload runs against each: `--threads`
+conversations in parallel, `--turns` turns each, every turn sent through the
+next process in turn (runs execute wherever the queue hands them). Prints, side
+by side:
+
+- journal throughput: records written by all processes per second of workload
+  (from the first request until every process's journal is idle)
+- lag from a compaction (its `summarization` custom frame reaching the client)
+  to its marker row being readable in the journal (p50, p99)
+
+Needs PostgreSQL and Redis: `JOURNAL_BRIDGE_TEST_POSTGRES_URL` /
+`JOURNAL_BRIDGE_TEST_REDIS_URL`, or Debian's packages installed (started here).
+Run: `.venv/bin/python benchmarks/distributed.py [--threads 8] [--turns 12] [--sizes 1,2,4]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+from conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle  # noqa: E402
+from langgraph_sdk import get_client  # noqa: E402
+from langhost_server import LanghostServer, ensure_pg_runtime_venv  # noqa: E402
+from services import create_database, postgres_server, redis_server  # noqa: E402
+
+from journal_bridge.store import open_store  # noqa: E402
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+async def run_size(size: int, postgres_url: str, redis_url: str, threads: int, turns: int) -> dict[str, float]:
+    name = uuid.uuid4().hex[:8]
+    database = create_database(postgres_url, f"bench_runtime_{name}")
+    journal = create_database(postgres_url, f"bench_journal_{name}")
+    bin_dir = ensure_pg_runtime_venv()
+    root = Path(tempfile.mkdtemp(prefix=f"journal-bridge-bench-{size}-"))
+    servers = []
+    try:
+        for index in range(size):
+            server = LanghostServer(bin_dir, root / f"server-{index}", database_url=database,
+                                    redis_url=redis_url, store_url=journal, n_jobs=2)
+            servers.append(server.start())
+        clients = [get_client(url=server.url) for server in servers]
+        assistant = await clients[0].assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
+        lags: list[float] = []
+
+        async with open_store(journal) as store:
+            async def conversation(offset: int) -> None:
+                thread_id = (await clients[offset % size].threads.create())["thread_id"]
+                for turn in range(turns):
+                    client = clients[(offset + turn) % size]
+                    async for part in client.runs.stream(thread_id, assistant["assistant_id"],
+                                                         input=human(TURNS[turn % len(TURNS)]),
+                                                         stream_mode=["custom"]):
+                        if part.event != "custom" or not isinstance(part.data, dict):
+                            continue
+                        seen = time.perf_counter()
+                        summary_id = part.data.get("summary_message_id")
+                        while True:
+                            markers = await store.list_timeline(thread_id, categories=("middleware",), limit=500)
+                            if any(m.content["changes"].get("summary_message_id") == summary_id for m in markers):
+                                lags.append(time.perf_counter() - seen)
+                                break
+                            await asyncio.sleep(0.005)
+
+            started = time.perf_counter()
+            await asyncio.gather(*(conversation(i) for i in range(threads)))
+            written = 0
+            for server in servers:
+                written += (await wait_journal_idle(server.url, timeout=300))["records_written"]
+            elapsed = time.perf_counter() - started
+        return {"records": written, "seconds": elapsed, "rate": written / elapsed,
+                "p50": pct(lags, 0.5), "p99": pct(lags, 0.99), "compactions": len(lags)}
+    finally:
+        for server in servers:
+            server.stop()
+
+
+async def main(sizes: list[int], threads: int, turns: int) -> None:
+    with postgres_server() as postgres_url, redis_server() as redis_url:
+        results = {size: await run_size(size, postgres_url, redis_url, threads, turns) for size in sizes}
+    print(f"\n{threads} conversations x {turns} turns, every turn through the next process\n")
+    print(f"{'processes':>9} | {'records':>7} | {'seconds':>7} | {'records/s':>9} | "
+          f"{'compactions':>11} | {'lag p50 ms':>10} | {'lag p99 ms':>10}")
+    for size, r in results.items():
+        print(f"{size:>9} | {r['records']:>7} | {r['seconds']:>7.1f} | {r['rate']:>9.1f} | "
+              f"{r['compactions']:>11} | {r['p50'] * 1000:>10.1f} | {r['p99'] * 1000:>10.1f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--turns", type=int, default=12)
+    parser.add_argument("--sizes", default="1,2,4")
+    args = parser.parse_args()
+    asyncio.run(main([int(s) for s in args.sizes.split(",")], args.threads, args.turns))
