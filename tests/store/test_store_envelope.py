@@ -28,6 +28,7 @@ def test_catalog_pairs_each_event_type_with_its_category():
         "llm.tool.result": "message",
         "middleware:summarize": "middleware",
         "run.end": "outputs",
+        "run.interrupt": "outputs",
         "run.error": "error",
     }
     assert (
