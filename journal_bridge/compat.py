@@ -130,6 +130,16 @@ def max_request_body_bytes() -> int:
         return 300 * 1024 * 1024
 
 
+def assistant_uuid(assistant_id: str) -> str:
+    """The assistant a run request names: a graph id stands for that graph's default assistant."""
+    try:
+        from langgraph_api.graph import get_assistant_id
+
+        return str(get_assistant_id(assistant_id))
+    except Exception:  # noqa: BLE001 - not inside a server
+        return assistant_id
+
+
 def join_params(modes: list[str] | tuple[str, ...]) -> dict[str, str]:
     """Query parameters that make a run-stream join read all of `modes`.
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 import orjson
 
 from journal_bridge.capture import Capture
-from journal_bridge.compat import join_params
+from journal_bridge.compat import assistant_uuid, join_params
 from journal_bridge.events import RunEvent
 from journal_bridge.mapping import RunMapper
 from journal_bridge.outcome import read_outcome
@@ -103,18 +104,46 @@ class RunSource:
     run_input: Any = None
 
 
+class AssistantGraphs:
+    """Which graph each assistant runs, asked of the server once per assistant."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._graphs: OrderedDict[str, str | None] = OrderedDict()
+        self._size = size
+
+    async def graph_of(self, sdk: Any, assistant_id: str) -> str | None:
+        if assistant_id not in self._graphs:
+            try:
+                graph = (await sdk.assistants.get(assistant_id)).get("graph_id")
+            except Exception as exc:  # noqa: BLE001 - an assistant deleted since: run.start without it
+                logger.debug("journal-bridge: assistant %s not readable (%s)", assistant_id, exc)
+                return None
+            self._graphs[assistant_id] = graph
+            while len(self._graphs) > self._size:
+                self._graphs.popitem(last=False)
+        return self._graphs[assistant_id]
+
+
+_ASSISTANTS = AssistantGraphs()
+
+
 async def _start_state_mapper(sdk: Any, mapper: StateMapper, source: RunSource) -> list[RunEvent]:
     run = source.run
+    if run is None and source.assistant_id is not None:
+        # What the request said is enough; the assistant's graph is known after its first run.
+        assistant_id = assistant_uuid(str(source.assistant_id))
+        graph = await _ASSISTANTS.graph_of(sdk, assistant_id)
+        return mapper.start(graph, assistant_id, source.run_input)
     if run is None:
         try:
             run = await sdk.runs.get(mapper.thread_id, mapper.run_id)
-        except Exception as exc:  # noqa: BLE001 - a stateless run's thread may already be gone
-            logger.debug("journal-bridge: run %s not readable (%s); using its request", mapper.run_id, exc)
+        except Exception as exc:  # noqa: BLE001
+            logger.debug("journal-bridge: run %s not readable (%s)", mapper.run_id, exc)
     kwargs = (run or {}).get("kwargs") or {}
     configurable = (kwargs.get("config") or {}).get("configurable") or {}
     graph = configurable.get("graph_id") or ((run or {}).get("metadata") or {}).get("graph_id")
-    assistant_id = (run or {}).get("assistant_id") or source.assistant_id
-    run_input = kwargs.get("input") if run else source.run_input
+    assistant_id = (run or {}).get("assistant_id")
+    run_input = kwargs.get("input")
     if run_input is None and run:
         # A resume (`Command(resume=...)`) has a command instead of an input.
         run_input = kwargs.get("command")

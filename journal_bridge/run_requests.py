@@ -90,7 +90,9 @@ def _plan_one(payload: Any, kind: str, stateless: bool, setting: CaptureSetting)
     forced = not resumable
     if forced:
         payload["stream_resumable"] = True
-    return RunPlan(kind, stateless, modes, capture, forced, payload.get("assistant_id"), payload.get("input"))
+    # A resume (`Command(resume=...)`) has a command instead of an input.
+    run_input = payload["input"] if payload.get("input") is not None else payload.get("command")
+    return RunPlan(kind, stateless, modes, capture, forced, payload.get("assistant_id"), run_input)
 
 
 def plan_run_request(

@@ -136,15 +136,22 @@ class StateMapper:
             if not state:
                 return []
         raw = state.get("messages")
-        messages = [m for m in (message_dict(x) for x in raw) if m] if isinstance(raw, list) else []
         self._last_state = state
+        if not isinstance(raw, list):
+            return []
         if self._seen is None:
             # The first state: everything before the run's input was there before.
+            messages = [m for m in (message_dict(x) for x in raw) if m]
             before = messages[: self._input_at(messages)]
             self._seen = {str(m["id"]) for m in before if m.get("id")}
         out: list[RunEvent] = []
-        for message in messages:
-            message_id = message.get("id")
+        for item in raw:
+            # Most of a state was seen in the part before: look at its id first.
+            known = item.get("id") if isinstance(item, Mapping) else None
+            if known is not None and str(known) in self._seen:
+                continue
+            message = message_dict(item)
+            message_id = message.get("id") if message else None
             if not message_id or str(message_id) in self._seen:
                 continue
             self._seen.add(str(message_id))
