@@ -125,6 +125,11 @@ export class JournalClient {
       { event_types: eventTypes && eventTypes.join(","), after_seq: afterSeq, limit }, signal);
   }
 
+  /** Recently journaled threads with title and counts; `q` searches their messages. */
+  async threads({ limit = 50, q, signal } = {}) {
+    return (await this._get("/threads", { limit, q }, signal)).data;
+  }
+
   /** Status, start, end, duration and error of each run asked for. */
   async runs(threadId, runIds, { signal } = {}) {
     const body = await this._get(this._thread(threadId) + "/runs", { run_ids: runIds.join(",") }, signal);
