@@ -153,6 +153,24 @@ export function isSummaryMessage(message, summaryIds = new Set()) {
 }
 
 /**
+ * Every live message seen so far: `previous` with `next` (the latest `values`
+ * of the stream) folded in, in order of first appearance; a message seen
+ * again (same id) takes its newer form. A compaction during the live run
+ * removes messages from the state -- they stay here until the journal, polled
+ * after the run, holds them.
+ */
+export function accumulateMessages(previous, next) {
+  const byId = new Map();
+  const order = [];
+  for (const message of [...previous, ...next]) {
+    const key = message && message.id ? message.id : message;
+    if (!byId.has(key)) order.push(key);
+    byId.set(key, message);
+  }
+  return order.map((key) => byId.get(key));
+}
+
+/**
  * The conversation to show: the journal's items (older messages and the
  * summary markers, oldest first), then the live messages it does not hold yet.
  *
