@@ -8,6 +8,11 @@ marker every 50 turns), then times `GET /journal/threads/{id}/messages` for
 the newest page through the real routes (httpx over ASGI, store opened by the
 app's lifespan). Reading the newest page must not depend on thread length:
 the target is a p50 and p99 ratio (large / small) of at most 1.5.
+
+Then the same pages through `journal_bridge.client` (langgraph-sdk's HTTP
+stack, over a real uvicorn on loopback): the newest page, a page before a
+cursor in the middle of the large thread and a page after one, as a client
+application sees them.
 """
 
 from __future__ import annotations
@@ -133,6 +138,43 @@ async def _measure(
     return timings
 
 
+async def _measure_client(store_url: str, requests: int, large: int) -> None:
+    """Page latency through the journal client against uvicorn, on the large thread."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from seed import ServedApp, journal_app
+
+    from journal_bridge.client import get_journal_client
+
+    with ServedApp(journal_app(store_url)) as served:
+        async with get_journal_client(url=served.url, api_key=None) as journal:
+            middle = large // 2
+            cases = {
+                "newest page": lambda: journal.page("thread-large", limit=50),
+                "before_seq (middle)": lambda: journal.page("thread-large", limit=50, before_seq=middle),
+                "after_seq (middle)": lambda: journal.page("thread-large", limit=50, after_seq=middle),
+            }
+            for _ in range(20):
+                for fetch in cases.values():
+                    await fetch()
+            timings: dict[str, list[float]] = {name: [] for name in cases}
+            gc.collect()
+            gc.disable()
+            try:
+                for _ in range(max(requests // 10, 10)):
+                    for name, fetch in cases.items():
+                        start = time.perf_counter()
+                        page = await fetch()
+                        timings[name].append(time.perf_counter() - start)
+                        assert len(page["data"]) == 50
+            finally:
+                gc.enable()
+    for name, values in timings.items():
+        print(
+            f"client ({large:,} records, uvicorn): {name:<20} p50 {_p(values, 50):6.2f} ms  "
+            f"p99 {_p(values, 99):6.2f} ms"
+        )
+
+
 def _p(timings: list[float], q: float) -> float:
     return statistics.quantiles(timings, n=100, method="inclusive")[int(q) - 1] * 1000
 
@@ -177,6 +219,7 @@ async def run(requests: int, small: int, large: int) -> int:
                         f"{name:>5} thread ({sizes[name]:>7,} records): newest page of 50 "
                         f"p50 {results[name][0]:6.2f} ms  p99 {results[name][1]:6.2f} ms"
                     )
+        await _measure_client(store_url, requests, sizes["large"])
     p50_ratio = results["large"][0] / results["small"][0]
     p99_ratio = results["large"][1] / results["small"][1]
     verdict = "ok" if max(p50_ratio, p99_ratio) <= TARGET_RATIO else "ABOVE TARGET"

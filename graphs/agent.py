@@ -4,7 +4,8 @@ The model comes from `JOURNAL_BRIDGE_MODEL` (an `init_chat_model` spec); by
 default it is the offline deterministic model. Summarization settings come
 from each assistant's `configurable["summarization"]`, with defaults from the
 environment (see `journal_bridge.agent_settings`). One compiled graph serves
-every assistant: the settings are applied per call, not per compile.
+every assistant: the settings are applied per call, not per compile. The
+settings' schema is the graph's context schema, so Studio shows them as a form.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 
-from journal_bridge.agent_settings import AssistantSummarizationMiddleware
+from journal_bridge.agent_settings import AgentSettings, AssistantSummarizationMiddleware
 from journal_bridge.offline_model import make_chat_model
 
 SYSTEM_PROMPT = (
@@ -46,4 +47,6 @@ graph = create_agent(
     tools=TOOLS,
     middleware=[AssistantSummarizationMiddleware(model)],
     system_prompt=SYSTEM_PROMPT,
+    # The settings' schema: what `GET /assistants/{id}/schemas` and Studio's form show.
+    context_schema=AgentSettings,
 )

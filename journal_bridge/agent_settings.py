@@ -19,15 +19,30 @@ read from the environment:
 
 Invalid settings raise `SettingsError` naming the field, for example
 `summarization.trigger[0].type: expected one of messages, tokens, fraction, got 'foo'`,
-which fails the run before any model call.
+which fails the run at its first step, before any model call. A top-level
+key that is a near miss of `summarization` (`summarisation`) is refused the
+same way rather than ignored.
+
+`AgentSettings` describes the same settings as a schema: the bundled graph
+declares it as its context schema, so `GET /assistants/{id}/schemas` (and
+Studio's assistant form) show them, and Studio checks a form against it.
+The server itself validates neither an assistant's config nor a run's
+against a graph's schema (langgraph-api 0.16.7 checks only the generic
+`Config` shape), so the run is where a misspelt setting is refused. Settings
+given as `context` reach `configurable` too: the server mirrors one into the
+other.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field
+from typing_extensions import TypedDict
 
 from langchain.chat_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -36,6 +51,8 @@ from journal_bridge.tracking import TrackingSummarizationMiddleware
 
 __all__ = [
     "CONFIG_KEY",
+    "AgentSettings",
+    "SummarizationSchema",
     "ENV_ENABLED",
     "ENV_KEEP",
     "ENV_TRIGGER",
@@ -58,6 +75,37 @@ ContextSize = tuple[str, int | float]
 
 class SettingsError(ValueError):
     """Invalid summarization settings; the message starts with the field's path."""
+
+
+class ContextSizeSchema(TypedDict):
+    """An amount of context: a number of messages or tokens, or a fraction of the model's input limit."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    type: Annotated[Literal["messages", "tokens", "fraction"], Field(description="what `value` counts")]
+    value: Annotated[
+        float,
+        Field(gt=0, description="a positive whole number for messages and tokens; in (0, 1] for fraction"),
+    ]
+
+
+class SummarizationSchema(TypedDict, total=False):
+    """When the agent condenses its conversation; a missing field keeps the server's default."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    enabled: Annotated[bool, Field(description="condense at all (default: JOURNAL_BRIDGE_SUMMARIZATION_ENABLED, true)")]
+    trigger: Annotated[
+        list[ContextSizeSchema],
+        Field(min_length=1, description="condense when any of these holds (default: messages 40)"),
+    ]
+    keep: Annotated[ContextSizeSchema, Field(description="how much recent context stays verbatim (default: messages 10)")]
+
+
+class AgentSettings(TypedDict, total=False):
+    """Settings of the bundled agent, per assistant or per run."""
+
+    summarization: SummarizationSchema
 
 
 @dataclass(frozen=True)
@@ -152,6 +200,7 @@ class AssistantSummarizationMiddleware(TrackingSummarizationMiddleware):
 
     def _for_call(self, config: RunnableConfig) -> TrackingSummarizationMiddleware | None:
         configurable = config.get("configurable") or {}
+        _refuse_near_misses(configurable)
         settings = self.settings.override(configurable.get(CONFIG_KEY))
         if not settings.enabled:
             return None
@@ -165,6 +214,15 @@ class AssistantSummarizationMiddleware(TrackingSummarizationMiddleware):
                         "max_input_tokens, which this model does not declare"
                     )
         return self._with_settings(list(settings.trigger), settings.keep)
+
+
+def _refuse_near_misses(configurable: Mapping[str, Any]) -> None:
+    """A key that is almost `summarization` is a typo, not another setting: say so."""
+    for key in configurable:
+        if key == CONFIG_KEY or not isinstance(key, str) or key.startswith("__"):
+            continue
+        if difflib.get_close_matches(key.lower(), [CONFIG_KEY], n=1, cutoff=0.8):
+            raise SettingsError(f"{key}: unknown setting; did you mean {CONFIG_KEY}?")
 
 
 def _parse_size(raw: Any, path: str) -> ContextSize:

@@ -180,37 +180,38 @@ async def _history_from_server(
     thread_id: str,
     limit: int | None,
     headers: dict[str, str],
+    api_key: str | None,
     prefix: str,
     page_size: int = _PAGE,
 ) -> list[dict[str, Any]] | None:
-    from urllib.parse import quote
+    from langgraph_sdk.errors import APIStatusError, NotFoundError
 
-    import httpx
+    from journal_bridge.client import get_journal_client
 
-    path = f"{prefix.rstrip('/')}/threads/{quote(thread_id, safe='')}/messages"
-    async with httpx.AsyncClient(
-        base_url=url.rstrip("/"), headers=headers, timeout=30
-    ) as client:
-
-        async def fetch(before: int | None) -> dict[str, Any]:
-            params: dict[str, Any] = {"limit": _page_size(limit, page_size)}
-            if before is not None:
-                params["before_seq"] = before
-            response = await client.get(path, params=params)
-            if response.status_code == 404:
-                raise _NotFound
-            if response.status_code >= 400:
-                try:
-                    detail = response.json().get("detail", response.text)
-                except ValueError:
-                    detail = response.text
-                raise _Failure(f"{url}{path}: {response.status_code} {detail}")
-            return response.json()
-
+    # api_key None: the caller's environment was already consulted; send none.
+    async with get_journal_client(
+        url=url.rstrip("/"), api_key=api_key, headers=headers, timeout=30, prefix=prefix
+    ) as journal:
+        items: list[dict[str, Any]] = []
         try:
-            return await _collect(fetch, limit)
-        except _NotFound:
+            if not limit:
+                return await journal.history(thread_id, page_size=page_size)
+            # Only the newest `limit` items: page backwards from the newest one.
+            async for page in journal.pages(
+                thread_id, page_size=_page_size(limit, page_size), newest_first=True
+            ):
+                items = page["data"] + items
+                if len(items) >= limit:
+                    break
+        except NotFoundError:
             return None
+        except APIStatusError as exc:
+            try:
+                detail = exc.response.json().get("detail", exc.response.text)
+            except ValueError:
+                detail = exc.response.text
+            raise _Failure(f"{exc.request.url}: {exc.response.status_code} {detail}") from None
+        return items[-limit:]
 
 
 def _require_existing_journal(store_url: str) -> None:
@@ -268,12 +269,10 @@ def _run_history(args: argparse.Namespace) -> int:
 
     if args.url:
         headers, api_key = _credentials(args)
-        if api_key:
-            headers[_API_KEY_HEADER] = api_key
         prefix = args.prefix or os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX
         source = args.url
         job = _history_from_server(
-            args.url, args.thread_id, args.limit, headers, prefix, args.page_size
+            args.url, args.thread_id, args.limit, headers, api_key, prefix, args.page_size
         )
     else:
         from journal_bridge.store import STORE_URL_ENV, default_store_url

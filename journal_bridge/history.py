@@ -9,10 +9,14 @@ a list of *items*:
 - a **summary marker** for every `middleware:summarize` record:
   `{"type": "summary_marker", "id": "summary-marker-{seq}", "seq", "run_id",
   "created_at", "replaced_count", "condensed_count", "preserved_count",
-  "summary", "summary_message_id"}`. `replaced_count` counts every message the
+  "summary", "summary_message_id", "replaced_message_ids",
+  "condensed_message_ids"}`. `replaced_count` counts every message the
   compaction removed from the state, the summary of an earlier compaction
   included; `condensed_count` only the conversation messages among them, the
-  number to show as "N messages condensed";
+  number to show as "N messages condensed"; `condensed_message_ids` are the
+  ids of those messages (the message rows the marker stands for), and
+  `replaced_message_ids` all removed ids (both empty for records that did not
+  name them);
 - a **run status** for every run that did not simply return: a `run.error`
   or `run.interrupt` record becomes `{"type": "run_status", "id":
   "run-status-{seq}", "seq", "run_id", "created_at", "status", "error_type",
@@ -116,6 +120,10 @@ def _message_row(event: RunEvent) -> dict[str, Any] | None:
     return message
 
 
+def _ids(value: Any) -> list[str]:
+    return [str(i) for i in value if i is not None] if isinstance(value, list) else []
+
+
 def _marker(event: RunEvent) -> dict[str, Any] | None:
     if event.event_type != MIDDLEWARE_SUMMARIZE:
         return None
@@ -128,6 +136,8 @@ def _marker(event: RunEvent) -> dict[str, Any] | None:
     changes = content.get("changes")
     if not isinstance(changes, dict):
         changes = {}
+    replaced_ids = _ids(changes.get("replaced_message_ids"))
+    earlier_summaries = set(_ids(changes.get("previous_summary_ids")))
     return {
         "type": MARKER_TYPE,
         "id": f"summary-marker-{event.seq}",
@@ -140,6 +150,8 @@ def _marker(event: RunEvent) -> dict[str, Any] | None:
         "preserved_count": changes.get("preserved_count"),
         "summary": changes.get("summary"),
         "summary_message_id": changes.get("summary_message_id"),
+        "replaced_message_ids": replaced_ids,
+        "condensed_message_ids": [i for i in replaced_ids if i not in earlier_summaries],
     }
 
 

@@ -18,17 +18,20 @@ from typing import Any
 __all__ = [
     "HEALTH",
     "MAX_LIMIT",
+    "MAX_RUN_IDS",
     "MAX_SEQ",
     "describe",
     "markers_operation",
     "messages_operation",
     "repair_operation",
     "run_events_operation",
+    "runs_operation",
     "threads_operation",
     "viewer_operation",
 ]
 
 MAX_LIMIT = 500
+MAX_RUN_IDS = 100
 # The largest seq every store can hold (a signed 64-bit integer in SQLite and Postgres).
 MAX_SEQ = 2**63 - 1
 TAG = "Journal"
@@ -132,6 +135,8 @@ _SUMMARY_MARKER = {
         "preserved_count": {"type": "integer"},
         "summary": {"type": ["string", "null"]},
         "summary_message_id": {"type": ["string", "null"]},
+        "replaced_message_ids": {"type": "array", "items": {"type": "string"}, "description": "every message id the compaction removed"},
+        "condensed_message_ids": {"type": "array", "items": {"type": "string"}, "description": "the conversation messages among them: the rows the marker stands for"},
     },
 }
 _RUN_STATUS = {
@@ -188,7 +193,25 @@ _THREAD = {
         "thread_id": {"type": "string"},
         "last_seq": {"type": "integer"},
         "event_count": {"type": "integer"},
-        "updated_at": {"type": "string", "format": "date-time"},
+        "updated_at": {"type": "string", "format": "date-time", "description": "the last activity"},
+        "title": {"type": ["string", "null"], "description": "the first human message, shortened"},
+        "assistant_id": {"type": ["string", "null"], "description": "the assistant of the first journaled run"},
+        "message_count": {"type": "integer"},
+        "marker_count": {"type": "integer"},
+    },
+}
+_RUN_SUMMARY = {
+    "type": "object",
+    "required": ["run_id", "status"],
+    "properties": {
+        "run_id": {"type": "string"},
+        "status": {"type": "string", "description": "success, error, running, or unknown (start and end never journaled)"},
+        "started_at": {"type": ["string", "null"], "format": "date-time"},
+        "ended_at": {"type": ["string", "null"], "format": "date-time"},
+        "duration_ms": _NULLABLE_INT,
+        "error": {"type": ["string", "null"]},
+        "error_type": {"type": ["string", "null"]},
+        "assistant_id": {"type": ["string", "null"]},
     },
 }
 _BACKFILL = {
@@ -286,10 +309,48 @@ def run_events_operation() -> dict[str, Any]:
     )
 
 
+def runs_operation() -> dict[str, Any]:
+    return _operation(
+        "journal_thread_runs",
+        [
+            _THREAD_ID,
+            {
+                "name": "run_ids",
+                "in": "query",
+                "required": False,
+                "description": f"the runs to describe; comma-separated, or the parameter repeated; at most {MAX_RUN_IDS}",
+                "schema": {"type": "array", "items": {"type": "string"}},
+                "style": "form",
+                "explode": True,
+            },
+        ],
+        {
+            "200": _ok(
+                "a summary of each run asked for, in the order asked",
+                {"type": "object", "required": ["data"], "properties": {"data": {"type": "array", "items": _RUN_SUMMARY}}},
+            ),
+            "401": _UNAUTHENTICATED,
+            "404": _error("the thread is unknown to the journal, or the caller may not read it"),
+            "422": _BAD_PARAMETER,
+            "500": _INTERNAL,
+            "503": _UNAVAILABLE,
+        },
+    )
+
+
 def threads_operation() -> dict[str, Any]:
     return _operation(
         "journal_threads",
-        [_limit(50)],
+        [
+            _limit(50),
+            {
+                "name": "q",
+                "in": "query",
+                "required": False,
+                "description": "only threads whose messages contain this text (any ASCII case)",
+                "schema": {"type": "string"},
+            },
+        ],
         {
             "200": _ok(
                 "journaled threads the caller may read, most recently appended to first",

@@ -30,9 +30,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from journal_bridge import history, openapi
+from journal_bridge import history, openapi, overview
 from journal_bridge.access import JournalAccessError, readable_threads, require_thread_access
-from journal_bridge.openapi import MAX_LIMIT, MAX_SEQ
+from journal_bridge.openapi import MAX_LIMIT, MAX_RUN_IDS, MAX_SEQ
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -119,6 +119,15 @@ def _text(name: str, value: str) -> str:
     if "\x00" in value:
         raise _BadParameter(f"{name}: must not contain a NUL character")
     return value
+
+
+def _single_text(request: Request, name: str) -> str | None:
+    values = request.query_params.getlist(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise _BadParameter(f"{name}: given {len(values)} times; give it once")
+    return _text(name, values[0].strip()) or None
 
 
 def _thread_id(request: Request) -> str:
@@ -306,14 +315,53 @@ async def run_events(request: Request) -> Response:
 
 
 async def threads_index(request: Request) -> Response:
-    """Recently active journaled threads, newest first; only those the caller may read."""
+    """Recently active journaled threads, newest first; only those the caller may read.
+
+    Each thread comes with its `title` (the first human message), `assistant_id`,
+    `message_count` and `marker_count`. `q` keeps the threads whose messages
+    contain the text (any ASCII case); a store that cannot search matches `q`
+    against the titles and ids of the recent threads instead.
+    """
     limit = _int_param(
         request, "limit", default=DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT
     )
+    query = _single_text(request, "q")
     store = _store(request)
-    threads = await store.list_threads(limit=limit)
+    searched = await overview.search_threads(store, query, limit=limit) if query else None
+    threads = searched if searched is not None else await store.list_threads(limit=limit)
     readable = await readable_threads(request, [thread["thread_id"] for thread in threads])
-    return _JSON({"data": [thread for thread in threads if thread["thread_id"] in readable]})
+    data = [
+        await overview.thread_overview(store, thread)
+        for thread in threads
+        if thread["thread_id"] in readable
+    ]
+    if query and searched is None:
+        folded = query.casefold()
+        data = [
+            thread
+            for thread in data
+            if folded in thread["thread_id"].casefold() or folded in (thread["title"] or "").casefold()
+        ]
+    return _JSON({"data": data})
+
+
+async def thread_runs(request: Request) -> Response:
+    """How the thread's runs went: status, start, end, duration and error of each run asked for.
+
+    `run_ids` names the runs (comma-separated or repeated, at most 100), typically
+    those of a history page; the answer keeps their order.
+    """
+    thread_id = _thread_id(request)
+    run_ids = [
+        _text("run_ids", name.strip())
+        for value in request.query_params.getlist("run_ids")
+        for name in value.split(",")
+        if name.strip()
+    ]
+    if len(run_ids) > MAX_RUN_IDS:
+        raise _BadParameter(f"run_ids: at most {MAX_RUN_IDS} runs per request, got {len(run_ids)}")
+    store = await _known_thread(request, thread_id)
+    return _JSON({"data": await overview.run_summaries(store, thread_id, run_ids)})
 
 
 def _viewer_page(name: str, prefix: str, summary: str) -> Any:
@@ -369,6 +417,11 @@ def journal_routes(prefix: str | None = None) -> list[BaseRoute]:
             methods=["POST"],
         ),
         Route(
+            f"{prefix}/threads/{{thread_id}}/runs",
+            _handler(thread_runs, openapi.runs_operation()),
+            methods=["GET"],
+        ),
+        Route(
             f"{prefix}/threads/{{thread_id}}/runs/{{run_id}}/events",
             _handler(run_events, openapi.run_events_operation()),
             methods=["GET"],
@@ -387,5 +440,12 @@ def journal_routes(prefix: str | None = None) -> list[BaseRoute]:
             f"{prefix}/ui/static",
             app=StaticFiles(directory=str(static_dir)),
             name="journal-viewer-static",
+        ),
+        # Modules other apps' pages import (history.js); cross-origin loads follow
+        # the server's CORS setting, as the API does.
+        Mount(
+            f"{prefix}/static",
+            app=StaticFiles(directory=str(resources.files("journal_bridge").joinpath("static"))),
+            name="journal-static",
         ),
     ]

@@ -242,3 +242,19 @@ def test_fraction_without_a_model_profile_names_the_field():
             {"messages": [{"role": "user", "content": "hi"}]},
             run_config({"keep": {"type": "fraction", "value": 0.5}}),
         )
+
+
+def test_a_near_miss_of_summarization_is_refused_not_ignored(agent):
+    graph = with_saver(agent.graph)
+    config = {"configurable": {"thread_id": str(uuid.uuid4()), "summarisation": EARLY}}
+    with pytest.raises(SettingsError, match=re.escape("summarisation: unknown setting; did you mean summarization?")):
+        graph.invoke({"messages": [{"role": "user", "content": "hi"}]}, config)
+
+
+def test_the_settings_schema_is_the_graphs_context_schema(agent):
+    schema = agent.graph.get_context_jsonschema()
+    summarization = schema["$defs"]["SummarizationSchema"]
+    assert set(summarization["properties"]) == {"enabled", "trigger", "keep"}
+    assert summarization["additionalProperties"] is False
+    size = schema["$defs"]["ContextSizeSchema"]["properties"]
+    assert size["type"]["enum"] == ["messages", "tokens", "fraction"]

@@ -18,6 +18,8 @@ from journal_bridge import history
 from journal_bridge.events import make_event
 from journal_bridge.store import open_store
 
+REPLACED = ["h1", "a1", "t1", "a101", "h2", "a2", "t2", "a102"]
+
 
 @pytest.fixture(params=["sqlite", "memory"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path):
@@ -90,6 +92,8 @@ async def test_marker_sits_after_the_replaced_messages_and_before_the_answer(
         "preserved_count": 1,
         "summary": SUMMARY_TEXT,
         "summary_message_id": "summary-1",
+        "replaced_message_ids": REPLACED,
+        "condensed_message_ids": REPLACED,
     }
     assert items[at - 1]["type"] == "human" and items[at - 1]["run_id"] == "run-3"
     assert items[at + 1]["type"] == "ai" and items[at + 1]["id"] == "a3"

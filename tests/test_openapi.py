@@ -14,15 +14,17 @@ ERROR_CODES = {
     ("/journal/threads/{thread_id}/messages", "get"): {"401", "404", "422", "500", "503"},
     ("/journal/threads/{thread_id}/markers", "get"): {"401", "404", "422", "500", "503"},
     ("/journal/threads/{thread_id}/runs/{run_id}/events", "get"): {"401", "404", "422", "500", "503"},
+    ("/journal/threads/{thread_id}/runs", "get"): {"401", "404", "422", "500", "503"},
     ("/journal/threads/{thread_id}/repair", "post"): {"401", "404", "409", "422", "500", "503"},
 }
 PARAMETERS = {
-    ("/journal/threads", "get"): ["limit"],
+    ("/journal/threads", "get"): ["limit", "q"],
     ("/journal/threads/{thread_id}/messages", "get"): ["thread_id", "limit", "before_seq", "after_seq"],
     ("/journal/threads/{thread_id}/markers", "get"): ["thread_id", "limit", "before_seq", "after_seq"],
     ("/journal/threads/{thread_id}/runs/{run_id}/events", "get"): [
         "thread_id", "run_id", "event_types", "after_seq", "limit",
     ],
+    ("/journal/threads/{thread_id}/runs", "get"): ["thread_id", "run_ids"],
     ("/journal/threads/{thread_id}/repair", "post"): ["thread_id", "since_checkpoint"],
     ("/journal/ui", "get"): [],
     ("/journal/ui/threads/{thread_id}", "get"): ["thread_id"],

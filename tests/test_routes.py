@@ -182,6 +182,76 @@ async def test_threads_lists_recent_journaled_threads(client):
     assert body["data"][0]["last_seq"] == 30
 
 
+async def test_threads_carry_title_assistant_counts_and_last_activity(client):
+    (thread,) = (await client.get("/journal/threads")).json()["data"]
+    assert thread["title"] == "What is the weather in Paris?"
+    assert thread["assistant_id"] is None  # the seeded runs name no assistant
+    assert (thread["message_count"], thread["marker_count"]) == (18, 1)
+    assert thread["updated_at"]
+
+
+async def test_threads_search_finds_message_text(client):
+    found = (await client.get("/journal/threads", params={"q": "LIMA"})).json()["data"]
+    assert [t["thread_id"] for t in found] == [THREAD_ID]
+    assert (await client.get("/journal/threads", params={"q": "Madrid"})).json()["data"] == []
+    twice = await client.get("/journal/threads?q=a&q=b")
+    assert twice.status_code == 422 and twice.json()["detail"].startswith("q:")
+
+
+async def test_a_store_that_cannot_search_matches_titles_and_ids():
+    from starlette.applications import Starlette
+
+    from journal_bridge.routes import journal_routes
+    from journal_bridge.store.base import RunEventStore
+    from journal_bridge.store.memory import MemoryRunEventStore
+
+    class NoSearch(MemoryRunEventStore):
+        search_threads = RunEventStore.search_threads
+
+    app = Starlette(routes=journal_routes("/journal"))
+    app.state.journal_store = store = NoSearch()
+    await seed_conversation(store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        by_title = (await http.get("/journal/threads", params={"q": "paris"})).json()["data"]
+        by_id = (await http.get("/journal/threads", params={"q": "HISTORY"})).json()["data"]
+        by_later_text = (await http.get("/journal/threads", params={"q": "Lima"})).json()["data"]
+    assert [t["thread_id"] for t in by_title] == [t["thread_id"] for t in by_id] == [THREAD_ID]
+    assert by_later_text == []
+
+
+async def test_runs_report_status_duration_and_error(store_url, client):
+    from journal_bridge.events import make_event
+
+    async with open_store(store_url) as store:
+        await store.put_batch([
+            make_event(thread_id=THREAD_ID, run_id="run-bad", event_type="run.start", content={"assistant_id": "a-1"}),
+            make_event(thread_id=THREAD_ID, run_id="run-bad", event_type="run.error",
+                       content="ValueError: boom", metadata={"error_type": "ValueError"}),
+            make_event(thread_id=THREAD_ID, run_id="run-live", event_type="run.start", content={}),
+        ])
+    body = (await client.get(f"/journal/threads/{THREAD_ID}/runs?run_ids=run-1,run-bad&run_ids=run-live,nope")).json()
+    assert [(r["run_id"], r["status"]) for r in body["data"]] == [
+        ("run-1", "success"), ("run-bad", "error"), ("run-live", "running"), ("nope", "unknown"),
+    ]
+    first, bad = body["data"][:2]
+    assert first["duration_ms"] == 5000 and first["error"] is None
+    assert (bad["error"], bad["error_type"], bad["assistant_id"]) == ("ValueError: boom", "ValueError", "a-1")
+
+
+async def test_runs_refuse_more_than_100_ids_and_unknown_threads(client):
+    many = ",".join(f"r{i}" for i in range(101))
+    response = await client.get(f"/journal/threads/{THREAD_ID}/runs", params={"run_ids": many})
+    assert response.status_code == 422 and response.json()["detail"].startswith("run_ids:")
+    assert (await client.get("/journal/threads/nope/runs?run_ids=a")).status_code == 404
+
+
+async def test_the_history_module_is_served_for_other_apps(client):
+    module = await client.get("/journal/static/history.js")
+    assert module.status_code == 200
+    assert "javascript" in module.headers["content-type"]
+    assert "export class JournalClient" in module.text and "export function mergeHistory" in module.text
+
+
 UNAVAILABLE = "the journal store is unavailable; retry shortly"
 
 

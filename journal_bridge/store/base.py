@@ -53,6 +53,7 @@ __all__ = [
     "RunEventStore",
     "StoreError",
     "StoreUnavailable",
+    "supports",
 ]
 
 # The number of schema migrations of the SQL backends (each keeps a `MIGRATIONS`
@@ -66,6 +67,12 @@ TIMELINE_CATEGORIES: tuple[str, ...] = (MESSAGE, MIDDLEWARE)
 VISIBLE_AI_EVENT_TYPES: tuple[str, ...] = (LLM_AI_RESPONSE, "ai_message")
 # A `metadata["caller"]` with this prefix marks a middleware's own model call.
 MIDDLEWARE_CALLER_PREFIX = "middleware:"
+
+
+def supports(store: Any, capability: str) -> bool:
+    """Whether `store` offers the optional method `capability` (it overrides the base's)."""
+    method = getattr(type(store), capability, None)
+    return method is not None and method is not getattr(RunEventStore, capability, None)
 
 
 class StoreError(Exception):
@@ -532,6 +539,17 @@ class RunEventStore(abc.ABC):
     @abc.abstractmethod
     async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
         """`list_threads` with `limit` already checked."""
+
+    # -- optional capabilities -----------------------------------------------------
+    # A backend offers one by overriding it; `supports(store, name)` tells.
+
+    async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        """Threads with a message whose text contains `text` (ASCII letters in any
+        case), as `list_threads` entries, most recently appended to first.
+
+        Optional: reads every message record of the journal in the worst case.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot search threads")
 
     @abc.abstractmethod
     async def has_source_keys(self, thread_id: str, keys: Iterable[str]) -> set[str]:

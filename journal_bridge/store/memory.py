@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from journal_bridge.store.base import (
     VISIBLE_AI_EVENT_TYPES,
     RunEventStore,
     StoreUnavailable,
+    _check_limit,
 )
 
 __all__ = ["MemoryRunEventStore"]
@@ -235,6 +237,19 @@ class MemoryRunEventStore(RunEventStore):
             for thread_id, thread in live[:limit]
         ]
 
+    async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        _check_limit(limit)
+        found = [
+            thread
+            for thread in await self._list_threads(len(self._threads) or 1)
+            if any(
+                _matches(event, text)
+                for event in self._threads[thread["thread_id"]].events
+                if event.category == MESSAGE
+            )
+        ]
+        return found[:limit]
+
     async def has_source_keys(self, thread_id: str, keys: Iterable[str]) -> set[str]:
         self._check_open()
         thread = self._threads.get(thread_id)
@@ -280,3 +295,21 @@ class MemoryRunEventStore(RunEventStore):
 
 def _caller_is_middleware(event: RunEvent) -> bool:
     return str(event.metadata.get("caller", "")).startswith(MIDDLEWARE_CALLER_PREFIX)
+
+
+def _ascii_fold(text: str) -> str:
+    # Letters fold as SQL LIKE folds them: ASCII only.
+    return "".join(c.lower() if c.isascii() else c for c in text)
+
+
+def _matches(event: RunEvent, text: str) -> bool:
+    content = event.content
+    value = content.get("content") if isinstance(content, dict) else content
+    if isinstance(value, str):
+        return _ascii_fold(text) in _ascii_fold(value)
+    if value is None:
+        return False
+    # A list of blocks is matched as its JSON text, as the SQL backends do.
+    value = _ascii_fold(json.dumps(value, ensure_ascii=False))
+    escaped = json.dumps(text, ensure_ascii=False)[1:-1]
+    return _ascii_fold(text) in value or _ascii_fold(escaped) in value

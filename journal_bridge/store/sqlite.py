@@ -28,6 +28,7 @@ from journal_bridge.store.base import (
     RunEventStore,
     StoreError,
     StoreUnavailable,
+    _check_limit,
     page_query,
     plan_append,
 )
@@ -112,6 +113,11 @@ _UPSERT_THREAD = (
 _NOT_MIDDLEWARE_CALLER = (
     "COALESCE(json_extract(metadata, '$.caller'), '') NOT GLOB 'middleware:*'"
 )
+
+
+def _like_pattern(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 def _encode_time(value: datetime) -> str:
@@ -561,6 +567,28 @@ class SqliteRunEventStore(RunEventStore):
                 "event_count": r[2],
                 "updated_at": r[3],
             }
+            for r in rows
+        ]
+
+    async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        _check_limit(limit)
+        # Matched against the message's text as stored: a string content as is, a
+        # list of blocks as its JSON text (where the text is JSON-escaped).
+        raw = _like_pattern(text)
+        escaped = _like_pattern(json.dumps(text, ensure_ascii=False)[1:-1])
+        rows = await self._fetch(
+            "SELECT thread_id, last_seq, event_count, updated_at FROM journal_threads t"
+            " WHERE event_count > 0 AND EXISTS (SELECT 1 FROM ("
+            "SELECT CASE json_type(e.content)"
+            " WHEN 'object' THEN json_extract(e.content, '$.content')"
+            " WHEN 'text' THEN json_extract(e.content, '$') END AS text"
+            " FROM journal_events e WHERE e.thread_id = t.thread_id AND e.category = ?)"
+            " WHERE text LIKE ? ESCAPE '\\' OR text LIKE ? ESCAPE '\\')"
+            " ORDER BY write_order DESC LIMIT ?",
+            (MESSAGE, raw, escaped, limit),
+        )
+        return [
+            {"thread_id": r[0], "last_seq": r[1], "event_count": r[2], "updated_at": r[3]}
             for r in rows
         ]
 

@@ -43,6 +43,7 @@ from journal_bridge.store import (
     StoreUnavailable,
     open_store,
 )
+from journal_bridge.store.base import supports
 
 WORKER = Path(__file__).with_name("append_worker.py")
 THREAD = "thread-1"
@@ -752,6 +753,35 @@ class RunEventStoreConformance:
         assert (first["last_seq"], first["event_count"]) == (3, 3)
         assert datetime.fromisoformat(first["updated_at"]).tzinfo is not None
         assert [t["thread_id"] for t in await store.list_threads(limit=2)] == ["a", "c"]
+
+    # -- optional: search_threads ------------------------------------------------
+
+    async def _search_fixture(self, store):
+        def message(thread_id, content):
+            return event(thread_id=thread_id, event_type=LLM_HUMAN_INPUT,
+                         content={"type": "human", "content": content})
+
+        await store.put_batch([message("paris", "What is the weather in Paris?")])
+        await store.put_batch([message("blocks", [{"type": "text", "text": 'He said "Zürich" 100%'}])])
+        await store.put_batch([message("bare", "Tea in Zürich")])
+        await store.put_batch([event(thread_id="trace-only", event_type=RUN_START,
+                                     content={"input": "Paris"})])
+        await store.put_batch([message("other", "nothing here 100 percent")])
+
+    async def test_search_threads_finds_message_text_in_any_ascii_case(self, store):
+        if not supports(store, "search_threads"):
+            with pytest.raises(NotImplementedError):
+                await store.search_threads("paris")
+            return
+        await self._search_fixture(store)
+        assert [t["thread_id"] for t in await store.search_threads("PARIS")] == ["paris"]
+        found = await store.search_threads("zürich")
+        assert [t["thread_id"] for t in found] == ["bare", "blocks"]
+        assert set(found[0]) == {"thread_id", "last_seq", "event_count", "updated_at"}
+        assert [t["thread_id"] for t in await store.search_threads('"Zürich" 100%')] == ["blocks"]
+        assert [t["thread_id"] for t in await store.search_threads("100%")] == ["blocks"]
+        assert await store.search_threads("_") == []
+        assert [t["thread_id"] for t in await store.search_threads("zürich", limit=1)] == ["bare"]
 
     async def test_list_threads_omits_deleted_threads(self, store):
         await store.put_batch([event(thread_id="a"), event(thread_id="b", run_id="x")])

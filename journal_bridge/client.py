@@ -1,0 +1,355 @@
+"""A client for a server's journal API, async and sync, on langgraph-sdk's HTTP layer.
+
+    from journal_bridge.client import get_journal_client
+
+    journal = get_journal_client(url="http://localhost:2024")
+    async for item in journal.iter_history(thread_id):   # oldest first, markers inline
+        ...
+    page = await journal.page(thread_id, limit=50)       # the newest 50
+    older = await journal.page(thread_id, before_seq=page["next_before_seq"])
+
+`get_journal_client` and `get_sync_journal_client` take the arguments of
+`langgraph_sdk.get_client` / `get_sync_client` (`url`, `api_key`, `headers`,
+`timeout`) and build the client through them, so the URL default, the
+`x-api-key` header (from `api_key`, else `LANGGRAPH_API_KEY`,
+`LANGSMITH_API_KEY`, `LANGCHAIN_API_KEY`; `api_key=None` sends none), the
+user agent, timeouts and retries are the SDK's. An existing SDK client can be
+wrapped instead (`JournalClient(client)`), sharing its connections. Errors are
+the SDK's (`langgraph_sdk.errors.NotFoundError` for an unknown thread, ...),
+carrying the journal's `{"detail": ...}`.
+
+Pages and cursors are those of the routes (`journal_bridge.history`): a page is
+`{"data", "has_more", "next_before_seq", "next_after_seq"}`; `before_seq` pages
+to older items, `after_seq` to newer ones.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from typing import Any
+from urllib.parse import quote
+
+__all__ = [
+    "JournalClient",
+    "SyncJournalClient",
+    "get_journal_client",
+    "get_sync_journal_client",
+]
+
+MAX_PAGE = 500
+DEFAULT_PREFIX = "/journal"
+PREFIX_ENV = "JOURNAL_BRIDGE_ROUTE_PREFIX"
+
+_NOT_GIVEN: Any = object()
+
+
+def _prefix(prefix: str | None) -> str:
+    prefix = prefix if prefix is not None else os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX
+    return "/" + prefix.strip("/") if prefix.strip("/") else ""
+
+
+class _Requests:
+    """Paths and query parameters of the journal routes, shared by both clients."""
+
+    def __init__(self, prefix: str | None) -> None:
+        self.prefix = _prefix(prefix)
+
+    def thread(self, thread_id: str, tail: str) -> str:
+        return f"{self.prefix}/threads/{quote(thread_id, safe='')}{tail}"
+
+    def messages(self, thread_id: str, limit: int, before_seq: int | None, after_seq: int | None):
+        return self.thread(thread_id, "/messages"), _params(limit=limit, before_seq=before_seq, after_seq=after_seq)
+
+    def markers(self, thread_id: str, limit: int, before_seq: int | None, after_seq: int | None):
+        return self.thread(thread_id, "/markers"), _params(limit=limit, before_seq=before_seq, after_seq=after_seq)
+
+    def run_events(
+        self, thread_id: str, run_id: str, event_types: Iterable[str] | None, after_seq: int | None, limit: int
+    ):
+        path = self.thread(thread_id, f"/runs/{quote(run_id, safe='')}/events")
+        types = ",".join(event_types) if event_types is not None else None
+        return path, _params(event_types=types, after_seq=after_seq, limit=limit)
+
+    def runs(self, thread_id: str, run_ids: Iterable[str]):
+        return self.thread(thread_id, "/runs"), _params(run_ids=",".join(run_ids))
+
+    def threads(self, limit: int, q: str | None):
+        return f"{self.prefix}/threads", _params(limit=limit, q=q)
+
+
+def _params(**values: Any) -> dict[str, Any]:
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _check_cursors(before_seq: int | None, after_seq: int | None) -> None:
+    if before_seq is not None and after_seq is not None:
+        raise ValueError("before_seq and after_seq: give at most one cursor")
+
+
+class JournalClient:
+    """The journal of one server, async. Wraps a `langgraph_sdk` client (`get_client`)."""
+
+    def __init__(self, client: Any, *, prefix: str | None = None) -> None:
+        self.sdk = client
+        self._http = client.http
+        self._requests = _Requests(prefix)
+
+    async def __aenter__(self) -> JournalClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.sdk.aclose()
+
+    async def _get(self, request: tuple[str, dict[str, Any]]) -> Any:
+        path, params = request
+        return await self._http.get(path, params=params)
+
+    async def page(
+        self, thread_id: str, *, limit: int = 50, before_seq: int | None = None, after_seq: int | None = None
+    ) -> dict[str, Any]:
+        """One page of messages and markers; no cursor gives the newest `limit` items."""
+        _check_cursors(before_seq, after_seq)
+        return await self._get(self._requests.messages(thread_id, limit, before_seq, after_seq))
+
+    async def newest(self, thread_id: str, *, limit: int = 50) -> dict[str, Any]:
+        """The newest `limit` items (a page; `next_before_seq` continues to older ones)."""
+        return await self.page(thread_id, limit=limit)
+
+    async def pages(
+        self,
+        thread_id: str,
+        *,
+        page_size: int = MAX_PAGE,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        newest_first: bool = False,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Pages in turn: oldest first from `after_seq` (default the start), or with
+        `newest_first` from the newest item (or `before_seq`) back to the oldest."""
+        if newest_first:
+            if after_seq is not None:
+                raise ValueError("after_seq: newest_first pages go backwards; use before_seq")
+            cursor = before_seq
+            while True:
+                page = await self.page(thread_id, limit=page_size, before_seq=cursor)
+                yield page
+                if not page["has_more"]:
+                    return
+                cursor = page["next_before_seq"]
+        if before_seq is not None:
+            raise ValueError("before_seq: oldest-first pages go forwards; use after_seq")
+        cursor = after_seq or 0
+        while True:
+            page = await self.page(thread_id, limit=page_size, after_seq=cursor)
+            yield page
+            if not page["has_more"]:
+                return
+            cursor = page["next_after_seq"]
+
+    async def iter_history(
+        self, thread_id: str, *, after_seq: int | None = None, page_size: int = MAX_PAGE
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Every item after `after_seq` (default: all), oldest first, markers inline."""
+        async for page in self.pages(thread_id, page_size=page_size, after_seq=after_seq):
+            for item in page["data"]:
+                yield item
+
+    async def history(self, thread_id: str, *, page_size: int = MAX_PAGE) -> list[dict[str, Any]]:
+        """The whole history, oldest first."""
+        return [item async for item in self.iter_history(thread_id, page_size=page_size)]
+
+    async def markers(self, thread_id: str) -> list[dict[str, Any]]:
+        """Every summary marker of the thread, oldest first."""
+        found: list[dict[str, Any]] = []
+        cursor = 0
+        while True:
+            page = await self._get(self._requests.markers(thread_id, MAX_PAGE, None, cursor))
+            found += page["data"]
+            if not page["has_more"]:
+                return found
+            cursor = page["next_after_seq"]
+
+    async def run_events(
+        self,
+        thread_id: str,
+        run_id: str,
+        *,
+        event_types: Iterable[str] | None = None,
+        after_seq: int | None = None,
+        limit: int = MAX_PAGE,
+    ) -> dict[str, Any]:
+        """A page of a run's raw records: `{"data", "has_more", "next_after_seq"}`."""
+        return await self._get(self._requests.run_events(thread_id, run_id, event_types, after_seq, limit))
+
+    async def iter_run_events(
+        self, thread_id: str, run_id: str, *, event_types: Iterable[str] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """All of a run's raw records, ascending seq."""
+        types = list(event_types) if event_types is not None else None
+        cursor = None
+        while True:
+            page = await self.run_events(thread_id, run_id, event_types=types, after_seq=cursor)
+            for record in page["data"]:
+                yield record
+            if not page["has_more"]:
+                return
+            cursor = page["next_after_seq"]
+
+    async def runs(self, thread_id: str, run_ids: Iterable[str]) -> list[dict[str, Any]]:
+        """Status, start, end, duration and error of each run."""
+        return (await self._get(self._requests.runs(thread_id, run_ids)))["data"]
+
+    async def threads(self, *, limit: int = 50, q: str | None = None) -> list[dict[str, Any]]:
+        """Recently journaled threads (with title and counts); `q` searches their messages."""
+        return (await self._get(self._requests.threads(limit, q)))["data"]
+
+
+class SyncJournalClient:
+    """The same as `JournalClient`, blocking. Wraps a `langgraph_sdk` sync client (`get_sync_client`)."""
+
+    def __init__(self, client: Any, *, prefix: str | None = None) -> None:
+        self.sdk = client
+        self._http = client.http
+        self._requests = _Requests(prefix)
+
+    def __enter__(self) -> SyncJournalClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sdk.close()
+
+    def _get(self, request: tuple[str, dict[str, Any]]) -> Any:
+        path, params = request
+        return self._http.get(path, params=params)
+
+    def page(
+        self, thread_id: str, *, limit: int = 50, before_seq: int | None = None, after_seq: int | None = None
+    ) -> dict[str, Any]:
+        _check_cursors(before_seq, after_seq)
+        return self._get(self._requests.messages(thread_id, limit, before_seq, after_seq))
+
+    def newest(self, thread_id: str, *, limit: int = 50) -> dict[str, Any]:
+        return self.page(thread_id, limit=limit)
+
+    def pages(
+        self,
+        thread_id: str,
+        *,
+        page_size: int = MAX_PAGE,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        newest_first: bool = False,
+    ) -> Iterator[dict[str, Any]]:
+        if newest_first:
+            if after_seq is not None:
+                raise ValueError("after_seq: newest_first pages go backwards; use before_seq")
+            cursor = before_seq
+            while True:
+                page = self.page(thread_id, limit=page_size, before_seq=cursor)
+                yield page
+                if not page["has_more"]:
+                    return
+                cursor = page["next_before_seq"]
+        if before_seq is not None:
+            raise ValueError("before_seq: oldest-first pages go forwards; use after_seq")
+        cursor = after_seq or 0
+        while True:
+            page = self.page(thread_id, limit=page_size, after_seq=cursor)
+            yield page
+            if not page["has_more"]:
+                return
+            cursor = page["next_after_seq"]
+
+    def iter_history(
+        self, thread_id: str, *, after_seq: int | None = None, page_size: int = MAX_PAGE
+    ) -> Iterator[dict[str, Any]]:
+        for page in self.pages(thread_id, page_size=page_size, after_seq=after_seq):
+            yield from page["data"]
+
+    def history(self, thread_id: str, *, page_size: int = MAX_PAGE) -> list[dict[str, Any]]:
+        return list(self.iter_history(thread_id, page_size=page_size))
+
+    def markers(self, thread_id: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        cursor = 0
+        while True:
+            page = self._get(self._requests.markers(thread_id, MAX_PAGE, None, cursor))
+            found += page["data"]
+            if not page["has_more"]:
+                return found
+            cursor = page["next_after_seq"]
+
+    def run_events(
+        self,
+        thread_id: str,
+        run_id: str,
+        *,
+        event_types: Iterable[str] | None = None,
+        after_seq: int | None = None,
+        limit: int = MAX_PAGE,
+    ) -> dict[str, Any]:
+        return self._get(self._requests.run_events(thread_id, run_id, event_types, after_seq, limit))
+
+    def iter_run_events(
+        self, thread_id: str, run_id: str, *, event_types: Iterable[str] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        types = list(event_types) if event_types is not None else None
+        cursor = None
+        while True:
+            page = self.run_events(thread_id, run_id, event_types=types, after_seq=cursor)
+            yield from page["data"]
+            if not page["has_more"]:
+                return
+            cursor = page["next_after_seq"]
+
+    def runs(self, thread_id: str, run_ids: Iterable[str]) -> list[dict[str, Any]]:
+        return self._get(self._requests.runs(thread_id, run_ids))["data"]
+
+    def threads(self, *, limit: int = 50, q: str | None = None) -> list[dict[str, Any]]:
+        return self._get(self._requests.threads(limit, q))["data"]
+
+
+def _sdk_arguments(api_key: Any, headers: Mapping[str, str] | None, timeout: Any) -> dict[str, Any]:
+    arguments: dict[str, Any] = {"headers": headers, "timeout": timeout}
+    if api_key is not _NOT_GIVEN:
+        arguments["api_key"] = api_key
+    return arguments
+
+
+def get_journal_client(
+    *,
+    url: str | None = None,
+    api_key: str | None = _NOT_GIVEN,
+    headers: Mapping[str, str] | None = None,
+    timeout: Any = None,
+    prefix: str | None = None,
+) -> JournalClient:
+    """An async journal client built by `langgraph_sdk.get_client` with these arguments.
+
+    `prefix` is where the journal routes live (default: env
+    JOURNAL_BRIDGE_ROUTE_PREFIX, else `/journal`).
+    """
+    from langgraph_sdk import get_client
+
+    return JournalClient(get_client(url=url, **_sdk_arguments(api_key, headers, timeout)), prefix=prefix)
+
+
+def get_sync_journal_client(
+    *,
+    url: str | None = None,
+    api_key: str | None = _NOT_GIVEN,
+    headers: Mapping[str, str] | None = None,
+    timeout: Any = None,
+    prefix: str | None = None,
+) -> SyncJournalClient:
+    """A blocking journal client built by `langgraph_sdk.get_sync_client` with these arguments."""
+    from langgraph_sdk import get_sync_client
+
+    return SyncJournalClient(get_sync_client(url=url, **_sdk_arguments(api_key, headers, timeout)), prefix=prefix)
