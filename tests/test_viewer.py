@@ -252,8 +252,8 @@ def outcomes(tmp_path_factory):
 
 def test_run_outcomes_show_as_status_cards_with_their_text_escaped(page, outcomes):
     page.goto(f"{outcomes.url}/journal/ui/threads/{OUTCOMES_THREAD}")
-    page.wait_for_selector("#conversation li.run-status")
-    cards = page.locator("#conversation li.run-status")
+    page.wait_for_selector("#conversation li.run-outcome")
+    cards = page.locator("#conversation li.run-outcome")
     assert cards.evaluate_all("nodes => nodes.map(n => n.dataset.status)") == ["failed", "cancelled", "interrupted"]
     failed, cancelled, paused = (cards.nth(i) for i in range(3))
     assert failed.locator(".role").text_content() == "Run failed"

@@ -275,7 +275,7 @@ class ThreadView {
   // A run that did not simply return: failed, cancelled, or paused at an interrupt.
   renderRunStatus(item) {
     const status = RUN_STATUS_LABELS[item.status] ? item.status : "failed";
-    const li = el("li", "item run-status " + status);
+    const li = el("li", "item run-outcome " + status);
     li.dataset.seq = item.seq;
     li.dataset.type = item.type;
     li.dataset.status = status;
