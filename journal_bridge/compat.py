@@ -11,7 +11,7 @@ import functools
 
 import orjson
 
-__all__ = ["join_params", "max_request_body_bytes", "run_stream_modes"]
+__all__ = ["join_params", "max_request_body_bytes", "protocol_v2_stream_modes", "run_stream_modes"]
 
 # langgraph-api 0.16's run schema, used when the running server publishes none.
 _FALLBACK_STREAM_MODES = frozenset(
@@ -32,6 +32,21 @@ def run_stream_modes() -> frozenset[str]:
     except Exception:  # noqa: BLE001 - not inside a server, or another schema layout
         pass
     return _FALLBACK_STREAM_MODES
+
+
+# langgraph-api 0.16's modes of every protocol v2 run, used when the server publishes none.
+_FALLBACK_V2_MODES = ("values", "updates", "messages", "tools", "lifecycle", "custom", "tasks", "checkpoints")
+
+
+@functools.cache
+def protocol_v2_stream_modes() -> tuple[str, ...]:
+    """The `stream_mode` the server gives every run created through protocol v2 (`run.start`)."""
+    try:
+        from langgraph_api.event_streaming.constants import DEFAULT_RUN_STREAM_MODES
+
+        return tuple(DEFAULT_RUN_STREAM_MODES)
+    except Exception:  # noqa: BLE001 - not inside a server, or an older one
+        return _FALLBACK_V2_MODES
 
 
 def max_request_body_bytes() -> int:

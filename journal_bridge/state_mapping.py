@@ -18,6 +18,11 @@ It yields the same message, middleware and outputs records as the `events`
 mapper (`journal_bridge.mapping`), built by the same functions
 (`journal_bridge.records`), with the same keys.
 
+Protocol v2 runs (`POST /threads/{id}/commands`) stream the same modes
+wrapped in an envelope, `{"type": "event", "method": mode, "params":
+{"namespace": [...], "data": ...}}`, subgraphs included: the root's data is
+read as the plain part would be, subgraph parts are not the conversation.
+
 Which messages belong to the run: those of the first `values` part except
 the last `input_count` (the run's input messages, now with their ids) were
 there before the run and are not journaled again.
@@ -39,6 +44,16 @@ __all__ = ["StateMapper"]
 
 VALUES_MODE = "values"
 CUSTOM_MODE = "custom"
+
+
+def _unwrap(event: str, data: Any) -> tuple[str, Any]:
+    """A protocol v2 part as the plain part of the root graph; `("", None)` for a subgraph's."""
+    if not (isinstance(data, Mapping) and data.get("type") == "event" and isinstance(data.get("params"), Mapping)):
+        return event, data
+    params = data["params"]
+    if params.get("namespace"):
+        return "", None
+    return str(data.get("method") or event), params.get("data")
 
 
 class StateMapper:
@@ -67,6 +82,7 @@ class StateMapper:
     def feed(self, event: str, data: Any) -> list[RunEvent]:
         """Records for one stream part (`event` is the SSE event name)."""
         try:
+            event, data = _unwrap(event, data)
             if event == VALUES_MODE:
                 return self._state(data)
             if event == CUSTOM_MODE:
