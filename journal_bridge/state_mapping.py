@@ -12,6 +12,11 @@ alone:
   writes) is the compaction marker; it arrives before the `values` part that
   shows the compacted state, so the marker sits after the messages it
   replaced and before the answer that followed;
+- a summary message new in a state, with no such `custom` part before it
+  (a summarization middleware that does not write one, or a protocol v2 run,
+  whose stream carries no `custom` parts of middleware), is the same marker,
+  read off the states as backfill reads checkpoints: the ids the previous
+  state held and this one does not were replaced;
 - the last state is the run's output (`run.end`); an `error` part is `run.error`.
 
 It yields the same message, middleware and outputs records as the `events`
@@ -70,6 +75,9 @@ class StateMapper:
         self._input_count: int | None = None
         self._seen: set[str] | None = None
         self._calls = 0
+        self._marked: set[str] = set()  # summary ids a marker was journaled for
+        self._previous_ids: list[str] = []
+        self._previous_summaries: set[str] = set()
         self._last_state: Mapping[str, Any] | None = None
         self._failed = False
         self._ended = False
@@ -87,6 +95,8 @@ class StateMapper:
                 return self._state(data)
             if event == CUSTOM_MODE:
                 if isinstance(data, Mapping) and data.get("event") == "summarization":
+                    if data.get("summary_message_id"):
+                        self._marked.add(str(data["summary_message_id"]))
                     return [self._record(records.summarize(data))]
                 return []
             if event == "error":
@@ -121,19 +131,46 @@ class StateMapper:
             before = messages[: len(messages) - new_count] if new_count else messages
             self._seen = {str(m["id"]) for m in before if m.get("id")}
         out: list[RunEvent] = []
+        ids = [str(m["id"]) for m in messages if m.get("id")]
         for message in messages:
             message_id = message.get("id")
             if not message_id or str(message_id) in self._seen:
                 continue
             self._seen.add(str(message_id))
             if records.is_summary_message(message):
+                if str(message_id) not in self._marked and self._previous_ids:
+                    self._marked.add(str(message_id))
+                    out.append(self._record(records.summarize(self._compaction(message, ids))))
                 continue
             call = self._calls + 1 if message.get("type") == "ai" else 0
             draft = records.conversation_message(message, f"message:{message_id}", call)
             if draft is not None:
                 self._calls = call or self._calls
                 out.append(self._record(draft))
+        self._previous_ids = ids
+        self._previous_summaries = {str(m["id"]) for m in messages if m.get("id") and records.is_summary_message(m)}
         return out
+
+    def _compaction(self, summary: Mapping[str, Any], ids: list[str]) -> dict[str, Any]:
+        """The summarization payload a compaction implies: what the previous state held and this one lost."""
+        from journal_bridge.backfill import summary_text
+
+        present = set(ids)
+        replaced = [i for i in self._previous_ids if i not in present]
+        earlier = [i for i in replaced if i in self._previous_summaries]
+        preserved = [i for i in self._previous_ids if i in present]
+        return {
+            "event": "summarization",
+            "replaced_count": len(replaced),
+            "condensed_count": len(replaced) - len(earlier),
+            "preserved_count": len(preserved),
+            "replaced_message_ids": replaced,
+            "previous_summary_ids": earlier,
+            "preserved_message_ids": preserved,
+            "summary_message_id": str(summary["id"]),
+            "summary": summary_text(dict(summary)),
+            "source": "state",
+        }
 
     def _record(self, draft: Draft) -> RunEvent:
         return records.record(self.thread_id, self.run_id, draft)
