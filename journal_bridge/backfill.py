@@ -29,14 +29,19 @@ Limits, reported per thread rather than hidden:
   checkpoint are journaled in their checkpoint order, but a compaction before it
   replaced messages that are gone (status `partial`);
 - a busy thread (a run in progress) is skipped: its run is still being written;
-- records appended to a thread that already had a journal go after it in seq.
+- records appended to a thread that already had a journal go after it in seq;
+  each such record that belongs before a journaled one carries
+  `metadata.anchor_seq` (the seq of the journaled record it precedes), and one
+  `journal.order` record (run `journal-bridge:order`, category `trace`) lists
+  them, so the history shows them in conversation order
+  (`journal_bridge.history`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -48,9 +53,11 @@ from journal_bridge.events import (
     MIDDLEWARE,
     MIDDLEWARE_SUMMARIZE,
     SUMMARIZATION_EVENT,
+    TRACE,
     RunEvent,
     make_event,
 )
+from journal_bridge.history import ORDER_EVENT, ORDER_RUN_ID, anchor_of
 from journal_bridge.store import RunEventStore
 
 logger = logging.getLogger(__name__)
@@ -329,9 +336,10 @@ class _Reconstruction:
         )
 
 
-async def _journaled_identities(store: RunEventStore, thread_id: str) -> set[tuple[str, str]]:
-    """Message ids and marker summary ids the thread's journal already holds."""
-    found: set[tuple[str, str]] = set()
+async def _journaled_identities(store: RunEventStore, thread_id: str) -> dict[tuple[str, str], int]:
+    """Message ids and marker summary ids the thread's journal already holds, with
+    the position each shows at in the history (its seq, or its anchor)."""
+    found: dict[tuple[str, str], int] = {}
     after = 0
     while True:
         page = await store.list_timeline(thread_id, limit=500, after_seq=after)
@@ -339,12 +347,13 @@ async def _journaled_identities(store: RunEventStore, thread_id: str) -> set[tup
             content = record.content
             if not isinstance(content, dict):
                 continue
+            position = anchor_of(record) or record.seq
             if record.category == MESSAGE and content.get("id"):
-                found.add(("message", str(content["id"])))
+                found.setdefault(("message", str(content["id"])), position)
             elif record.event_type == MIDDLEWARE_SUMMARIZE:
                 summary_id = (content.get("changes") or {}).get("summary_message_id")
                 if summary_id:
-                    found.add(("marker", str(summary_id)))
+                    found.setdefault(("marker", str(summary_id)), position)
         if len(page) < 500:
             return found
         after = page[-1].seq
@@ -418,13 +427,26 @@ async def backfill_thread(
     rebuilt = _Reconstruction(thread_id, result)
     rebuilt.walk(states)
     known = await _journaled_identities(store, thread_id)
-    fresh = [r for r, ident in zip(rebuilt.records, rebuilt.identities) if ident not in known]
+    fresh: list[RunEvent] = []
+    anchor: int | None = None
+    # Walked newest first: a missing record belongs before the next journaled one.
+    for record, ident in reversed(list(zip(rebuilt.records, rebuilt.identities))):
+        if ident in known:
+            anchor = known[ident]
+            continue
+        if anchor is not None:
+            record = replace(record, metadata={**record.metadata, "anchor_seq": anchor})
+        fresh.append(record)
+    fresh.reverse()
     result.already_present = len(rebuilt.records) - len(fresh)
-    if fresh and known:
+    placed = sum(1 for r in fresh if "anchor_seq" in r.metadata)
+    if placed:
         result.notes.append(
-            f"{len(fresh)} records appended after the {len(known)} the journal already held"
+            f"{placed} records belong between the {len(known)} the journal already held: "
+            "appended, and shown in conversation order by the history"
         )
     last_seq = await store.last_seq(thread_id)
+    displaced: dict[str, int] = {}
     for start in range(0, len(fresh), _WRITE_BATCH):
         stored = await store.put_batch(fresh[start: start + _WRITE_BATCH])
         # A key stored meanwhile comes back with its old seq: not written now.
@@ -432,6 +454,13 @@ async def backfill_thread(
         result.written += len(added)
         result.already_present += len(stored) - len(added)
         last_seq = max([last_seq, *(r.seq for r in added)])
+        displaced.update({str(r.seq): anchor_of(r) for r in added if anchor_of(r) is not None})
+    if displaced:
+        await store.put_batch([make_event(
+            thread_id=thread_id, run_id=ORDER_RUN_ID, event_type=ORDER_EVENT, category=TRACE,
+            content={"displaced": displaced}, metadata={"source": BACKFILL_SOURCE},
+            source_key=f"order:{min(map(int, displaced))}",
+        )])
     return result
 
 

@@ -138,6 +138,15 @@ class Bridge:
         if tail is not None:
             await asyncio.gather(asyncio.shield(tail), return_exceptions=True)
 
+    def knows(self, thread_id: str, run_id: str) -> bool:
+        """Whether this run was handed to the bridge (recently enough to be remembered)."""
+        key = (str(thread_id), str(run_id))
+        return key in self._followers or key in self._recent_runs
+
+    def following(self, thread_id: str, run_id: str) -> bool:
+        """Whether the bridge is still reading this run."""
+        return (str(thread_id), str(run_id)) in self._followers
+
     async def wait_for_runs(self) -> None:
         """Wait until every observed run's follower has finished."""
         while self._followers:

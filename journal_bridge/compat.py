@@ -31,6 +31,7 @@ __all__ = [
     "inmem_frame_stores",
     "join_params",
     "max_request_body_bytes",
+    "protocol_v2_stream_modes",
     "run_stream_modes",
     "runtime_edition",
 ]
@@ -118,6 +119,21 @@ def run_stream_modes() -> frozenset[str]:
     except Exception:  # noqa: BLE001 - not inside a server, or another schema layout
         pass
     return _FALLBACK_STREAM_MODES
+
+
+# langgraph-api 0.16's modes of every protocol v2 run, used when the server publishes none.
+_FALLBACK_V2_MODES = ("values", "updates", "messages", "tools", "lifecycle", "custom", "tasks", "checkpoints")
+
+
+@functools.cache
+def protocol_v2_stream_modes() -> tuple[str, ...]:
+    """The `stream_mode` the server gives every run created through protocol v2 (`run.start`)."""
+    try:
+        from langgraph_api.event_streaming.constants import DEFAULT_RUN_STREAM_MODES
+
+        return tuple(DEFAULT_RUN_STREAM_MODES)
+    except Exception:  # noqa: BLE001 - not inside a server, or an older one
+        return _FALLBACK_V2_MODES
 
 
 def max_request_body_bytes() -> int:

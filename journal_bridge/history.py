@@ -43,6 +43,15 @@ item, because every item is exactly one record:
 - `after_seq=S`: the first `limit` items with `seq > S` (newer page).
 
 A page is `{"data": [...], "has_more", "next_before_seq", "next_after_seq"}`.
+
+Conversation order. A record written after the fact into a thread that
+already had later records (a backfill filling a hole) carries
+`metadata.anchor_seq`: the seq of the record it belongs before. The thread's
+`journal.order` records (run `journal-bridge:order`, one per such write) list
+these displaced seqs, so reading them is one indexed query, and a thread
+without any pays nothing more. Items are ordered by `(anchor or seq,
+displaced first, seq)`; a cursor is still an item's `seq`, taken at that
+item's place in this order, so paging neither splits nor repeats an item.
 `has_more` says whether more items exist in the paging direction (older for a
 backward page, newer for a forward page); it is decided by reading one item
 past the page. `next_before_seq` continues a backward page and is None when
@@ -74,7 +83,10 @@ from journal_bridge.records import CANCELLED_ERROR_TYPE
 
 __all__ = [
     "MARKER_TYPE",
+    "ORDER_EVENT",
+    "ORDER_RUN_ID",
     "RUN_STATUS_TYPE",
+    "anchor_of",
     "TIMELINE_CATEGORIES",
     "history_page",
     "markers_page",
@@ -84,6 +96,8 @@ __all__ = [
 
 MARKER_TYPE = "summary_marker"
 RUN_STATUS_TYPE = "run_status"
+ORDER_RUN_ID = "journal-bridge:order"
+ORDER_EVENT = "journal.order"
 # `outputs` holds `run.interrupt` and one `run.end` per run, which projects to nothing.
 TIMELINE_CATEGORIES = (MESSAGE, MIDDLEWARE, ERROR, OUTPUTS)
 
@@ -95,6 +109,12 @@ _MESSAGE_TYPES = {
 # A timeline read may hit records that project to nothing; each read asks for
 # at least this many so a page with hidden records still needs few queries.
 _MIN_READ = 16
+
+
+def anchor_of(event: RunEvent) -> int | None:
+    """The seq of the record `event` belongs before, when it was written after it."""
+    value = (event.metadata or {}).get("anchor_seq") if isinstance(event.metadata, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _created_at(event: RunEvent) -> str | None:
@@ -256,6 +276,99 @@ async def _read_forward(
     return items
 
 
+async def _displaced(store: Any, thread_id: str) -> dict[int, int]:
+    """Seq -> anchor of the thread's records that belong before an earlier-written one."""
+    found: dict[int, int] = {}
+    after = 0
+    while True:
+        page = await store.list_events(thread_id, ORDER_RUN_ID, event_types=[ORDER_EVENT], limit=500, after_seq=after)
+        for record in page:
+            content = record.content if isinstance(record.content, dict) else {}
+            for seq, anchor in (content.get("displaced") or {}).items():
+                if str(seq).isdigit() and isinstance(anchor, int):
+                    found[int(seq)] = anchor
+        if len(page) < 500:
+            return found
+        after = page[-1].seq
+
+
+async def _read_seqs(
+    store: Any, thread_id: str, categories: Sequence[str], projector: Any, seqs: Sequence[int]
+) -> list[dict[str, Any]]:
+    """The items of the records with these seqs (ascending)."""
+    wanted = set(seqs)
+    items: list[dict[str, Any]] = []
+    cursor, last = min(seqs) - 1, max(seqs)
+    while cursor < last:
+        records = await store.list_timeline(thread_id, categories=tuple(categories), limit=500, after_seq=cursor)
+        if not records:
+            break
+        items.extend(projector([r for r in records if r.seq in wanted]))
+        cursor = records[-1].seq
+        if len(records) < 500:
+            break
+    return items
+
+
+def _order_key(seq: int, displaced: dict[int, int]) -> tuple[int, int, int]:
+    anchor = displaced.get(seq)
+    return (anchor, 0, seq) if anchor is not None else (seq, 1, seq)
+
+
+async def _ordered_page(
+    store: Any,
+    thread_id: str,
+    *,
+    categories: Sequence[str],
+    projector: Any,
+    limit: int,
+    before_seq: int | None,
+    after_seq: int | None,
+    displaced: dict[int, int],
+) -> dict[str, Any]:
+    """`_page` for a thread with displaced records: the same contract, in conversation order."""
+    moved = await _read_seqs(store, thread_id, categories, projector, sorted(displaced))
+
+    def in_place(records: list[RunEvent]) -> list[dict[str, Any]]:
+        return projector([r for r in records if r.seq not in displaced])
+
+    def key(item: dict[str, Any]) -> tuple[int, int, int]:
+        return _order_key(item["seq"], displaced)
+
+    if after_seq is not None:
+        cursor = _order_key(after_seq, displaced)
+        # In-place items after the cursor: from its anchor on when it is displaced.
+        start = cursor[0] if cursor[1] == 1 else cursor[0] - 1
+        items = (await _read_forward(store, thread_id, categories, in_place, limit + 1, start))[: limit + 1]
+        ceiling = items[-1]["seq"] if len(items) > limit else None
+        items += [m for m in moved if key(m) > cursor and (ceiling is None or displaced[m["seq"]] <= ceiling)]
+        items = sorted(items, key=key)[: limit + 1]
+        has_more = len(items) > limit
+        data = items[:limit]
+        return {
+            "data": data,
+            "has_more": has_more,
+            "next_before_seq": data[0]["seq"] if data and after_seq > 0 else None,
+            "next_after_seq": data[-1]["seq"] if data else after_seq,
+        }
+    cursor = _order_key(before_seq, displaced) if before_seq is not None else None
+    items = await _read_backward(
+        store, thread_id, categories, in_place, limit + 1, cursor[0] if cursor else None
+    )
+    items = items[-(limit + 1):]
+    floor = items[0]["seq"] if len(items) > limit else None
+    items += [m for m in moved if (cursor is None or key(m) < cursor) and (floor is None or displaced[m["seq"]] > floor)]
+    items = sorted(items, key=key)[-(limit + 1):]
+    has_more = len(items) > limit
+    data = items[-limit:] if has_more else items
+    return {
+        "data": data,
+        "has_more": has_more,
+        "next_before_seq": data[0]["seq"] if has_more else None,
+        "next_after_seq": data[-1]["seq"] if data else None,
+    }
+
+
 async def _page(
     store: Any,
     thread_id: str,
@@ -270,6 +383,12 @@ async def _page(
         raise ValueError(f"limit: must be at least 1, got {limit}")
     if before_seq is not None and after_seq is not None:
         raise ValueError("before_seq and after_seq: give at most one cursor")
+    displaced = await _displaced(store, thread_id)
+    if displaced:
+        return await _ordered_page(
+            store, thread_id, categories=categories, projector=projector, limit=limit,
+            before_seq=before_seq, after_seq=after_seq, displaced=displaced,
+        )
     if after_seq is not None:
         items = await _read_forward(
             store, thread_id, categories, projector, limit + 1, after_seq

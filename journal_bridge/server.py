@@ -16,7 +16,8 @@ every request untouched), `JOURNAL_BRIDGE_ROUTE_PREFIX` (default `/journal`),
 `JOURNAL_BRIDGE_SPOOL_DIR` (where records wait while the store is down;
 `journal_bridge.spool`), `JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER` (seconds of
 backlog growth, or of no write while records wait, before health says so;
-default 60).
+default 60), `JOURNAL_BRIDGE_RECONCILE_INTERVAL` (seconds between the
+reconciler's passes, `journal_bridge.reconcile`; default 3, 0 turns it off).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ from journal_bridge.compat import LifespanFirstMiddleware, check_server
 from journal_bridge.health import http_status, prometheus_text
 from journal_bridge.intercept import READER_HEADER, RunObserverMiddleware
 from journal_bridge.openapi import HEALTH, describe
+from journal_bridge.protocol_v2 import CommandObserverMiddleware
 from journal_bridge.reader import RunSource, TeeSource
+from journal_bridge.reconcile import INTERVAL_ENV, Reconciler, reconcile_interval
 from journal_bridge.run_requests import RunPlan
 from journal_bridge.routes import DEFAULT_PREFIX, PREFIX_ENV, journal_routes
 from journal_bridge.runtime import release_run_frames, retained_frame_count
@@ -86,6 +89,8 @@ class Journal:
         self._plans: OrderedDict[str, RunPlan] = OrderedDict()
         self.frames_released = 0
         self.unplanned_requests = 0
+        self.reconcile_interval = reconcile_interval(os.environ.get(INTERVAL_ENV))
+        self.reconciler: Reconciler | None = None
 
     async def start(self, app: Starlette) -> None:
         from langgraph_sdk import get_client
@@ -105,6 +110,16 @@ class Journal:
         # Give a reachable store the chance to be open before the first request.
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._opener), timeout=10)
+        if self.reconcile_interval > 0:
+            spool = spool_path(self.store_url, "reconcile")
+            self.reconciler = Reconciler(
+                self.bridge,
+                lambda: get_client(headers={READER_HEADER: "1"}),
+                lambda: self.store,
+                interval=self.reconcile_interval,
+                state_path=spool.with_suffix(".json") if spool is not None else None,
+            )
+            await self.reconciler.start()
 
     async def _open_store(self, app: Starlette) -> None:
         def unavailable(exc: StoreUnavailable) -> None:
@@ -120,6 +135,8 @@ class Journal:
         logger.info("journal-bridge: journaling runs into %s", redact_url(self.store_url))
 
     async def stop(self) -> None:
+        if self.reconciler is not None:
+            await self.reconciler.stop()
         if self._opener is not None and not self._opener.done():
             self._opener.cancel()
         if self.bridge is not None:
@@ -171,6 +188,8 @@ class Journal:
         report["retained_frames"] = retained_frame_count()
         report["frames_released"] = self.frames_released
         report["unplanned_requests"] = self.unplanned_requests
+        if self.reconciler is not None:
+            report["reconciler"] = self.reconciler.report()
         return report
 
 
@@ -219,6 +238,7 @@ def create_app() -> Starlette:
         middleware=[
             Middleware(LifespanFirstMiddleware),
             Middleware(RunObserverMiddleware, sink_for=sink_for, setting=setting),
+            Middleware(CommandObserverMiddleware, sink_for=sink_for),
         ],
         lifespan=lifespan,
     )

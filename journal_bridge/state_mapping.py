@@ -12,6 +12,11 @@ alone:
   writes) is the compaction marker; it arrives before the `values` part that
   shows the compacted state, so the marker sits after the messages it
   replaced and before the answer that followed;
+- a summary message new in a state, with no such `custom` part before it
+  (a summarization middleware that does not write one, or a protocol v2 run,
+  whose stream carries no `custom` parts of middleware), is the same marker,
+  read off the states as backfill reads checkpoints: the ids the previous
+  state held and this one does not were replaced;
 - the last state is the run's output (`run.end`); an `error` part is `run.error`;
 - `__interrupt__` in a `values` part (a run paused at `interrupt()`) is
   `run.interrupt`, journaled before `run.end`.
@@ -23,6 +28,11 @@ Whether a stream that just stopped was a cancelled run, or a failure whose
 It yields the same message, middleware and outputs records as the `events`
 mapper (`journal_bridge.mapping`), built by the same functions
 (`journal_bridge.records`), with the same keys.
+
+Protocol v2 runs (`POST /threads/{id}/commands`) stream the same modes
+wrapped in an envelope, `{"type": "event", "method": mode, "params":
+{"namespace": [...], "data": ...}}`, subgraphs included: the root's data is
+read as the plain part would be, subgraph parts are not the conversation.
 
 Which messages belong to the run: those of the first `values` part read
 that come before the run's input messages (found by type and content, now
@@ -49,6 +59,16 @@ CUSTOM_MODE = "custom"
 INTERRUPT_KEY = "__interrupt__"
 
 
+def _unwrap(event: str, data: Any) -> tuple[str, Any]:
+    """A protocol v2 part as the plain part of the root graph; `("", None)` for a subgraph's."""
+    if not (isinstance(data, Mapping) and data.get("type") == "event" and isinstance(data.get("params"), Mapping)):
+        return event, data
+    params = data["params"]
+    if params.get("namespace"):
+        return "", None
+    return str(data.get("method") or event), params.get("data")
+
+
 class StateMapper:
     """Maps the `values`/`custom`/`error` parts of one run, in order, to records.
 
@@ -64,6 +84,9 @@ class StateMapper:
         self._inputs: list[tuple[Any, Any]] = []
         self._seen: set[str] | None = None
         self._calls = 0
+        self._marked: set[str] = set()  # summary ids a marker was journaled for
+        self._previous_ids: list[str] = []
+        self._previous_summaries: set[str] = set()
         self._last_state: Mapping[str, Any] | None = None
         self._failed = False
         self._interrupts: list[dict[str, Any]] = []
@@ -78,10 +101,13 @@ class StateMapper:
     def feed(self, event: str, data: Any) -> list[RunEvent]:
         """Records for one stream part (`event` is the SSE event name)."""
         try:
+            event, data = _unwrap(event, data)
             if event == VALUES_MODE:
                 return self._state(data)
             if event == CUSTOM_MODE:
                 if isinstance(data, Mapping) and data.get("event") == "summarization":
+                    if data.get("summary_message_id"):
+                        self._marked.add(str(data["summary_message_id"]))
                     return [self._record(records.summarize(data))]
                 return []
             if event == "error":
@@ -139,29 +165,30 @@ class StateMapper:
         self._last_state = state
         if not isinstance(raw, list):
             return []
+        messages = [m for m in (message_dict(x) for x in raw) if m]
         if self._seen is None:
             # The first state: everything before the run's input was there before.
-            messages = [m for m in (message_dict(x) for x in raw) if m]
             before = messages[: self._input_at(messages)]
             self._seen = {str(m["id"]) for m in before if m.get("id")}
         out: list[RunEvent] = []
-        for item in raw:
-            # Most of a state was seen in the part before: look at its id first.
-            known = item.get("id") if isinstance(item, Mapping) else None
-            if known is not None and str(known) in self._seen:
-                continue
-            message = message_dict(item)
-            message_id = message.get("id") if message else None
+        ids = [str(m["id"]) for m in messages if m.get("id")]
+        for message in messages:
+            message_id = message.get("id")
             if not message_id or str(message_id) in self._seen:
                 continue
             self._seen.add(str(message_id))
             if records.is_summary_message(message):
+                if str(message_id) not in self._marked and self._previous_ids:
+                    self._marked.add(str(message_id))
+                    out.append(self._record(records.summarize(self._compaction(message, ids))))
                 continue
             call = self._calls + 1 if message.get("type") == "ai" else 0
             draft = records.conversation_message(message, f"message:{message_id}", call)
             if draft is not None:
                 self._calls = call or self._calls
                 out.append(self._record(draft))
+        self._previous_ids = ids
+        self._previous_summaries = {str(m["id"]) for m in messages if m.get("id") and records.is_summary_message(m)}
         return out
 
     def _input_at(self, messages: list[dict[str, Any]]) -> int:
@@ -177,6 +204,27 @@ class StateMapper:
             if [(m.get("type"), m.get("content")) for m in window] == self._inputs:
                 return start
         return max(0, len(messages) - count)
+
+    def _compaction(self, summary: Mapping[str, Any], ids: list[str]) -> dict[str, Any]:
+        """The summarization payload a compaction implies: what the previous state held and this one lost."""
+        from journal_bridge.backfill import summary_text
+
+        present = set(ids)
+        replaced = [i for i in self._previous_ids if i not in present]
+        earlier = [i for i in replaced if i in self._previous_summaries]
+        preserved = [i for i in self._previous_ids if i in present]
+        return {
+            "event": "summarization",
+            "replaced_count": len(replaced),
+            "condensed_count": len(replaced) - len(earlier),
+            "preserved_count": len(preserved),
+            "replaced_message_ids": replaced,
+            "previous_summary_ids": earlier,
+            "preserved_message_ids": preserved,
+            "summary_message_id": str(summary["id"]),
+            "summary": summary_text(dict(summary)),
+            "source": "state",
+        }
 
     def _record(self, draft: Draft) -> RunEvent:
         return records.record(self.thread_id, self.run_id, draft)

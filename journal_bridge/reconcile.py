@@ -1,0 +1,378 @@
+"""The reconciler: journals the runs the plugin's middleware never saw.
+
+Crons, runs created by in-process callers that bypass the middleware, runs of
+another process sharing the runtime, runs in flight when the server was
+killed: none of them passed through `RunObserverMiddleware`. Every `interval`
+seconds (`JOURNAL_BRIDGE_RECONCILE_INTERVAL`, and once at startup) the
+reconciler asks the in-process SDK for the threads whose `updated_at` moved
+since its watermark (one `threads.search` page, newest first), and lists the
+runs only of threads whose `updated_at` differs from what it last saw. For
+each run the bridge was not handed:
+
+- still pending or running, resumable, with `events` or `values` among its
+  modes: joined through the bridge from its first frame (live, the same
+  records a middleware-observed run gets);
+- any other run that has not ended: waited for;
+- ended (or joined, or waited for, and now ended): the thread is backfilled
+  from its checkpoints once it is idle and the bridge has written what it
+  holds for it (`journal_bridge.backfill`: keys `backfill:...`,
+  `metadata.source = "backfill"`, displaced records in conversation order).
+  A run whose `run.end` or `run.error` record is already journaled needs
+  nothing.
+
+Backfill writes only what the journal lacks (by message id), so a thread the
+bridge journaled completely costs one read of its history and journal.
+
+State -- the watermark, the threads waiting for a backfill and the runs
+waited for -- is a small JSON file next to the spool, replaced atomically
+after each pass that changed it. After a `kill -9` the next start reads it,
+looks back `overlap` seconds before the watermark, and repairs what the
+crash interrupted: a run the runtime resumes is joined from its first frame
+(its records' keys make the replay harmless), one that ended is backfilled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from journal_bridge.backfill import BUSY, backfill_thread
+from journal_bridge.bridge import EVENTS_CAPTURE, Bridge
+from journal_bridge.capture import Capture
+from journal_bridge.events import RUN_END, RUN_ERROR
+from journal_bridge.modes import EVENTS_MODE, requested_modes
+from journal_bridge.reader import RunSource
+from journal_bridge.store import RunEventStore
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["INTERVAL_ENV", "Reconciler", "reconcile_interval"]
+
+INTERVAL_ENV = "JOURNAL_BRIDGE_RECONCILE_INTERVAL"
+DEFAULT_INTERVAL = 3.0
+
+_ACTIVE = frozenset({"pending", "running"})
+_STATE_VERSION = 1
+_MAX_REMEMBERED = 50_000
+
+
+def reconcile_interval(raw: str | None) -> float:
+    """Seconds between passes from the setting's text; 0 turns the reconciler off."""
+    text = (raw or "").strip()
+    if not text:
+        return DEFAULT_INTERVAL
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise ValueError(f"{INTERVAL_ENV} must be a number of seconds, got {raw!r}") from exc
+    if value < 0:
+        raise ValueError(f"{INTERVAL_ENV} must be >= 0, got {raw!r}")
+    return value
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return datetime.fromisoformat(value)
+    return None
+
+
+def live_capture(kwargs: dict[str, Any]) -> Capture | None:
+    """How a run created with these `kwargs` can be read from its first frame, if at all."""
+    if not kwargs.get("resumable"):
+        return None
+    modes = requested_modes(kwargs.get("stream_mode")) or []
+    if EVENTS_MODE in modes:
+        return EVENTS_CAPTURE
+    if "values" in modes:
+        return Capture("state", tuple(m for m in ("values", "custom") if m in modes), ())
+    return None
+
+
+class Reconciler:
+    """Finds and journals the runs the bridge was not handed. `start()`, `stop()`."""
+
+    def __init__(
+        self,
+        bridge: Bridge,
+        client_factory: Callable[[], Any],
+        store: Callable[[], RunEventStore | None],
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        state_path: Path | None = None,
+        page_size: int = 100,
+        overlap: float = 30.0,
+        drain_timeout: float = 5.0,
+    ) -> None:
+        self.bridge = bridge
+        self._client_factory = client_factory
+        self._client: Any = None
+        self._store = store
+        self.interval = interval
+        self.state_path = state_path
+        self.page_size = page_size
+        self.overlap = timedelta(seconds=overlap)
+        self.drain_timeout = drain_timeout
+        self._since: datetime | None = None
+        self._thread_seen: OrderedDict[str, str] = OrderedDict()  # thread_id -> updated_at last listed
+        self._settled: OrderedDict[str, str] = OrderedDict()  # run_id -> how it was journaled
+        self._waiting: dict[str, str] = {}  # run_id -> thread_id: not ended, not joinable
+        self._joined: dict[str, str] = {}  # run_id -> thread_id: joined by the reconciler
+        self._repair: set[str] = set()  # threads to backfill once idle
+        self._task: asyncio.Task[None] | None = None
+        self._dirty = False
+        self.stats: dict[str, Any] = {
+            "passes": 0,
+            "pass_errors": 0,
+            "threads_listed": 0,
+            "runs_found": 0,
+            "runs_joined": 0,
+            "threads_backfilled": 0,
+            "records_backfilled": 0,
+            "last_error": None,
+        }
+        # run_id -> monotonic time its records were readable after a backfill (for measuring lag).
+        self.repaired_at: dict[str, float] = {}
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._load)
+        self._task = asyncio.create_task(self._loop(), name="journal-bridge-reconciler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await asyncio.to_thread(self._save)
+
+    async def _loop(self) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                await self.reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the store or the runtime may be busy; try again
+                self.stats["pass_errors"] += 1
+                self.stats["last_error"] = str(exc)
+                logger.warning("journal-bridge: reconcile pass failed: %s", exc)
+            await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def _sdk(self) -> Any:
+        if self._client is None:
+            self._client = self._client_factory()
+        return self._client
+
+    # -- one pass ------------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        """One pass: discover, join or wait, then backfill what ended."""
+        self.stats["passes"] += 1
+        newest = self._since
+        for thread in await self._changed_threads():
+            thread_id = str(thread["thread_id"])
+            updated = thread.get("updated_at")
+            when = _time(updated)
+            if when is not None and (newest is None or when > newest):
+                newest = when
+            if self._thread_seen.get(thread_id) == str(updated):
+                continue
+            if await self._discover(thread_id):
+                self._thread_seen[thread_id] = str(updated)
+                self._thread_seen.move_to_end(thread_id)
+        if newest != self._since:
+            self._since = newest
+            self._dirty = True
+        await self._check_waiting()
+        await self._repair_threads()
+        self._trim()
+        if self._dirty:
+            await asyncio.to_thread(self._save)
+
+    async def _changed_threads(self) -> list[dict[str, Any]]:
+        floor = self._since - self.overlap if self._since is not None else None
+        threads: list[dict[str, Any]] = []
+        offset = 0
+        while True:
+            page = await self._sdk().threads.search(
+                limit=self.page_size, offset=offset, sort_by="updated_at", sort_order="desc",
+                select=["thread_id", "updated_at"],
+            )
+            for thread in page:
+                when = _time(thread.get("updated_at"))
+                if floor is not None and when is not None and when < floor:
+                    return threads
+                threads.append(thread)
+            if len(page) < self.page_size:
+                return threads
+            offset += self.page_size
+
+    async def _discover(self, thread_id: str) -> bool:
+        """Decide on the thread's new runs; False while one of them is still the bridge's to read."""
+        self.stats["threads_listed"] += 1
+        decided = True
+        runs: list[dict[str, Any]] = []
+        offset = 0
+        while True:
+            page = await self._sdk().runs.list(thread_id, limit=self.page_size, offset=offset)
+            runs.extend(page)
+            if len(page) < self.page_size or all(str(r["run_id"]) in self._settled for r in page):
+                break
+            offset += self.page_size
+        # Oldest first: the bridge journals a thread's runs in the order it is handed them.
+        for run in sorted(runs, key=lambda r: str(r.get("created_at"))):
+            run_id = str(run["run_id"])
+            if run_id in self._settled or run_id in self._waiting or run_id in self._joined:
+                continue
+            if self.bridge.knows(thread_id, run_id):
+                if run.get("status") in _ACTIVE or self.bridge.following(thread_id, run_id):
+                    # A crash now must leave it to the next start: decided once it ended.
+                    decided = False
+                else:
+                    self._settle(run_id, "observed")
+                continue
+            self.stats["runs_found"] += 1
+            await self._decide(thread_id, run)
+        return decided
+
+    async def _decide(self, thread_id: str, run: dict[str, Any]) -> None:
+        run_id = str(run["run_id"])
+        kwargs = run.get("kwargs") or {}
+        if run.get("status") in _ACTIVE:
+            capture = live_capture(kwargs)
+            if capture is not None:
+                logger.info("journal-bridge: joining run %s of thread %s, which no request showed", run_id, thread_id)
+                self.bridge.observe(thread_id, run_id, RunSource(capture, resumable=True))
+                self._joined[run_id] = thread_id
+                self.stats["runs_joined"] += 1
+            else:
+                self._waiting[run_id] = thread_id
+            self._dirty = True
+            return
+        if await self._journaled(thread_id, run_id):
+            self._settle(run_id, "journaled")
+            return
+        self._waiting[run_id] = thread_id
+        self._repair.add(thread_id)
+        self._dirty = True
+
+    async def _journaled(self, thread_id: str, run_id: str) -> bool:
+        store = self._store()
+        if store is None:
+            return False
+        records = await store.list_events(thread_id, run_id, event_types=[RUN_END, RUN_ERROR], limit=1)
+        return bool(records)
+
+    async def _check_waiting(self) -> None:
+        for run_id, thread_id in list(self._joined.items()):
+            if not self.bridge.following(thread_id, run_id):
+                # Read to its end; the checkpoints show whatever the join could not.
+                del self._joined[run_id]
+                self._waiting[run_id] = thread_id
+                self._repair.add(thread_id)
+                self._dirty = True
+        for run_id, thread_id in list(self._waiting.items()):
+            if thread_id in self._repair:
+                continue
+            try:
+                run = await self._sdk().runs.get(thread_id, run_id)
+            except Exception as exc:  # noqa: BLE001 - deleted meanwhile: its thread says what is left
+                logger.debug("journal-bridge: run %s not readable (%s)", run_id, exc)
+                run = {}
+            if run.get("status") not in _ACTIVE:
+                self._repair.add(thread_id)
+                self._dirty = True
+
+    async def _repair_threads(self) -> None:
+        store = self._store()
+        if store is None or not self._repair:
+            return
+        for thread_id in sorted(self._repair):
+            # What the bridge holds for the thread goes first: backfill skips what the journal has.
+            await self.bridge.wait_for_thread(thread_id)
+            try:
+                await asyncio.wait_for(self.bridge.drain(), timeout=self.drain_timeout)
+            except TimeoutError:
+                return  # the store is behind; next pass
+            result = await backfill_thread(self._sdk(), store, thread_id)
+            if result.status == BUSY:
+                continue
+            self._repair.discard(thread_id)
+            self._dirty = True
+            self.stats["threads_backfilled"] += 1
+            self.stats["records_backfilled"] += result.written
+            now = time.monotonic()
+            for run_id, waited_on in list(self._waiting.items()):
+                if waited_on == thread_id:
+                    del self._waiting[run_id]
+                    self._settle(run_id, "backfilled")
+                    self.repaired_at[run_id] = now
+            if result.written:
+                logger.info("journal-bridge: backfilled %d records of thread %s (%s)",
+                            result.written, thread_id, result.status)
+
+    def _settle(self, run_id: str, how: str) -> None:
+        self._settled[run_id] = how
+        self._dirty = True
+
+    def _trim(self) -> None:
+        for remembered in (self._settled, self._thread_seen):
+            while len(remembered) > _MAX_REMEMBERED:
+                remembered.popitem(last=False)
+        while len(self.repaired_at) > _MAX_REMEMBERED:
+            self.repaired_at.pop(next(iter(self.repaired_at)))
+
+    # -- state across restarts ------------------------------------------------------
+
+    def _save(self) -> None:
+        if self.state_path is None or not self._dirty:
+            return
+        # Runs joined but not yet read to their end are repaired after a restart.
+        waiting = {**self._waiting, **self._joined}
+        data = {
+            "version": _STATE_VERSION,
+            "since": self._since.isoformat() if self._since else None,
+            "waiting": waiting,
+            "repair": sorted(self._repair | set(self._joined.values())),
+            "settled": dict(list(self._settled.items())[-10_000:]),
+        }
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_name(self.state_path.name + ".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self.state_path)
+        self._dirty = False
+
+    def _load(self) -> None:
+        if self.state_path is None or not self.state_path.exists():
+            return
+        try:
+            data = json.loads(self.state_path.read_text())
+        except (OSError, ValueError) as exc:
+            logger.warning("journal-bridge: reconciler state %s unreadable (%s); starting afresh", self.state_path, exc)
+            return
+        if data.get("version") != _STATE_VERSION:
+            return
+        self._since = _time(data.get("since"))
+        self._waiting = {str(k): str(v) for k, v in (data.get("waiting") or {}).items()}
+        self._repair = {str(t) for t in data.get("repair") or []}
+        self._settled = OrderedDict((str(k), str(v)) for k, v in (data.get("settled") or {}).items())
+
+    def report(self) -> dict[str, Any]:
+        return {
+            **self.stats,
+            "waiting_runs": len(self._waiting) + len(self._joined),
+            "threads_to_repair": len(self._repair),
+        }
