@@ -72,6 +72,7 @@ async def test_the_users_lifespan_routes_and_middleware_still_work(server):
         own = await http.get("/journal/ui")
         health = await http.get("/journal/health")
         threads = await http.post("/threads", json={})
+        spec = (await http.get("/openapi.json")).json()
     # The journal's lifespan encloses the app's: the store was open when the app started.
     assert status.json() == {"ready": "ready", "store_open_at_startup": True}
     # A route of the app under the journal's prefix is the app's.
@@ -80,6 +81,8 @@ async def test_the_users_lifespan_routes_and_middleware_still_work(server):
     for response in (status, own, health, threads):
         assert response.headers["x-gateway"] == "stamped"
     assert threads.status_code == 200, "the server's own routes are reachable"
+    # FastAPI describes its own routes only; the journal's are added to its document.
+    assert {"/api/gateway/status", "/journal/threads/{thread_id}/messages"} <= set(spec["paths"])
 
 
 async def test_a_run_streamed_through_the_users_middleware_reaches_its_client_unchanged(server):
