@@ -90,3 +90,16 @@ def assert_contract(records: Iterable[Any]) -> None:
             data = record.to_dict() if hasattr(record, "to_dict") else dict(record)
             broken[f"seq {data.get('seq')} {data.get('event_type')}"] = (problems, data)
     assert not broken, broken
+
+
+async def journaled_records(store_url: str, thread_id: str) -> list[Any]:
+    """Every record journaled for `thread_id`, of every category, in seq order,
+    each checked against the contract."""
+    from journal_bridge.events import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, TRACE
+    from journal_bridge.store import open_store
+
+    async with open_store(store_url) as store:
+        records = await store.list_timeline(thread_id, categories=(TRACE, MESSAGE, MIDDLEWARE, OUTPUTS, ERROR), limit=500)
+    assert len(records) < 500, "a thread this long needs paging here"
+    assert_contract(records)
+    return records
