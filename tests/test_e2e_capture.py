@@ -15,6 +15,7 @@ from langgraph_sdk import get_client
 
 from conversation import EARLY_SUMMARIZATION, human, wait_journal_idle
 from langgraph_server import LanggraphDevServer
+from journal_bridge.records import is_hidden
 from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e
@@ -59,8 +60,8 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 
 async def _journal(server: LanggraphDevServer, thread_id: str) -> list[Any]:
-    """The thread's records, ids renamed in order of appearance; the `trace` model calls
-    only an `events` capture can see are left out."""
+    """The thread's records, ids renamed in order of appearance; the model calls outside
+    the conversation that only an `events` capture can see (hidden by their caller) are left out."""
     async with open_store(server.store_url) as store:
         page = await store.list_timeline(thread_id, limit=500)
         runs = list(dict.fromkeys(r.run_id for r in page))
@@ -68,7 +69,7 @@ async def _journal(server: LanggraphDevServer, thread_id: str) -> list[Any]:
     kept = [
         [r.event_type, r.category, r.content, r.metadata, r.source_key]
         for r in sorted(records, key=lambda r: r.seq)
-        if not (r.category == "trace" and r.event_type == "llm.ai.response")
+        if not is_hidden(r.metadata)
     ]
     text = json.dumps(kept, sort_keys=True)
     # A model streamed (`events`) has an id without the `-0` of an invoked one.
