@@ -1,0 +1,82 @@
+"""deer-flow's `run_events` rows, shared by the stores that keep the journal in
+that table (`?layout=deerflow` on PostgreSQL and on SQLite).
+
+A row is deer-flow's `RunEventRow`: `id, thread_id, run_id, user_id,
+event_type, category, content text, event_metadata json, seq, created_at`,
+unique `(thread_id, seq)`. journal-bridge adds a nullable `source_key` column
+(its idempotency key; deer-flow never sets it) and its own `journal_bridge_*`
+tables, which deer-flow does not know.
+
+Content is stored the way deer-flow stores it: a str as the text itself, any
+other value as its JSON text with `content_is_json` (and `content_is_dict` for
+an object) set in the metadata. Those two keys are taken back out when a record
+is read, so they are not available to callers as metadata of their own.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from journal_bridge.events import RunEvent, dumps
+
+__all__ = ["COLUMNS", "TABLES", "encode_row", "event_from_row"]
+
+# Metadata keys deer-flow uses to mark content stored as JSON text.
+_JSON_FLAGS = ("content_is_json", "content_is_dict")
+
+# Selected and inserted in the order of `plan_append` rows.
+COLUMNS = (
+    "thread_id, seq, run_id, event_type, category, content, event_metadata, created_at,"
+    " source_key, user_id"
+)
+
+# deer-flow's events table, and journal-bridge's own tables beside it.
+TABLES = {
+    "events": "run_events",
+    "threads": "journal_bridge_threads",
+    "version": "journal_bridge_schema",
+}
+
+
+def encode_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A `plan_append` row with its content and metadata as deer-flow stores them."""
+    content_json, metadata_json = row[5], row[6]
+    # The JSON text of a str, and only of a str, starts with a quote.
+    if content_json.startswith('"'):
+        content = json.loads(content_json)
+    else:
+        content = content_json
+        metadata = json.loads(metadata_json)
+        metadata["content_is_json"] = True
+        if content_json.startswith("{"):
+            metadata["content_is_dict"] = True
+        metadata_json = dumps(metadata)
+    return (*row[:5], content, metadata_json, *row[7:])
+
+
+def event_from_row(
+    row: tuple[Any, ...], metadata: dict[str, Any], created_at: datetime
+) -> RunEvent:
+    """A row of `COLUMNS` as a record, given its metadata (a dict the caller
+    owns) and its time, as the driver reads them."""
+    content = row[5]
+    flags = [metadata.pop(flag, None) for flag in _JSON_FLAGS]
+    if any(flags):
+        try:
+            content = json.loads(content)
+        except ValueError:
+            pass  # not JSON after all: the text is the content
+    return RunEvent(
+        thread_id=row[0],
+        seq=row[1],
+        run_id=row[2],
+        event_type=row[3],
+        category=row[4],
+        content=content,
+        metadata=metadata,
+        created_at=created_at,
+        source_key=row[8],
+        user_id=row[9],
+    )
