@@ -69,6 +69,26 @@ VISIBLE_AI_EVENT_TYPES: tuple[str, ...] = (LLM_AI_RESPONSE, "ai_message")
 MIDDLEWARE_CALLER_PREFIX = "middleware:"
 
 
+def event_from_row(
+    row: tuple[Any, ...], *, content: Any, metadata: dict[str, Any], created_at: Any
+) -> RunEvent:
+    """A stored row (`thread_id, seq, run_id, event_type, category, content,
+    metadata, created_at, source_key, user_id`) as a record, given the values of
+    the columns the backend decodes itself."""
+    return RunEvent(
+        thread_id=row[0],
+        seq=row[1],
+        run_id=row[2],
+        event_type=row[3],
+        category=row[4],
+        content=content,
+        metadata=metadata,
+        created_at=created_at,
+        source_key=row[8],
+        user_id=row[9],
+    )
+
+
 def supports(store: Any, capability: str) -> bool:
     """Whether `store` offers the optional method `capability` (it overrides the base's)."""
     method = getattr(type(store), capability, None)

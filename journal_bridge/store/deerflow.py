@@ -20,8 +20,9 @@ from datetime import datetime
 from typing import Any
 
 from journal_bridge.events import RunEvent, dumps
+from journal_bridge.store import base
 
-__all__ = ["COLUMNS", "TABLES", "encode_row", "event_from_row"]
+__all__ = ["COLUMNS", "TABLES", "decode_row", "encode_row"]
 
 # Metadata keys deer-flow uses to mark content stored as JSON text.
 _JSON_FLAGS = ("content_is_json", "content_is_dict")
@@ -56,7 +57,7 @@ def encode_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return (*row[:5], content, metadata_json, *row[7:])
 
 
-def event_from_row(
+def decode_row(
     row: tuple[Any, ...], metadata: dict[str, Any], created_at: datetime
 ) -> RunEvent:
     """A row of `COLUMNS` as a record, given its metadata (a dict the caller
@@ -68,15 +69,4 @@ def event_from_row(
             content = json.loads(content)
         except ValueError:
             pass  # not JSON after all: the text is the content
-    return RunEvent(
-        thread_id=row[0],
-        seq=row[1],
-        run_id=row[2],
-        event_type=row[3],
-        category=row[4],
-        content=content,
-        metadata=metadata,
-        created_at=created_at,
-        source_key=row[8],
-        user_id=row[9],
-    )
+    return base.event_from_row(row, content=content, metadata=metadata, created_at=created_at)

@@ -28,6 +28,7 @@ from journal_bridge.store.base import (
     RunEventStore,
     StoreError,
     StoreUnavailable,
+    event_from_row,
     page_query,
     plan_append,
 )
@@ -95,18 +96,7 @@ def _quote(identifier: str) -> str:
 
 
 def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
-    return RunEvent(
-        thread_id=row[0],
-        seq=row[1],
-        run_id=row[2],
-        event_type=row[3],
-        category=row[4],
-        content=row[5],
-        metadata=row[6],
-        created_at=row[7],
-        source_key=row[8],
-        user_id=row[9],
-    )
+    return event_from_row(row, content=row[5], metadata=row[6], created_at=row[7])
 
 
 def _translate(exc: psycopg.Error, what: str) -> Exception:

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import psycopg
 
 from journal_bridge.events import RunEvent
-from journal_bridge.store.deerflow import COLUMNS, TABLES, encode_row, event_from_row
+from journal_bridge.store.deerflow import COLUMNS, TABLES, decode_row, encode_row
 from journal_bridge.store.postgres import PostgresRunEventStore, _copy_rows
 
 __all__ = ["DeerflowPostgresRunEventStore"]
@@ -132,7 +132,7 @@ class DeerflowPostgresRunEventStore(PostgresRunEventStore):
             )
 
     def _decode(self, row: tuple[Any, ...]) -> RunEvent:
-        return event_from_row(row, dict(row[6] or {}), row[7])
+        return decode_row(row, dict(row[6] or {}), row[7])
 
     async def _insert_rows(
         self, cursor: psycopg.AsyncCursor[Any], rows: list[tuple[Any, ...]]

@@ -31,6 +31,7 @@ from journal_bridge.store.base import (
     StoreError,
     StoreUnavailable,
     _check_limit,
+    event_from_row,
     page_query,
     plan_append,
 )
@@ -147,17 +148,11 @@ def _decode_time(text: str) -> datetime:
 
 
 def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
-    return RunEvent(
-        thread_id=row[0],
-        seq=row[1],
-        run_id=row[2],
-        event_type=row[3],
-        category=row[4],
+    return event_from_row(
+        row,
         content=json.loads(row[5]),
         metadata=json.loads(row[6]),
         created_at=_decode_time(row[7]),
-        source_key=row[8],
-        user_id=row[9],
     )
 
 
