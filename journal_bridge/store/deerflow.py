@@ -22,7 +22,7 @@ from typing import Any
 from journal_bridge.events import RunEvent, dumps
 from journal_bridge.store import base
 
-__all__ = ["COLUMNS", "TABLES", "decode_row", "encode_row"]
+__all__ = ["COLUMNS", "TABLES", "decode_row", "encode_row", "run_events_statements"]
 
 # Metadata keys deer-flow uses to mark content stored as JSON text.
 _JSON_FLAGS = ("content_is_json", "content_is_dict")
@@ -39,6 +39,39 @@ TABLES = {
     "threads": "journal_bridge_threads",
     "version": "journal_bridge_schema",
 }
+
+
+def run_events_statements(*, id_type: str, json_type: str, time_type: str) -> tuple[str, ...]:
+    """deer-flow's table and indexes as deer-flow creates them (with the
+    dialect's types for its id, JSON and timestamp columns), then journal-bridge's
+    `source_key` column and its unique index. `{events}` is the table's name."""
+    return (
+        f"""CREATE TABLE IF NOT EXISTS {{events}} (
+            id {id_type} NOT NULL,
+            thread_id VARCHAR(64) NOT NULL,
+            run_id VARCHAR(64) NOT NULL,
+            user_id VARCHAR(64),
+            event_type VARCHAR(32) NOT NULL,
+            category VARCHAR(16) NOT NULL,
+            content TEXT NOT NULL,
+            event_metadata {json_type} NOT NULL,
+            seq INTEGER NOT NULL,
+            created_at {time_type} NOT NULL,
+            PRIMARY KEY (id),
+            CONSTRAINT uq_events_thread_seq UNIQUE (thread_id, seq)
+        )""",
+        "CREATE INDEX IF NOT EXISTS ix_events_run ON {events} (thread_id, run_id, seq)",
+        (
+            "CREATE INDEX IF NOT EXISTS ix_events_thread_cat_seq"
+            " ON {events} (thread_id, category, seq)"
+        ),
+        "CREATE INDEX IF NOT EXISTS ix_run_events_user_id ON {events} (user_id)",
+        "ALTER TABLE {events} ADD COLUMN IF NOT EXISTS source_key TEXT",
+        (
+            "CREATE UNIQUE INDEX IF NOT EXISTS journal_bridge_run_events_source_key"
+            " ON {events} (thread_id, source_key) WHERE source_key IS NOT NULL"
+        ),
+    )
 
 
 def encode_row(row: tuple[Any, ...]) -> tuple[Any, ...]:

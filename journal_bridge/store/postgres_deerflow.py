@@ -21,7 +21,13 @@ from typing import Any, ClassVar
 import psycopg
 
 from journal_bridge.events import RunEvent
-from journal_bridge.store.deerflow import COLUMNS, TABLES, decode_row, encode_row
+from journal_bridge.store.deerflow import (
+    COLUMNS,
+    TABLES,
+    decode_row,
+    encode_row,
+    run_events_statements,
+)
 from journal_bridge.store.postgres import PostgresRunEventStore, _copy_rows
 
 __all__ = ["DeerflowPostgresRunEventStore"]
@@ -30,30 +36,8 @@ __all__ = ["DeerflowPostgresRunEventStore"]
 MIGRATIONS: list[tuple[str, ...]] = [
     (
         "CREATE TABLE IF NOT EXISTS {version} (version integer NOT NULL)",
-        """CREATE TABLE IF NOT EXISTS {events} (
-            id serial NOT NULL,
-            thread_id varchar(64) NOT NULL,
-            run_id varchar(64) NOT NULL,
-            user_id varchar(64),
-            event_type varchar(32) NOT NULL,
-            category varchar(16) NOT NULL,
-            content text NOT NULL,
-            event_metadata json NOT NULL,
-            seq integer NOT NULL,
-            created_at timestamp with time zone NOT NULL,
-            PRIMARY KEY (id),
-            CONSTRAINT uq_events_thread_seq UNIQUE (thread_id, seq)
-        )""",
-        "CREATE INDEX IF NOT EXISTS ix_events_run ON {events} (thread_id, run_id, seq)",
-        (
-            "CREATE INDEX IF NOT EXISTS ix_events_thread_cat_seq"
-            " ON {events} (thread_id, category, seq)"
-        ),
-        "CREATE INDEX IF NOT EXISTS ix_run_events_user_id ON {events} (user_id)",
-        "ALTER TABLE {events} ADD COLUMN IF NOT EXISTS source_key text",
-        (
-            "CREATE UNIQUE INDEX IF NOT EXISTS journal_bridge_run_events_source_key"
-            " ON {events} (thread_id, source_key) WHERE source_key IS NOT NULL"
+        *run_events_statements(
+            id_type="serial", json_type="json", time_type="timestamp with time zone"
         ),
         """CREATE TABLE IF NOT EXISTS {threads} (
             thread_id text PRIMARY KEY,
