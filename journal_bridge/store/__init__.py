@@ -4,9 +4,9 @@
         await store.put(thread_id=..., run_id=..., event_type=..., category=...)
 
 URLs: `sqlite:///relative.db`, `sqlite:////absolute/path.db` (the embedded
-default), `postgresql://...` or `postgres://...`, and `memory://`. A PostgreSQL
-URL may end in `?layout=deerflow` to keep the journal in deer-flow's own
-`run_events` table (see `journal_bridge.store.postgres_deerflow`).
+default), `postgresql://...` or `postgres://...`, and `memory://`. A SQLite or
+PostgreSQL URL may end in `?layout=deerflow` to keep the journal in deer-flow's
+own `run_events` table (see `journal_bridge.store.deerflow`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 from journal_bridge.events import EventRecord, InvalidEvent
 from journal_bridge.store.base import RunEventStore, StoreError, StoreUnavailable
@@ -55,18 +55,14 @@ def create_store(url: str, **options: Any) -> RunEventStore:
 
         return MemoryRunEventStore(**options)
     if scheme == "sqlite":
-        from journal_bridge.store.sqlite import (
-            SqliteRunEventStore,
-            sqlite_path_from_url,
-        )
+        from journal_bridge.store.sqlite import sqlite_path_from_url
 
-        return SqliteRunEventStore(
+        url, store_class = _take_layout(url, _SQLITE_LAYOUTS, "SQLite")
+        return store_class(
             sqlite_path_from_url(url), **{**_sqlite_url_options(url), **options}
         )
     if scheme in ("postgresql", "postgres"):
-        url, layout = _take_layout(url)
-        module_name, _, class_name = _POSTGRES_LAYOUTS[layout].partition(":")
-        store_class = getattr(importlib.import_module(module_name), class_name)
+        url, store_class = _take_layout(url, _POSTGRES_LAYOUTS, "PostgreSQL")
         return store_class(url, **options)
     raise ValueError(
         f"unsupported run event store URL {url!r}: expected sqlite:///path.db,"
@@ -74,7 +70,13 @@ def create_store(url: str, **options: Any) -> RunEventStore:
     )
 
 
-# `?layout=NAME` of a PostgreSQL URL: which tables hold the journal.
+# `?layout=NAME` of a SQLite or PostgreSQL URL: which tables hold the journal.
+_SQLITE_LAYOUTS = {
+    # journal-bridge's own tables (`journal_events`, ...)
+    "journal": "journal_bridge.store.sqlite:SqliteRunEventStore",
+    # deer-flow's `run_events`, shared with deer-flow's Gateway
+    "deerflow": "journal_bridge.store.sqlite_deerflow:DeerflowSqliteRunEventStore",
+}
 _POSTGRES_LAYOUTS = {
     # journal-bridge's own tables (`journal_events`, ...)
     "journal": "journal_bridge.store.postgres:PostgresRunEventStore",
@@ -83,31 +85,35 @@ _POSTGRES_LAYOUTS = {
 }
 
 
-def _take_layout(url: str) -> tuple[str, str]:
-    """`url` without its `layout` option (the driver does not know it), and the layout."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    layouts = [value for name, value in query if name == "layout"]
-    layout = layouts[-1] if layouts else "journal"
-    if layout not in _POSTGRES_LAYOUTS:
+def _take_layout(url: str, layouts: dict[str, str], backend: str) -> tuple[str, type]:
+    """`url` without its `layout` option (the driver does not know it), and the
+    store class of the layout it names (of `layouts`; default `journal`)."""
+    query = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    named = [value for name, value in query if name == "layout"]
+    layout = named[-1] if named else "journal"
+    if layout not in layouts:
         raise ValueError(
-            f"unsupported PostgreSQL journal layout {layout!r}: expected one of"
-            f" {', '.join(_POSTGRES_LAYOUTS)}"
+            f"unsupported {backend} journal layout {layout!r}: expected one of"
+            f" {', '.join(layouts)}"
         )
-    if layouts:
+    if named:
+        # Cut by hand: urlunsplit would turn `sqlite:////abs.db` into `sqlite://abs.db`.
         rest = urlencode([(name, value) for name, value in query if name != "layout"])
-        url = urlunsplit(parts._replace(query=rest))
-    return url, layout
+        url = url.split("?", 1)[0] + (f"?{rest}" if rest else "")
+    module_name, _, class_name = layouts[layout].partition(":")
+    return url, getattr(importlib.import_module(module_name), class_name)
 
 
 def _sqlite_url_options(url: str) -> dict[str, Any]:
-    """`?busy_timeout=SECONDS`: how long a write waits for another writer's lock."""
+    """`?busy_timeout=SECONDS`: how long a write waits for another writer's lock
+    (`layout` is taken out before)."""
     query = parse_qs(urlsplit(url).query)
     options: dict[str, Any] = {}
     for name, values in query.items():
         if name != "busy_timeout":
             raise ValueError(
-                f"unsupported SQLite URL option {name!r}: only busy_timeout is known"
+                f"unsupported SQLite URL option {name!r}:"
+                " only busy_timeout and layout are known"
             )
         try:
             options["busy_timeout"] = float(values[-1])
