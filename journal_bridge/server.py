@@ -9,15 +9,8 @@
   verdict of `journal_bridge.health`; 503 while journaling is not keeping up)
   and `/journal/metrics` (the same counters for Prometheus).
 
-Settings come from the environment:
-`JOURNAL_BRIDGE_STORE_URL` (default: SQLite `journal.db` in the working
-directory), `JOURNAL_BRIDGE_ENABLED` (`0` turns journaling off and leaves
-every request untouched), `JOURNAL_BRIDGE_ROUTE_PREFIX` (default `/journal`),
-`JOURNAL_BRIDGE_SPOOL_DIR` (where records wait while the store is down;
-`journal_bridge.spool`), `JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER` (seconds of
-backlog growth, or of no write while records wait, before health says so;
-default 60), `JOURNAL_BRIDGE_RECONCILE_INTERVAL` (seconds between the
-reconciler's passes, `journal_bridge.reconcile`; default 3, 0 turns it off).
+`create_app` reads the settings (`journal_bridge.settings.Settings.from_env`)
+once and passes each component what it needs.
 """
 
 from __future__ import annotations
@@ -25,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -38,50 +31,40 @@ from starlette.routing import Route
 from starlette.types import Scope
 
 from journal_bridge.bridge import Bridge
-from journal_bridge.capture import CAPTURE_ENV, CaptureSetting
 from journal_bridge.compat import LifespanFirstMiddleware, check_server
 from journal_bridge.health import http_status, prometheus_text
 from journal_bridge.intercept import READER_HEADER, RunObserverMiddleware
 from journal_bridge.openapi import HEALTH, describe
 from journal_bridge.protocol_v2 import CommandObserverMiddleware
 from journal_bridge.reader import RunSource, TeeSource
-from journal_bridge.reconcile import INTERVAL_ENV, Reconciler, reconcile_interval
+from journal_bridge.reconcile import Reconciler
 from journal_bridge.run_requests import RunPlan
-from journal_bridge.routes import DEFAULT_PREFIX, PREFIX_ENV, journal_routes
+from journal_bridge.routes import journal_routes
 from journal_bridge.runtime import release_run_frames, retained_frame_count
+from journal_bridge.settings import Settings
 from journal_bridge.spool import redact_url, spool_path
-from journal_bridge.store import RunEventStore, StoreUnavailable, default_store_url, open_store_when_available
+from journal_bridge.store import RunEventStore, StoreUnavailable, open_store_when_available
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["app", "create_app", "redact_url"]
 
-GROWING_AFTER_ENV = "JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER"
-
-
-def _enabled() -> bool:
-    return os.environ.get("JOURNAL_BRIDGE_ENABLED", "1").strip().lower() not in {"0", "false", "no", "off"}
-
-
-def _growing_after() -> float:
-    raw = os.environ.get(GROWING_AFTER_ENV, "").strip()
-    if not raw:
-        return 60.0
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ValueError(f"{GROWING_AFTER_ENV} must be a number of seconds, got {raw!r}") from exc
-    if value <= 0:
-        raise ValueError(f"{GROWING_AFTER_ENV} must be > 0, got {raw!r}")
-    return value
-
-
 class Journal:
     """The store and the bridge of one server, plus what the middleware learned per run."""
 
-    def __init__(self, store_url: str, *, growing_after: float = 60.0) -> None:
+    def __init__(
+        self,
+        store_url: str,
+        *,
+        growing_after: float = 60.0,
+        reconcile_interval: float = 3.0,
+        spool_dir: Path | None = None,
+        store_options: dict[str, Any] | None = None,
+    ) -> None:
         self.store_url = store_url
         self.growing_after = growing_after
+        self.spool_dir = spool_dir
+        self.store_options = store_options or {}
         self.store: RunEventStore | None = None
         self.bridge: Bridge | None = None
         self._opener: asyncio.Task[None] | None = None
@@ -89,7 +72,7 @@ class Journal:
         self._plans: OrderedDict[str, RunPlan] = OrderedDict()
         self.frames_released = 0
         self.unplanned_requests = 0
-        self.reconcile_interval = reconcile_interval(os.environ.get(INTERVAL_ENV))
+        self.reconcile_interval = reconcile_interval
         self.reconciler: Reconciler | None = None
 
     async def start(self, app: Starlette) -> None:
@@ -100,7 +83,7 @@ class Journal:
         self.bridge = Bridge(
             None,
             lambda: get_client(headers={READER_HEADER: "1"}),
-            spool=spool_path(self.store_url, "server"),
+            spool=spool_path(self.store_url, "server", self.spool_dir),
             queue_size=0,
             growing_after=self.growing_after,
             on_run_done=self._run_done,
@@ -111,7 +94,7 @@ class Journal:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._opener), timeout=10)
         if self.reconcile_interval > 0:
-            spool = spool_path(self.store_url, "reconcile")
+            spool = spool_path(self.store_url, "reconcile", self.spool_dir)
             self.reconciler = Reconciler(
                 self.bridge,
                 lambda: get_client(headers={READER_HEADER: "1"}),
@@ -127,7 +110,7 @@ class Journal:
                 self.bridge.stats.last_error = f"store: {exc}"
             logger.warning("journal-bridge: store %s unavailable (%s); retrying", redact_url(self.store_url), exc)
 
-        store = await open_store_when_available(self.store_url, on_unavailable=unavailable)
+        store = await open_store_when_available(self.store_url, on_unavailable=unavailable, **self.store_options)
         self.store = store
         app.state.journal_store = store
         assert self.bridge is not None
@@ -193,13 +176,24 @@ class Journal:
         return report
 
 
-def create_app() -> Starlette:
-    enabled = _enabled()
-    if enabled:
+def create_app(settings: Settings | None = None) -> Starlette:
+    """The plugin's app, configured by `settings` (default: the environment's)."""
+    settings = Settings.from_env() if settings is None else settings
+    if settings.enabled:
         # Refuse a server the plugin was not made for before it touches a request.
         check_server()
-    journal = Journal(default_store_url(), growing_after=_growing_after()) if enabled else None
-    prefix = os.environ.get(PREFIX_ENV, DEFAULT_PREFIX).rstrip("/")
+    journal = (
+        Journal(
+            settings.journal_url,
+            growing_after=settings.backlog_growing_after,
+            reconcile_interval=settings.reconcile_interval,
+            spool_dir=settings.spool_dir,
+            store_options=settings.store_options,
+        )
+        if settings.enabled
+        else None
+    )
+    prefix = settings.route_prefix
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -228,7 +222,6 @@ def create_app() -> Starlette:
     def sink_for(scope: Scope) -> Journal | None:
         return journal.sink_for(scope) if journal is not None else None
 
-    setting = CaptureSetting.parse(os.environ.get(CAPTURE_ENV))
     app = Starlette(
         routes=[
             Route(f"{prefix}/health", health, methods=["GET"]),
@@ -237,7 +230,7 @@ def create_app() -> Starlette:
         ],
         middleware=[
             Middleware(LifespanFirstMiddleware),
-            Middleware(RunObserverMiddleware, sink_for=sink_for, setting=setting),
+            Middleware(RunObserverMiddleware, sink_for=sink_for, setting=settings.capture),
             Middleware(CommandObserverMiddleware, sink_for=sink_for),
         ],
         lifespan=lifespan,

@@ -14,17 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import os
 from collections.abc import Callable, Generator
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from journal_bridge.events import EventRecord, InvalidEvent
+from journal_bridge.settings import Settings
 from journal_bridge.store.base import RunEventStore, StoreError, StoreUnavailable
 
 __all__ = [
-    "STORE_URL_ENV",
     "EventRecord",
     "InvalidEvent",
     "RunEventStore",
@@ -36,15 +34,10 @@ __all__ = [
     "open_store_when_available",
 ]
 
-STORE_URL_ENV = "JOURNAL_BRIDGE_STORE_URL"
-
 
 def default_store_url() -> str:
     """Env `JOURNAL_BRIDGE_STORE_URL`, else a SQLite file `journal.db` in the cwd."""
-    url = os.environ.get(STORE_URL_ENV)
-    if url:
-        return url
-    return f"sqlite:///{Path.cwd() / 'journal.db'}"
+    return Settings.from_env(only=["store_url"]).journal_url
 
 
 def create_store(url: str, **options: Any) -> RunEventStore:
@@ -143,9 +136,11 @@ def open_store(url: str | None = None, **options: Any) -> _OpeningStore:
 
     `async with open_store(url) as store:` closes it on exit; `store = await
     open_store(url)` leaves closing to the caller. Backend options (e.g.
-    `max_content_bytes`, Postgres `schema`) are passed through.
+    `max_content_bytes`, Postgres `schema`) are passed through; the content
+    limit not given is `JOURNAL_BRIDGE_MAX_CONTENT_BYTES`, as for the plugin.
     """
-    return _OpeningStore(create_store(url or default_store_url(), **options))
+    settings = Settings.from_env(only=["store_url", "max_content_bytes"])
+    return _OpeningStore(create_store(url or settings.journal_url, **{**settings.store_options, **options}))
 
 
 async def open_store_when_available(
@@ -153,16 +148,17 @@ async def open_store_when_available(
     *,
     on_unavailable: Callable[[StoreUnavailable], None] | None = None,
     max_delay: float = 10.0,
+    **options: Any,
 ) -> RunEventStore:
     """Open the store for `url`, retrying with backoff for as long as it is unavailable.
 
     For components that must start whether or not their store is up (the plugin,
     the SDK tee): run it as a task and use the store once it returns.
-    `on_unavailable` hears about every failed attempt.
+    `on_unavailable` hears about every failed attempt; `options` go to the backend.
     """
     delay = 0.5
     while True:
-        store = create_store(url)
+        store = create_store(url, **options)
         try:
             await store.open()
             return store

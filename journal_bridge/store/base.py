@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any, Self
 
 from journal_bridge.events import (
+    DEFAULT_MAX_CONTENT_BYTES,
     LLM_AI_RESPONSE,
     MESSAGE,
     MIDDLEWARE,
@@ -40,7 +41,6 @@ from journal_bridge.events import (
     RunEvent,
     event_from_record,
     make_event,
-    max_content_bytes_from_env,
     prepare_event,
 )
 
@@ -216,7 +216,7 @@ class RunEventStore(abc.ABC):
 
     def __init__(self, *, max_content_bytes: int | None = None) -> None:
         if max_content_bytes is None:
-            max_content_bytes = max_content_bytes_from_env()
+            max_content_bytes = DEFAULT_MAX_CONTENT_BYTES
         elif max_content_bytes < 1:
             raise ValueError(f"max_content_bytes must be >= 1, got {max_content_bytes}")
         self.max_content_bytes = max_content_bytes
