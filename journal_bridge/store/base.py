@@ -21,6 +21,13 @@ records when no cursor is given).
 `user_id` on a read or delete keeps only records written with that `user_id`;
 `None` (the default: journal-bridge has no ambient user) applies no filter, as
 deer-flow's explicit `user_id=None` does.
+
+A backend implements the core: the abstract methods of `RunEventStore` (one
+append transaction, one page query, the thread index, deletes); the public
+methods check their arguments and call them. `CAPABILITIES` are optional: a
+backend offers one by overriding it, and callers ask `supports(store, name)`
+before using it. `journal_bridge.store.conformance` is the behaviour both must
+have.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from journal_bridge.events import (
 )
 
 __all__ = [
+    "CAPABILITIES",
     "SCHEMA_VERSION",
     "TIMELINE_CATEGORIES",
     "VISIBLE_AI_EVENT_TYPES",
@@ -69,8 +77,14 @@ VISIBLE_AI_EVENT_TYPES: tuple[str, ...] = (LLM_AI_RESPONSE, "ai_message")
 MIDDLEWARE_CALLER_PREFIX = "middleware:"
 
 
+# The optional methods: what a caller does without one is its own choice.
+CAPABILITIES: tuple[str, ...] = ("search_threads",)
+
+
 def supports(store: Any, capability: str) -> bool:
     """Whether `store` offers the optional method `capability` (it overrides the base's)."""
+    if capability not in CAPABILITIES:
+        raise ValueError(f"unknown store capability {capability!r}: expected one of {', '.join(CAPABILITIES)}")
     method = getattr(type(store), capability, None)
     return method is not None and method is not getattr(RunEventStore, capability, None)
 
@@ -540,17 +554,6 @@ class RunEventStore(abc.ABC):
     async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
         """`list_threads` with `limit` already checked."""
 
-    # -- optional capabilities -----------------------------------------------------
-    # A backend offers one by overriding it; `supports(store, name)` tells.
-
-    async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
-        """Threads with a message whose text contains `text` (ASCII letters in any
-        case), as `list_threads` entries, most recently appended to first.
-
-        Optional: reads every message record of the journal in the worst case.
-        """
-        raise NotImplementedError(f"{type(self).__name__} cannot search threads")
-
     @abc.abstractmethod
     async def has_source_keys(self, thread_id: str, keys: Iterable[str]) -> set[str]:
         """Which of `keys` are stored as source keys in the thread."""
@@ -570,3 +573,14 @@ class RunEventStore(abc.ABC):
         self, thread_id: str, run_id: str, *, user_id: str | None = None
     ) -> int:
         """Delete one run's records (of `user_id`); return how many. Seqs are not reused."""
+
+    # -- optional capabilities -----------------------------------------------------
+    # A backend offers one by overriding it; `supports(store, name)` tells.
+
+    async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        """Threads with a message whose text contains `text` (ASCII letters in any
+        case), as `list_threads` entries, most recently appended to first.
+
+        Optional: reads every message record of the journal in the worst case.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot search threads")

@@ -23,7 +23,7 @@ from journal_bridge.store.base import (
     _check_limit,
 )
 
-__all__ = ["MemoryRunEventStore"]
+__all__ = ["MemoryRunEventStore", "from_url"]
 
 
 @dataclass
@@ -313,3 +313,8 @@ def _matches(event: RunEvent, text: str) -> bool:
     value = _ascii_fold(json.dumps(value, ensure_ascii=False))
     escaped = json.dumps(text, ensure_ascii=False)[1:-1]
     return _ascii_fold(text) in value or _ascii_fold(escaped) in value
+
+
+def from_url(url: str, **options: Any) -> MemoryRunEventStore:
+    """The store for `memory://`: this process's own, gone when it ends."""
+    return MemoryRunEventStore(**options)

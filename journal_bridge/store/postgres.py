@@ -16,6 +16,7 @@ import zlib
 from collections.abc import Iterable
 from datetime import UTC
 from typing import Any, ClassVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -32,7 +33,7 @@ from journal_bridge.store.base import (
     plan_append,
 )
 
-__all__ = ["PostgresRunEventStore"]
+__all__ = ["LAYOUTS", "PostgresRunEventStore", "from_url"]
 
 _COLUMNS = (
     "thread_id, seq, run_id, event_type, category, content, metadata, created_at,"
@@ -596,3 +597,36 @@ class PostgresRunEventStore(RunEventStore):
         if user_id is not None:
             where, params = f"{where} AND user_id = %s", (*params, user_id)
         return await self._delete(thread_id, where, params)
+
+
+# `?layout=NAME` of a PostgreSQL URL: which tables hold the journal.
+LAYOUTS = {
+    # journal-bridge's own tables (`journal_events`, ...)
+    "journal": "journal_bridge.store.postgres:PostgresRunEventStore",
+    # deer-flow's `run_events`, shared with deer-flow's Gateway
+    "deerflow": "journal_bridge.store.postgres_deerflow:DeerflowPostgresRunEventStore",
+}
+
+
+def from_url(url: str, **options: Any) -> PostgresRunEventStore:
+    """The store for `postgresql://...[?layout=journal|deerflow]` (or `postgres://`).
+
+    The driver never sees `layout`: it is taken out of the URL the store connects to.
+    """
+    import importlib
+
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    layouts = [value for name, value in query if name == "layout"]
+    layout = layouts[-1] if layouts else "journal"
+    if layout not in LAYOUTS:
+        raise ValueError(
+            f"unsupported PostgreSQL journal layout {layout!r}: expected one of"
+            f" {', '.join(LAYOUTS)}"
+        )
+    if layouts:
+        rest = urlencode([(name, value) for name, value in query if name != "layout"])
+        url = urlunsplit(parts._replace(query=rest))
+    module_name, _, class_name = LAYOUTS[layout].partition(":")
+    store_class = getattr(importlib.import_module(module_name), class_name)
+    return store_class(url, **options)

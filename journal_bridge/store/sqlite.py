@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import aiosqlite
 
@@ -33,7 +34,7 @@ from journal_bridge.store.base import (
     plan_append,
 )
 
-__all__ = ["SqliteRunEventStore"]
+__all__ = ["SqliteRunEventStore", "from_url", "sqlite_path_from_url"]
 
 # Parameters per IN (...) list; far below SQLite's host parameter limit.
 _CHUNK = 500
@@ -148,6 +149,29 @@ def sqlite_path_from_url(url: str) -> str:
     if path == ":memory:":
         raise ValueError("an in-memory SQLite journal cannot be shared; use memory://")
     return path
+
+
+def _url_options(url: str) -> dict[str, Any]:
+    """`?busy_timeout=SECONDS`: how long a write waits for another writer's lock."""
+    query = parse_qs(urlsplit(url).query)
+    options: dict[str, Any] = {}
+    for name, values in query.items():
+        if name != "busy_timeout":
+            raise ValueError(
+                f"unsupported SQLite URL option {name!r}: only busy_timeout is known"
+            )
+        try:
+            options["busy_timeout"] = float(values[-1])
+        except ValueError as exc:
+            raise ValueError(
+                f"busy_timeout: expected seconds, got {values[-1]!r}"
+            ) from exc
+    return options
+
+
+def from_url(url: str, **options: Any) -> SqliteRunEventStore:
+    """The store for `sqlite:///path.db[?busy_timeout=SECONDS]`; `options` win over the URL's."""
+    return SqliteRunEventStore(sqlite_path_from_url(url), **{**_url_options(url), **options})
 
 
 def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
