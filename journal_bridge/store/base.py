@@ -33,7 +33,8 @@ have.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Self
 
@@ -58,7 +59,9 @@ __all__ = [
     "VISIBLE_AI_EVENT_TYPES",
     "EventRecord",
     "InvalidEvent",
+    "Page",
     "RunEventStore",
+    "RunEventsQuery",
     "StoreError",
     "StoreUnavailable",
     "supports",
@@ -118,18 +121,53 @@ def _check_user(user_id: str | None) -> None:
         raise ValueError(f"user_id must be a str or None, got {user_id!r}")
 
 
-def page_query(
-    select: str,
-    thread_id: str,
-    categories: tuple[str, ...],
-    limit: int,
-    before_seq: int | None,
-    after_seq: int | None,
-    *,
-    mark: str,
-    run_id: str | None = None,
-    user_id: str | None = None,
-) -> tuple[str, list[Any], bool]:
+@dataclass(frozen=True)
+class Page:
+    """What `_page` reads, arguments checked: the thread's records of any of
+    `categories` (of one run, of one user when given) between the cursors."""
+
+    thread_id: str
+    categories: tuple[str, ...]
+    limit: int
+    before_seq: int | None = None
+    after_seq: int | None = None
+    run_id: str | None = None
+    user_id: str | None = None
+
+    def matches(self, event: RunEvent) -> bool:
+        """Whether `event` belongs to the page, the cursors and limit aside."""
+        return (
+            event.category in self.categories
+            and (self.run_id is None or event.run_id == self.run_id)
+            and (self.user_id is None or event.user_id == self.user_id)
+        )
+
+
+@dataclass(frozen=True)
+class RunEventsQuery:
+    """What `_list_events` reads, arguments checked: one run's records above
+    `after_seq`, of `event_types` (None: all), with `metadata["task_id"]` equal
+    to `task_id` when given, of one user when given; the first `limit`."""
+
+    thread_id: str
+    run_id: str
+    event_types: tuple[str, ...] | None
+    task_id: str | None
+    limit: int
+    after_seq: int | None
+    user_id: str | None
+
+    def matches(self, event: RunEvent) -> bool:
+        """Whether `event` belongs to the result, `after_seq` and limit aside."""
+        return (
+            event.run_id == self.run_id
+            and (self.event_types is None or event.event_type in self.event_types)
+            and (self.task_id is None or event.metadata.get("task_id") == self.task_id)
+            and (self.user_id is None or event.user_id == self.user_id)
+        )
+
+
+def page_query(select: str, page: Page, *, mark: str) -> tuple[str, list[Any], bool]:
     """The SQL of one page: `(sql, params, descending)`.
 
     One index range per category, merged with UNION ALL: a page costs the page,
@@ -138,31 +176,63 @@ def page_query(
     """
     bounds: list[str] = []
     filters: list[Any] = []
-    if run_id is not None:
+    if page.run_id is not None:
         bounds.append(f"run_id = {mark}")
-        filters.append(run_id)
-    if user_id is not None:
+        filters.append(page.run_id)
+    if page.user_id is not None:
         bounds.append(f"user_id = {mark}")
-        filters.append(user_id)
-    if after_seq is not None:
+        filters.append(page.user_id)
+    if page.after_seq is not None:
         bounds.append(f"seq > {mark}")
-        filters.append(after_seq)
-    if before_seq is not None:
+        filters.append(page.after_seq)
+    if page.before_seq is not None:
         bounds.append(f"seq < {mark}")
-        filters.append(before_seq)
-    direction = "ASC" if after_seq is not None else "DESC"
+        filters.append(page.before_seq)
+    direction = "ASC" if page.after_seq is not None else "DESC"
     where = "".join(f" AND {bound}" for bound in bounds)
     part = (
         f"SELECT * FROM ({select} WHERE thread_id = {mark} AND category = {mark}{where}"
         f" ORDER BY seq {direction} LIMIT {mark}) AS page_{{n}}"
     )
     params: list[Any] = []
-    for category in categories:
-        params.extend((thread_id, category, *filters, limit))
-    if len(categories) == 1:
+    for category in page.categories:
+        params.extend((page.thread_id, category, *filters, page.limit))
+    if len(page.categories) == 1:
         return part.format(n=0), params, direction == "DESC"
-    sql = " UNION ALL ".join(part.format(n=n) for n in range(len(categories)))
-    return f"{sql} ORDER BY seq {direction} LIMIT {mark}", [*params, limit], direction == "DESC"
+    sql = " UNION ALL ".join(part.format(n=n) for n in range(len(page.categories)))
+    return f"{sql} ORDER BY seq {direction} LIMIT {mark}", [*params, page.limit], direction == "DESC"
+
+
+def run_events_query(
+    select: str,
+    query: RunEventsQuery,
+    *,
+    mark: str,
+    types: Callable[[tuple[str, ...]], tuple[str, list[Any]]],
+    task_id_match: str,
+) -> tuple[str, list[Any]]:
+    """The SQL of `list_events`: `(sql, params)`.
+
+    `types(event_types)` gives the dialect's membership test and its parameters;
+    `task_id_match` compares `metadata`'s `task_id` with one parameter (a JSON
+    string only: a number never equals the text given).
+    """
+    sql = f"{select} WHERE thread_id = {mark} AND run_id = {mark}"
+    params: list[Any] = [query.thread_id, query.run_id]
+    if query.after_seq is not None:
+        sql += f" AND seq > {mark}"
+        params.append(query.after_seq)
+    if query.event_types is not None:
+        test, values = types(query.event_types)
+        sql += f" AND {test}"
+        params.extend(values)
+    if query.task_id is not None:
+        sql += f" AND {task_id_match}"
+        params.append(query.task_id)
+    if query.user_id is not None:
+        sql += f" AND user_id = {mark}"
+        params.append(query.user_id)
+    return f"{sql} ORDER BY seq LIMIT {mark}", [*params, query.limit]
 
 
 def plan_append(
@@ -423,9 +493,7 @@ class RunEventStore(abc.ABC):
     ) -> list[EventRecord]:
         _check_page(limit, before_seq, after_seq)
         _check_user(user_id)
-        page = await self._page(
-            thread_id, categories, limit, before_seq, after_seq, run_id, user_id
-        )
+        page = await self._page(Page(thread_id, categories, limit, before_seq, after_seq, run_id, user_id))
         return [EventRecord.from_event(event) for event in page]
 
     async def list_timeline(
@@ -442,21 +510,11 @@ class RunEventStore(abc.ABC):
         wanted = tuple(dict.fromkeys(categories))
         if not wanted:
             return []
-        return await self._page(thread_id, wanted, limit, before_seq, after_seq, None, None)
+        return await self._page(Page(thread_id, wanted, limit, before_seq, after_seq))
 
     @abc.abstractmethod
-    async def _page(
-        self,
-        thread_id: str,
-        categories: tuple[str, ...],
-        limit: int,
-        before_seq: int | None,
-        after_seq: int | None,
-        run_id: str | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        """One page in ascending seq, of one run when `run_id` is given; arguments
-        already checked."""
+    async def _page(self, page: Page) -> list[RunEvent]:
+        """The records of `page` in ascending seq (cursor rules above)."""
 
     async def list_events(
         self,
@@ -483,22 +541,13 @@ class RunEventStore(abc.ABC):
         if types is not None and not types:
             return []
         events = await self._list_events(
-            thread_id, run_id, types, task_id, limit, after_seq, user_id
+            RunEventsQuery(thread_id, run_id, types, task_id, limit, after_seq, user_id)
         )
         return [EventRecord.from_event(event) for event in events]
 
     @abc.abstractmethod
-    async def _list_events(
-        self,
-        thread_id: str,
-        run_id: str,
-        event_types: tuple[str, ...] | None,
-        task_id: str | None,
-        limit: int,
-        after_seq: int | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        """`list_events` with arguments already checked."""
+    async def _list_events(self, query: RunEventsQuery) -> list[RunEvent]:
+        """`list_events` of `query` in ascending seq."""
 
     async def get_last_visible_ai_seq_by_run(
         self,

@@ -26,12 +26,15 @@ from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     SCHEMA_VERSION,
     VISIBLE_AI_EVENT_TYPES,
+    Page,
     RunEventStore,
+    RunEventsQuery,
     StoreError,
     StoreUnavailable,
     _check_limit,
     page_query,
     plan_append,
+    run_events_query,
 )
 
 __all__ = ["SqliteRunEventStore", "from_url", "sqlite_path_from_url"]
@@ -476,59 +479,19 @@ class SqliteRunEventStore(RunEventStore):
 
     # -- reading -----------------------------------------------------------------
 
-    async def _page(
-        self,
-        thread_id: str,
-        categories: tuple[str, ...],
-        limit: int,
-        before_seq: int | None,
-        after_seq: int | None,
-        run_id: str | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        sql, params, descending = page_query(
-            _SELECT,
-            thread_id,
-            categories,
-            limit,
-            before_seq,
-            after_seq,
-            mark="?",
-            run_id=run_id,
-            user_id=user_id,
-        )
-        events = [_row_to_event(row) for row in await self._fetch(sql, params)]
-        if descending:
-            events.reverse()
-        return events
+    async def _page(self, page: Page) -> list[RunEvent]:
+        sql, params, descending = page_query(_SELECT, page, mark="?")
+        rows = await self._fetch(sql, params)
+        return [_row_to_event(row) for row in (reversed(rows) if descending else rows)]
 
-    async def _list_events(
-        self,
-        thread_id: str,
-        run_id: str,
-        event_types: tuple[str, ...] | None,
-        task_id: str | None,
-        limit: int,
-        after_seq: int | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        sql = f"{_SELECT} WHERE thread_id = ? AND run_id = ?"
-        params: list[Any] = [thread_id, run_id]
-        if after_seq is not None:
-            sql += " AND seq > ?"
-            params.append(after_seq)
-        if event_types is not None:
-            sql += f" AND event_type IN ({', '.join('?' * len(event_types))})"
-            params.extend(event_types)
-        if task_id is not None:
-            # A JSON number never equals the text parameter: only strings match.
-            sql += " AND json_extract(metadata, '$.task_id') = ?"
-            params.append(task_id)
-        if user_id is not None:
-            sql += " AND user_id = ?"
-            params.append(user_id)
-        sql += " ORDER BY seq LIMIT ?"
-        params.append(limit)
+    async def _list_events(self, query: RunEventsQuery) -> list[RunEvent]:
+        sql, params = run_events_query(
+            _SELECT,
+            query,
+            mark="?",
+            types=lambda types: (f"event_type IN ({', '.join('?' * len(types))})", list(types)),
+            task_id_match="json_extract(metadata, '$.task_id') = ?",
+        )
         return [_row_to_event(row) for row in await self._fetch(sql, params)]
 
     async def _last_visible_ai_seqs(
