@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_MAX_CONTENT_BYTES",
     "ERROR",
     "EVENT_CATEGORIES",
+    "HIDDEN_CALLER_PREFIXES",
     "LLM_AI_RESPONSE",
     "LLM_HUMAN_INPUT",
     "LLM_TOOL_RESULT",
@@ -68,10 +69,13 @@ RUN_ERROR = "run.error"
 RUN_INTERRUPT = "run.interrupt"
 
 # The custom event a tracking summarization middleware emits when it compacts,
-# and the `caller` recorded for the summarizer model's own calls (kept out of
-# the conversation: category `trace`).
+# and the `caller` recorded for the summarizer model's own calls.
 SUMMARIZATION_EVENT = "summarization"
 SUMMARIZER_CALLER = "middleware:summarize"
+# `caller` prefixes of message records that are not the conversation: a
+# middleware's model calls, and what models and tools said inside a tool or a
+# subgraph (deer-flow's history view hides these callers too).
+HIDDEN_CALLER_PREFIXES = ("middleware:", "subagent:")
 
 EVENT_CATEGORIES: dict[str, str] = {
     RUN_START: TRACE,

@@ -79,7 +79,7 @@ from journal_bridge.events import (
     RUN_INTERRUPT,
     RunEvent,
 )
-from journal_bridge.records import CANCELLED_ERROR_TYPE
+from journal_bridge.records import CANCELLED_ERROR_TYPE, is_hidden
 
 __all__ = [
     "MARKER_TYPE",
@@ -125,6 +125,9 @@ def _created_at(event: RunEvent) -> str | None:
 def _message_row(event: RunEvent) -> dict[str, Any] | None:
     message_type = _MESSAGE_TYPES.get(event.event_type)
     if message_type is None:
+        return None
+    # What the user sent is conversation whatever marks it carries.
+    if message_type != "human" and is_hidden(event.metadata):
         return None
     content = event.content
     if isinstance(content, dict):

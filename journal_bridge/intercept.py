@@ -140,7 +140,7 @@ class RunObserverMiddleware:
             MutableHeaders(scope=scope)["content-length"] = str(len(new_body))
         responder = _CreatedRunSend(plans, sink, self._remember, send)
         try:
-            await self.app(scope, _replay(new_body, trailing, receive, True), responder)
+            await self.app(scope, responder.watch(_replay(new_body, trailing, receive, True)), responder)
         finally:
             responder.finish()
 
@@ -305,6 +305,7 @@ class _CreatedRunSend(_FilteredSend):
         self.known: OrderedDict[str, RunPlan] = OrderedDict()
         self.tee: RunTee | None = None
         self.restoring: _RestoringSend | None = None
+        self.left_early = False
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
@@ -370,10 +371,24 @@ class _CreatedRunSend(_FilteredSend):
                 self.remember(run_id, plan)
                 self._hand_over(lambda r=run_id, p=plan, t=str(run["thread_id"]): self.sink.join(t, r, p), run_id)
 
+    def watch(self, receive: Receive) -> Receive:
+        """`receive`, noting a client that goes away before the response ends."""
+
+        async def watched() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect" and not self.ended:
+                self.left_early = True
+            return message
+
+        return watched
+
     def finish(self) -> None:
-        """The response is over: a streamed run's tee learns whether its client saw it all."""
+        """The response is over: a streamed run's tee learns whether its client saw it all.
+
+        A client that leaves mid-stream still gets a closing empty body from the
+        server: only a response that ended before the client left is complete."""
         if self.tee is not None:
             try:
-                self.tee.close(complete=self.ended)
+                self.tee.close(complete=self.ended and not self.left_early)
             except Exception:  # noqa: BLE001
                 logger.exception("journal-bridge: could not close a run's tee")

@@ -9,8 +9,9 @@ each record says is defined once, in `journal_bridge.records`:
 |-------------------------------------------|-------------------------------------|
 | root `on_chain_start`                     | `run.start`, then the input messages |
 | `on_chat_model_end` in a top-level node   | `llm.ai.response` (message)         |
-| `on_chat_model_end` elsewhere             | `llm.ai.response` (trace): the summarizer, models called inside tools or subgraphs |
+| `on_chat_model_end` elsewhere             | `llm.ai.response` (message, hidden by its `caller`): the summarizer, models called inside tools or subgraphs |
 | `on_tool_end` in a top-level node         | `llm.tool.result` (message)         |
+| `on_tool_end` inside a tool or subgraph   | `llm.tool.result` (message, hidden by its `caller`) |
 | `on_custom_event` of `records.CUSTOM_EVENTS` | its record: `summarization` is `middleware:summarize` (middleware) |
 | root `on_chain_end`                       | `run.end` (outputs), at `flush`     |
 | root `on_chain_error`, an `error` part    | `run.error` (error)                 |
@@ -23,7 +24,7 @@ Records carry keys derived from the stream itself, so replaying a stream, or
 receiving a frame twice, yields the same keys and the store keeps one record
 per key. The state mapper (`journal_bridge.state_mapping`) yields the same
 message, middleware and outputs records from the `values` and `custom` modes;
-only the trace records above are particular to this one.
+only the hidden model calls and tool results above are particular to this one.
 
 Parts the journal does not need are ignored. A part that is not shaped like
 the server's output is counted in `malformed` and skipped; it never raises.
@@ -37,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from journal_bridge import records
-from journal_bridge.events import SUMMARIZER_CALLER, TRACE, RunEvent
+from journal_bridge.events import SUMMARIZER_CALLER, RunEvent
 from journal_bridge.modes import EVENTS_MODE
 from journal_bridge.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
 from journal_bridge.records import Draft, message_dict
@@ -79,6 +80,7 @@ class RunMapper:
         self._held: list[Draft] = []
         self._input_count = 0
         self._calls = 0
+        self._hidden_calls: dict[str, int] = {}  # caller -> model calls outside the conversation
         # Tool calls in progress: model calls and tools under them are not the conversation.
         self._tool_runs: set[Any] = set()
         self._end: Draft | None = None
@@ -231,6 +233,14 @@ class RunMapper:
         self._calls += 1
         return self._calls
 
+    def _hidden_call(self, message: dict[str, Any], key: str, caller: str) -> Draft:
+        self._hidden_calls[caller] = self._hidden_calls.get(caller, 0) + 1
+        return records.model_call(message, key, caller, self._hidden_calls[caller])
+
+    @staticmethod
+    def _subagent(data: Mapping[str, Any]) -> str:
+        return records.subagent_caller((data.get("metadata") or {}).get("langgraph_node") or data.get("name"))
+
     def _run_start(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> list[RunEvent]:
         run_input = payload.get("input")
         metadata = data.get("metadata") or {}
@@ -252,10 +262,9 @@ class RunMapper:
             raise TypeError("on_chat_model_end without a message output")
         key = f"llm:{data.get('run_id')}"
         if _is_summarizer_call(data):
-            return records.model_call_trace(message, key, SUMMARIZER_CALLER)
+            return self._hidden_call(message, key, SUMMARIZER_CALLER)
         if self._nested(data):
-            caller = (data.get("metadata") or {}).get("langgraph_node") or data.get("name")
-            return records.model_call_trace(message, key, caller)
+            return self._hidden_call(message, key, self._subagent(data))
         return records.ai_response(message, self._next_call(), key)
 
     def _tool_result(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> Draft:
@@ -271,10 +280,10 @@ class RunMapper:
                 "tool_call_id": None,
                 "id": None,
             }
-        draft = records.tool_result(message, f"tool:{data.get('run_id')}")
+        key = f"tool:{data.get('run_id')}"
         if self._nested(data):
-            draft.category, draft.is_message = TRACE, False
-        return draft
+            return records.nested_tool_result(message, key, self._subagent(data))
+        return records.tool_result(message, key)
 
 
 def map_parts(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from journal_bridge.capture import Capture
 from journal_bridge.compat import assistant_uuid, join_params
 from journal_bridge.events import RunEvent
 from journal_bridge.mapping import RunMapper
+from journal_bridge.modes import EVENTS_MODE
 from journal_bridge.outcome import read_outcome
 from journal_bridge.sse import Frame
 from journal_bridge.state_mapping import StateMapper
@@ -50,6 +52,15 @@ class Part:
     event: str
     data: Any
     id: str | None = None
+
+
+# Callback events the `events` mapper ignores; the server writes the event's name
+# first, so a frame is recognised before it is parsed. Tokens are most of the bytes.
+_UNMAPPED_CALLBACKS = re.compile(rb'\{"event":"on_(chat_model_stream|chain_stream|chat_model_start|llm_stream|llm_start)"')
+
+
+def _unmapped_callback(frame: Frame) -> bool:
+    return frame.mode == EVENTS_MODE and frame.data is not None and _UNMAPPED_CALLBACKS.match(frame.data) is not None
 
 
 class TeeSource:
@@ -72,7 +83,7 @@ class TeeSource:
     def feed(self, frame: Frame) -> None:
         if frame.id is not None:
             self.last_id = frame.id
-        if frame.event is not None and self.wants(frame.mode):
+        if frame.event is not None and self.wants(frame.mode) and not _unmapped_callback(frame):
             self._queue.put_nowait(frame)
 
     def close(self, *, complete: bool) -> None:

@@ -13,10 +13,18 @@ Content and metadata follow deer-flow's run event stream contract:
 | `llm.human.input`      | the message dict                               | `caller` |
 | `llm.ai.response`      | the message dict                               | `caller`, `usage`, `latency_ms`, `llm_call_index` |
 | `llm.tool.result`      | the message dict                               | `tool` |
+| `llm.ai.response`, `llm.tool.result` outside the conversation | the message dict | `caller` `middleware:summarize` (the summarizer) or `subagent:{node}` (inside a tool or a subgraph), `usage`, `latency_ms`, `llm_call_index` |
 | `middleware:summarize` | `name`, `hook`, `action`, `changes` (the summarization payload) | -- |
 | `run.interrupt`        | `interrupts`: `[{"id", "value"}]`, what the run waits on | -- |
 | `run.end`              | `output_keys`, `message_count`, `last_message_id` | `status` |
 | `run.error`            | the error message (text)                       | `error_type` |
+
+Every `llm.*` record is category `message`, as the contract fixes; the ones
+outside the conversation are told apart by their `caller`
+(`HIDDEN_CALLER_PREFIXES`), which history projections hide, as deer-flow's
+does. `llm_call_index` numbers one caller's calls within the run, from 1, so
+the conversation's numbering is the same whether or not a path sees the
+other calls.
 
 How a run ends, in its last records:
 
@@ -58,8 +66,7 @@ from journal_bridge.events import (
     RUN_INTERRUPT,
     RUN_START,
     SUMMARIZATION_EVENT,
-    SUMMARIZER_CALLER,
-    TRACE,
+    HIDDEN_CALLER_PREFIXES,
     RunEvent,
     make_event,
 )
@@ -75,7 +82,9 @@ __all__ = [
     "input_messages",
     "is_summary_message",
     "message_dict",
-    "model_call_trace",
+    "is_hidden",
+    "model_call",
+    "nested_tool_result",
     "record",
     "run_cancelled",
     "run_end",
@@ -83,6 +92,7 @@ __all__ = [
     "run_interrupt",
     "run_start",
     "summarization_changes",
+    "subagent_caller",
     "summarize",
     "tool_result",
 ]
@@ -211,10 +221,33 @@ def conversation_message(message: dict[str, Any], key: str, call_index: int) -> 
     return None
 
 
-def model_call_trace(message: dict[str, Any], key: str, caller: str | None) -> Draft:
-    """A model call that is not the conversation: the summarizer's, or one inside a tool."""
-    metadata = {"caller": caller or SUMMARIZER_CALLER, "usage": message.get("usage_metadata") or {}}
-    return Draft(LLM_AI_RESPONSE, message, key, metadata, TRACE)
+def model_call(message: dict[str, Any], key: str, caller: str, call_index: int) -> Draft:
+    """A model call that is not the conversation: the summarizer's
+    (`SUMMARIZER_CALLER`), or one inside a tool or a subgraph (`subagent_caller`);
+    `call_index` numbers that caller's calls in the run, from 1."""
+    metadata = {
+        "caller": caller,
+        "usage": message.get("usage_metadata") or {},
+        "latency_ms": None,
+        "llm_call_index": call_index,
+    }
+    return Draft(LLM_AI_RESPONSE, message, key, metadata)
+
+
+def nested_tool_result(message: dict[str, Any], key: str, caller: str) -> Draft:
+    """What a tool called inside a tool or a subgraph returned: not the conversation."""
+    return Draft(LLM_TOOL_RESULT, message, key, {"tool": message.get("name"), "caller": caller})
+
+
+def subagent_caller(node: Any) -> str:
+    """The `caller` of what happens inside a tool call or a subgraph run from `node`."""
+    return f"subagent:{node or 'unknown'}"
+
+
+def is_hidden(metadata: Any) -> bool:
+    """A message record outside the conversation, by its `caller`."""
+    caller = metadata.get("caller") if isinstance(metadata, Mapping) else None
+    return isinstance(caller, str) and caller.startswith(HIDDEN_CALLER_PREFIXES)
 
 
 def _digest(value: Any) -> str:

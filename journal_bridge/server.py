@@ -9,17 +9,25 @@
   verdict of `journal_bridge.health`; 503 while journaling is not keeping up)
   and `/journal/metrics` (the same counters for Prometheus).
 
-`create_app` reads the settings (`journal_bridge.settings.Settings.from_env`)
-once and passes each component what it needs.
+`app` is the journal alone; when the server must serve an app of its own
+(deer-flow's Gateway app, any Starlette or FastAPI app), `with_journal(app)`
+adds the journal to it, or `JOURNAL_BRIDGE_APP=module:attr` (or
+`path/to/file.py:attr`) makes `app` that app with the journal.
+
+`create_app`, `with_journal` and `app` read the settings
+(`journal_bridge.settings.Settings.from_env`) once, unless given them, and
+pass each component what it needs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
+import importlib.util
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +35,8 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
+from starlette.schemas import SchemaGenerator
 from starlette.types import Scope
 
 from journal_bridge.bridge import Bridge
@@ -41,13 +50,20 @@ from journal_bridge.reconcile import Reconciler
 from journal_bridge.run_requests import RunPlan
 from journal_bridge.routes import journal_routes
 from journal_bridge.runtime import release_run_frames, retained_frame_count
-from journal_bridge.settings import Settings
+from journal_bridge.settings import ENV, Settings
 from journal_bridge.spool import redact_url, spool_path
 from journal_bridge.store import RunEventStore, StoreUnavailable, open_store_when_available
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["app", "create_app", "redact_url"]
+__all__ = ["app", "create_app", "redact_url", "with_journal"]
+
+APP_ENV = ENV["app_spec"][0]
+# Set on the state of an app `with_journal` added the journal to.
+_JOURNAL_ADDED = "journal_bridge_added"
+
+Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[Any]]
+
 
 class Journal:
     """The store and the bridge of one server, plus what the middleware learned per run."""
@@ -176,9 +192,9 @@ class Journal:
         return report
 
 
-def create_app(settings: Settings | None = None) -> Starlette:
-    """The plugin's app, configured by `settings` (default: the environment's)."""
-    settings = Settings.from_env() if settings is None else settings
+def _journal_parts(settings: Settings) -> tuple[Journal | None, list[BaseRoute], list[Middleware], Lifespan]:
+    """The journal of this server, as `settings` say: the journal, its routes,
+    the middleware that observes runs (outermost first) and its lifespan."""
     if settings.enabled:
         # Refuse a server the plugin was not made for before it touches a request.
         check_server()
@@ -222,21 +238,102 @@ def create_app(settings: Settings | None = None) -> Starlette:
     def sink_for(scope: Scope) -> Journal | None:
         return journal.sink_for(scope) if journal is not None else None
 
-    app = Starlette(
-        routes=[
-            Route(f"{prefix}/health", health, methods=["GET"]),
-            Route(f"{prefix}/metrics", metrics, methods=["GET"]),
-            *journal_routes(prefix),
-        ],
-        middleware=[
-            Middleware(LifespanFirstMiddleware),
-            Middleware(RunObserverMiddleware, sink_for=sink_for, setting=settings.capture),
-            Middleware(CommandObserverMiddleware, sink_for=sink_for),
-        ],
-        lifespan=lifespan,
-    )
+    routes: list[BaseRoute] = [
+        Route(f"{prefix}/health", health, methods=["GET"]),
+        Route(f"{prefix}/metrics", metrics, methods=["GET"]),
+        *journal_routes(prefix),
+    ]
+    observers = [
+        Middleware(RunObserverMiddleware, sink_for=sink_for, setting=settings.capture),
+        Middleware(CommandObserverMiddleware, sink_for=sink_for),
+    ]
+    return journal, routes, observers, lifespan
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    """The journal alone, as the server's `http.app` (`settings`: default the environment's)."""
+    journal, routes, observers, lifespan = _journal_parts(Settings.from_env() if settings is None else settings)
+    app = Starlette(routes=routes, middleware=[Middleware(LifespanFirstMiddleware), *observers], lifespan=lifespan)
     app.state.journal = journal
     return app
 
 
-app = create_app()
+def with_journal(app: Starlette, settings: Settings | None = None) -> Starlette:
+    """`app` (a Starlette or FastAPI app) with the journal added; the same object, returned.
+
+    Its routes come first, so a route of its own is never shadowed by one of
+    the journal's. Its middleware stays as it was, outside the journal's
+    observers: it sees requests as its clients send them and streams as they
+    receive them, and the journal sees what reaches the server's run routes.
+    The journal's lifespan encloses the app's: the store is open before the
+    app's startup and closed after its shutdown, so runs either of them starts
+    are journaled; an error in either fails startup. Adding the journal to an
+    app that has it already changes nothing.
+    """
+    if not isinstance(app, Starlette):
+        raise TypeError(f"with_journal needs a Starlette or FastAPI app, got {type(app).__name__}")
+    if getattr(app.state, _JOURNAL_ADDED, False):
+        return app
+    journal, routes, observers, journal_lifespan = _journal_parts(Settings.from_env() if settings is None else settings)
+    app_lifespan = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[Any]:
+        async with journal_lifespan(app), app_lifespan(app) as state:
+            yield state
+
+    # A middleware stack is built on the first request; before it, this list is the stack.
+    app.user_middleware = [Middleware(LifespanFirstMiddleware), *app.user_middleware, *observers]
+    app.router.routes.extend(routes)
+    app.router.lifespan_context = lifespan
+    _describe_in_fastapi_openapi(app, routes)
+    app.state.journal = journal
+    setattr(app.state, _JOURNAL_ADDED, True)
+    return app
+
+
+def _describe_in_fastapi_openapi(app: Starlette, routes: list[BaseRoute]) -> None:
+    """FastAPI builds `/openapi.json` from its own routes only: add the journal's."""
+    openapi = getattr(app, "openapi", None)
+    if not callable(openapi):
+        return
+
+    def with_journal_paths() -> dict[str, Any]:
+        spec = openapi()
+        journal_spec = SchemaGenerator({}).get_schema(routes=routes)
+        paths = spec.setdefault("paths", {})
+        for path, operations in journal_spec.get("paths", {}).items():
+            paths.setdefault(path, operations)
+        return spec
+
+    app.openapi = with_journal_paths  # type: ignore[attr-defined]
+
+
+def _load_app(spec: str) -> Starlette:
+    """The app `spec` names: `package.module:attr` or `path/to/file.py:attr`."""
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr:
+        raise ValueError(f"{APP_ENV}={spec!r}: expected module:attr or path/to/file.py:attr")
+    if target.endswith(".py"):
+        path = Path(target).resolve()
+        loader = importlib.util.spec_from_file_location(f"journal_bridge_user_app_{path.stem}", path)
+        if loader is None or loader.loader is None:
+            raise ImportError(f"{APP_ENV}={spec!r}: cannot load {path}")
+        module = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise AttributeError(f"{APP_ENV}={spec!r}: {target} has no {attr!r}") from None
+
+
+def _server_app() -> Starlette:
+    settings = Settings.from_env()
+    if settings.app_spec:
+        return with_journal(_load_app(settings.app_spec), settings)
+    return create_app(settings)
+
+
+app = _server_app()

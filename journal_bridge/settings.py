@@ -88,6 +88,7 @@ ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "spool_dir": ("JOURNAL_BRIDGE_SPOOL_DIR", _path),
     "reconcile_interval": ("JOURNAL_BRIDGE_RECONCILE_INTERVAL", _seconds(minimum=0, inclusive=True)),
     "backlog_growing_after": ("JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER", _seconds(minimum=0, inclusive=False)),
+    "app_spec": ("JOURNAL_BRIDGE_APP", _text),
 }
 
 
@@ -103,6 +104,7 @@ class Settings:
     spool_dir: Path | None = None  # None: next to a SQLite store, else the working directory
     reconcile_interval: float = 3.0  # 0 turns the reconciler off
     backlog_growing_after: float = 60.0
+    app_spec: str | None = None  # `module:attr` or `path/to/file.py:attr`: the app the plugin serves
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, only: Iterable[str] | None = None) -> Settings:

@@ -19,8 +19,8 @@ and journals the run the way the plugin does:
   a resumable stream gives its parts ids, which the caller would see;
 - the parts are read by the plugin's reader and mappers (`journal_bridge.reader`,
   run through a `Bridge`), so the records, keys included, are the plugin's. A
-  stateless run's thread comes from its `checkpoints` parts (state capture) or
-  its events' metadata;
+  stateless run's temporary thread is named to no client: its journal is
+  filed under the run's id, as the plugin files it;
 - the caller gets exactly the parts plain `runs.stream` yields, `version="v2"`
   dicts included.
 
@@ -279,12 +279,12 @@ class _RunTee:
                 await stream.aclose()
 
 
-def _planned(value: Any, setting: CaptureSetting, stateless: bool) -> tuple[Any, Capture | None]:
+def _planned(value: Any, setting: CaptureSetting) -> tuple[Any, Capture | None]:
     """The `stream_mode` to send and the capture; no capture for a value the server rejects."""
     asked = requested_modes(value)
     if asked is None or not set(asked) <= run_stream_modes():
         return value, None
-    capture = plan_capture(asked, setting, needs_thread=stateless)
+    capture = plan_capture(asked, setting)
     return ([*asked, *capture.added] if capture.added else value), capture
 
 
@@ -301,7 +301,7 @@ async def tee_stream(
     """
     value = kwargs.pop("stream_mode", "values")
     version = kwargs.pop("version", "v1")
-    sent, capture = _planned(value, writer.setting, thread_id is None)
+    sent, capture = _planned(value, writer.setting)
     if capture is None:
         # Nothing to journal: the server refuses the request, with its own message.
         async for part in runs.stream(thread_id, assistant_id, stream_mode=value, version=version, **kwargs):
@@ -312,7 +312,8 @@ async def tee_stream(
         capture,
         resumable=bool(kwargs.get("stream_resumable")),
         assistant_id=assistant_id,
-        run_input=kwargs.get("input"),
+        # A resume (`Command(resume=...)`) has a command instead of an input.
+        run_input=kwargs["input"] if kwargs.get("input") is not None else kwargs.get("command"),
     )
     run = _RunTee(writer, thread_id, source)
     stream = runs.stream(thread_id, assistant_id, stream_mode=sent, **kwargs)

@@ -6,14 +6,17 @@ f1f4af99b), copied unchanged.
 
 `contract_violations(record)` lists what a record breaks: the envelope
 (`record_schema`), then the content and metadata schemas of its event type
-(or of the `middleware:{tag}` pattern). Event types the contract does not
-know are held to the envelope only: its consumers ignore them.
+(or of the `middleware:{tag}` pattern, with its event type and tag schemas).
+Event types the contract does not know are held to the envelope only: its
+consumers ignore them. `assert_contract(records)` fails naming every record
+that breaks it.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -57,12 +60,17 @@ def contract_violations(record: Any) -> list[str]:
     schemas = by_type.get(kind)
     if schemas is None:
         for pattern in patterns:
-            if isinstance(kind, str) and kind.startswith(pattern["pattern"].split("{")[0]):
+            stem = pattern["pattern"].split("{")[0]
+            if isinstance(kind, str) and kind.startswith(stem):
                 schemas = (
                     Draft202012Validator(pattern["content_schema"]),
                     Draft202012Validator(pattern["metadata_schema"]),
                     pattern["category"],
                 )
+                type_schema = Draft202012Validator(pattern["event_type_schema"])
+                tag_schema = Draft202012Validator(pattern["tag_schema"])
+                problems += [f"event_type: {e.message}" for e in type_schema.iter_errors(kind)]
+                problems += [f"tag: {e.message}" for e in tag_schema.iter_errors(kind[len(stem):])]
     if schemas is None:
         return problems
     content, metadata, category = schemas
@@ -71,3 +79,27 @@ def contract_violations(record: Any) -> list[str]:
     problems += [f"{kind} content: {e.message}" for e in content.iter_errors(data.get("content"))]
     problems += [f"{kind} metadata: {e.message}" for e in metadata.iter_errors(data.get("metadata"))]
     return problems
+
+
+def assert_contract(records: Iterable[Any]) -> None:
+    """Every record keeps the contract; else fail naming each record and what it breaks."""
+    broken = {}
+    for record in records:
+        problems = contract_violations(record)
+        if problems:
+            data = record.to_dict() if hasattr(record, "to_dict") else dict(record)
+            broken[f"seq {data.get('seq')} {data.get('event_type')}"] = (problems, data)
+    assert not broken, broken
+
+
+async def journaled_records(store_url: str, thread_id: str) -> list[Any]:
+    """Every record journaled for `thread_id`, of every category, in seq order,
+    each checked against the contract."""
+    from journal_bridge.events import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, TRACE
+    from journal_bridge.store import open_store
+
+    async with open_store(store_url) as store:
+        records = await store.list_timeline(thread_id, categories=(TRACE, MESSAGE, MIDDLEWARE, OUTPUTS, ERROR), limit=500)
+    assert len(records) < 500, "a thread this long needs paging here"
+    assert_contract(records)
+    return records

@@ -1,15 +1,22 @@
-"""Every run of every client is journaled, against a real `langgraph dev` of this project."""
+"""Every run of every client is journaled, against a real `langgraph dev` of this project.
+
+Every record the tests read back is checked against deer-flow's run event
+stream contract; the scripted conversation runs on a server capturing from
+`events` and on one capturing from `values` + `custom`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
+from collections.abc import Iterator
 
 import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from contract import assert_contract, journaled_records
 from conversation import (
     EARLY_SUMMARIZATION,
     TURNS,
@@ -20,6 +27,9 @@ from conversation import (
     stream_turn,
     wait_journal_idle,
 )
+from langgraph_server import LanggraphDevServer
+
+from journal_bridge.records import is_hidden
 from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e
@@ -32,9 +42,17 @@ async def _early_assistant(client) -> str:
     return assistant["assistant_id"]
 
 
+@pytest.fixture(scope="module", params=["events", "lean"])
+def capture_server(request, tmp_path_factory) -> Iterator[LanggraphDevServer]:
+    """A server capturing every run one way (`JOURNAL_BRIDGE_CAPTURE`)."""
+    workdir = tmp_path_factory.mktemp(f"capture-{request.param}")
+    with LanggraphDevServer(env={"JOURNAL_BRIDGE_CAPTURE": request.param}, workdir=workdir) as server:
+        yield server
+
+
 async def _timeline(server, thread_id: str):
-    async with open_store(server.store_url) as store:
-        return await store.list_timeline(thread_id, limit=500)
+    """Every record of the thread, each checked against the contract."""
+    return await journaled_records(server.store_url, thread_id)
 
 
 async def _summary_ids_in_checkpoints(client, thread_id: str) -> set[str]:
@@ -47,7 +65,8 @@ async def _summary_ids_in_checkpoints(client, thread_id: str) -> set[str]:
     }
 
 
-async def test_values_only_client_conversation_is_journaled_with_markers(dev_server):
+async def test_values_only_client_conversation_is_journaled_with_markers(capture_server):
+    dev_server = capture_server
     client = get_client(url=dev_server.url)
     assistant_id = await _early_assistant(client)
     thread_id = (await client.threads.create())["thread_id"]
@@ -58,7 +77,7 @@ async def test_values_only_client_conversation_is_journaled_with_markers(dev_ser
     await wait_journal_idle(dev_server.url)
 
     timeline = await _timeline(dev_server, thread_id)
-    messages = [r for r in timeline if r.category == "message"]
+    messages = [r for r in timeline if r.category == "message" and not is_hidden(r.metadata)]
     expected = [m for m in message_ids_seen(frames) if not is_summary(m)]
     # Every message the conversation ever had, in order -- also those compaction removed.
     assert [r.content["id"] for r in messages] == [m["id"] for m in expected]
@@ -115,11 +134,11 @@ def _comparable(raw: bytes) -> list[tuple[list[str], object]]:
 
 async def test_client_frames_are_identical_with_and_without_the_plugin(dev_server, start_dev_server):
     plain = start_dev_server(plugin=False)
-    received = {}
+    received, threads = {}, {}
     for name, server in (("plugin", dev_server), ("plain", plain)):
         client = get_client(url=server.url)
         assistant_id = await _early_assistant(client)
-        thread_id = (await client.threads.create())["thread_id"]
+        thread_id = threads[name] = (await client.threads.create())["thread_id"]
         async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
             raw = [await _raw_turn(http, thread_id, assistant_id, text) for text in TURNS[:9]]
         received[name] = [_comparable(turn) for turn in raw]
@@ -130,6 +149,9 @@ async def test_client_frames_are_identical_with_and_without_the_plugin(dev_serve
     assert any(re.match(r"event: ", line) for line in fields)
     assert any("summarization" in json.dumps(data) for turn in received["plugin"] for _, data in turn), \
         "the script should compact"
+    await wait_journal_idle(dev_server.url)
+    records = await _timeline(dev_server, threads["plugin"])
+    assert [r.content["content"] for r in records if r.event_type == "llm.human.input"] == TURNS[:9]
 
 
 async def test_background_and_wait_runs_are_journaled(dev_server):
@@ -142,7 +164,7 @@ async def test_background_and_wait_runs_are_journaled(dev_server):
     await wait_journal_idle(dev_server.url)
 
     timeline = await _timeline(dev_server, thread_id)
-    messages = [r.content for r in timeline if r.category == "message"]
+    messages = [r.content for r in timeline if r.category == "message" and not is_hidden(r.metadata)]
     state = await client.threads.get_state(thread_id)
     assert [m["id"] for m in messages] == [m["id"] for m in state["values"]["messages"]]
     assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"] * 2
@@ -166,7 +188,7 @@ async def test_concurrent_threads_keep_their_own_order(dev_server):
     for thread_id, texts, frames in results:
         timeline = await _timeline(dev_server, thread_id)
         assert {r.thread_id for r in timeline} == {thread_id}
-        messages = [r.content for r in timeline if r.category == "message"]
+        messages = [r.content for r in timeline if r.category == "message" and not is_hidden(r.metadata)]
         assert [m["id"] for m in messages] == [m["id"] for m in message_ids_seen(frames)]
         assert [m["content"] for m in messages if m["type"] == "human"] == texts
         async with open_store(dev_server.store_url) as store:
@@ -197,6 +219,7 @@ async def test_stateless_and_batch_runs_are_journaled(dev_server):
                 if events:
                     journaled[run_id] = (thread["thread_id"], events)
     assert set(journaled) == {stateless_run, *(r["run_id"] for r in batch)}
+    assert_contract(event for _, events in journaled.values() for event in events)
     stateless_thread, events = journaled[stateless_run]
     # Its temporary thread is named to no client: the journal files it under the run.
     assert stateless_thread == stateless_run
@@ -258,4 +281,4 @@ async def test_streams_joined_later_show_only_what_their_clients_asked_for(dev_s
     assert "values" in thread_frames and "events" not in thread_frames
     await wait_journal_idle(dev_server.url)
     timeline = await _timeline(dev_server, thread_id)
-    assert [r.content["type"] for r in timeline if r.category == "message"] == ["human", "ai", "tool", "ai"]
+    assert [r.content["type"] for r in timeline if r.category == "message" and not is_hidden(r.metadata)] == ["human", "ai", "tool", "ai"]

@@ -3,6 +3,8 @@
 An assistant created with early-compaction settings compacts on the third
 turn; the event must reach SDK clients on the `events` stream mode (as
 `on_custom_event` with the server's run metadata) and on the `custom` mode.
+Every record the journal keeps of these runs, the failed one included, keeps
+deer-flow's run event stream contract.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from contract import journaled_records
+from conversation import wait_journal_idle
 from langgraph_sdk import get_client
 
 pytestmark = pytest.mark.e2e
@@ -35,6 +39,12 @@ async def prepared_thread(client, config: dict[str, Any] | None = EARLY):
     for text in WARM_UP:
         await client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=user(text))
     return assistant, thread
+
+
+async def journaled(server, thread) -> list[Any]:
+    """The thread's records, once every run is journaled, checked against the contract."""
+    await wait_journal_idle(server.url)
+    return await journaled_records(server.store_url, thread["thread_id"])
 
 
 async def message_ids(client, thread) -> list[str]:
@@ -72,6 +82,8 @@ async def test_events_mode_delivers_on_custom_event_with_run_metadata(dev_server
     assert payload["replaced_count"] == len(payload["replaced_message_ids"]) == 5
     assert after[0] == payload["summary_message_id"]
     assert payload["trigger"] == {"type": "messages", "value": 6}
+    markers = [r for r in await journaled(dev_server, thread) if r.event_type == "middleware:summarize"]
+    assert [m.content["changes"]["summary_message_id"] for m in markers] == [payload["summary_message_id"]]
 
 
 async def test_custom_mode_delivers_the_payload(dev_server):
@@ -95,6 +107,8 @@ async def test_custom_mode_delivers_the_payload(dev_server):
     assert payload["middleware"] == "AssistantSummarizationMiddleware"
     assert payload["summary"].startswith("User requests: hello | add 2 and 3")
     assert (await message_ids(client, thread))[0] == payload["summary_message_id"]
+    markers = [r for r in await journaled(dev_server, thread) if r.event_type == "middleware:summarize"]
+    assert [m.content["changes"]["summary_message_id"] for m in markers] == [payload["summary_message_id"]]
 
 
 async def test_default_assistant_does_not_compact_a_short_thread(dev_server):
@@ -116,6 +130,8 @@ async def test_default_assistant_does_not_compact_a_short_thread(dev_server):
         p for p in parts if p.event == "events" and p.data["event"] == "on_custom_event"
     ]
     assert any(p.event == "events" for p in parts)
+    records = await journaled(dev_server, thread)
+    assert not [r for r in records if r.event_type == "middleware:summarize"]
 
 
 async def test_invalid_assistant_settings_fail_the_run_naming_the_field(dev_server):
@@ -138,3 +154,5 @@ async def test_invalid_assistant_settings_fail_the_run_naming_the_field(dev_serv
     assert "summarization.trigger[0].type: expected one of messages, tokens, fraction" in str(
         errors[0]
     )
+    records = await journaled(dev_server, thread)
+    assert [r.event_type for r in records][-1] == "run.error"

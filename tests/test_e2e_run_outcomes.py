@@ -14,16 +14,14 @@ from typing import Any
 
 import httpx
 import pytest
-from contract import contract_violations
+from contract import journaled_records
 from conversation import human, wait_journal_idle
 from langgraph_sdk import get_client
 from langgraph_server import PROJECT_ROOT, LanggraphDevServer, project_config
 
-from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e
 
-ALL_CATEGORIES = ("trace", "message", "middleware", "outputs", "error")
 INVALID_SUMMARIZATION = {"summarization": {"trigger": [{"type": "foo", "value": 3}]}}
 
 
@@ -41,11 +39,7 @@ def server(request, tmp_path_factory) -> Iterator[LanggraphDevServer]:
 
 
 async def _records(server, thread_id: str) -> list[Any]:
-    async with open_store(server.store_url) as store:
-        records = await store.list_timeline(thread_id, categories=ALL_CATEGORIES, limit=500)
-    for record in records:
-        assert contract_violations(record) == [], record
-    return records
+    return await journaled_records(server.store_url, thread_id)
 
 
 def _shape(records) -> list[tuple[str, str]]:

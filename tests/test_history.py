@@ -234,10 +234,11 @@ async def test_text_content_reads_back_as_the_same_text(store, text):
     assert item["content"] == text
 
 
-async def test_the_category_alone_decides_what_is_conversation(store):
+async def test_the_category_and_the_caller_decide_what_is_conversation(store):
     # A human message that carries the summarizer's marks (a client that sent
     # a summary back as input) is still something the user sent; an AI message
-    # journaled under `trace` is not conversation, whatever it looks like.
+    # journaled under `trace`, or from a middleware's model call, is not
+    # conversation, whatever it looks like.
     summary_like = {
         "type": "human",
         "content": "Here is a summary of the conversation so far",
@@ -260,6 +261,13 @@ async def test_the_category_alone_decides_what_is_conversation(store):
                 category="trace",
                 content={"type": "ai", "content": "plain answer", "id": "traced"},
                 metadata={"caller": "agent"},
+            ),
+            make_event(
+                thread_id="categories",
+                run_id="r",
+                event_type="llm.ai.response",
+                content={"type": "ai", "content": "the summary", "id": "summarizer"},
+                metadata={"caller": "middleware:summarize"},
             ),
         ]
     )

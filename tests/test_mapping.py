@@ -14,6 +14,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from journal_bridge.mapping import RunMapper, map_parts
+from journal_bridge.records import is_hidden
 
 
 def _graph():
@@ -78,7 +79,7 @@ async def test_a_turn_maps_to_start_input_answer_and_end(conversation):
 async def test_tool_turn_keeps_call_and_result_in_order(conversation):
     thread_id, runs = conversation
     run_id, parts = runs[1]
-    messages = [r.content for r in map_parts(thread_id, run_id, parts) if r.category == "message"]
+    messages = [r.content for r in map_parts(thread_id, run_id, parts) if r.category == "message" and not is_hidden(r.metadata)]
     assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
     assert messages[1]["tool_calls"][0]["id"] == messages[2]["tool_call_id"]
 
@@ -100,12 +101,13 @@ async def test_compaction_maps_to_a_marker_before_the_answer_and_hides_the_summa
     changes = marker.content["changes"]
     assert changes["replaced_count"] == len(changes["replaced_message_ids"]) > 0
     assert isinstance(changes["summary"], str) and changes["summary"]
-    before = [r for r in records[:marker_at] if r.category == "message"]
-    after = [r for r in records[marker_at + 1 :] if r.category == "message"]
+    before = [r for r in records[:marker_at] if r.category == "message" and not is_hidden(r.metadata)]
+    after = [r for r in records[marker_at + 1 :] if r.category == "message" and not is_hidden(r.metadata)]
     assert before[-1].event_type == "llm.human.input"
     assert after[0].event_type == "llm.ai.response"
     summarizer = [r for r in records if r.metadata.get("caller") == "middleware:summarize"]
-    assert len(summarizer) == 1 and summarizer[0].category == "trace"
+    assert len(summarizer) == 1 and summarizer[0].category == "message" and is_hidden(summarizer[0].metadata)
+    assert summarizer[0].metadata["llm_call_index"] == 1
 
 
 async def test_replaying_a_stream_gives_the_same_keys(conversation):
@@ -174,16 +176,16 @@ def _tool_calling_model_graph():
     return create_agent(model, tools=[ask_expert], checkpointer=InMemorySaver())
 
 
-async def test_models_inside_tools_are_trace_and_nostream_answers_stay_messages():
+async def test_models_inside_tools_are_hidden_and_nostream_answers_stay_messages():
     graph = _tool_calling_model_graph()
     thread_id = str(uuid.uuid4())
     run_id, parts = await _capture(graph, thread_id, "ask_expert question=why")
     records = map_parts(thread_id, run_id, parts)
-    messages = [r.content for r in records if r.category == "message"]
+    messages = [r.content for r in records if r.category == "message" and not is_hidden(r.metadata)]
     assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
     assert messages[1]["tool_calls"][0]["name"] == "ask_expert"
-    nested = [r for r in records if r.category == "trace" and r.event_type == "llm.ai.response"]
-    assert len(nested) == 1 and nested[0].metadata["caller"] == "tools"
+    nested = [r for r in records if is_hidden(r.metadata) and r.event_type == "llm.ai.response"]
+    assert len(nested) == 1 and nested[0].metadata["caller"] == "subagent:tools"
     state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     assert [m["id"] for m in messages] == [m.id for m in state.values["messages"]]
 
@@ -209,7 +211,7 @@ async def test_every_input_message_is_journaled_once_by_its_id():
             async for e in graph.astream_events({"messages": run_input}, {**config, "run_id": run_id}, version="v2")
         ]
         records += map_parts(thread_id, run_id, parts)
-    messages = [r for r in records if r.category == "message"]
+    messages = [r for r in records if r.category == "message" and not is_hidden(r.metadata)]
     assert [m.event_type for m in messages[:3]] == ["llm.human.input", "llm.ai.response", "llm.human.input"]
     assert messages[0].source_key == "message:h-1" and messages[1].source_key == "message:a-1"
     assert messages[2].content["id"], "the id the server assigned is read back from the state"

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from journal_bridge.mapping import RunMapper
+from journal_bridge.records import is_hidden
 from journal_bridge.state_mapping import StateMapper
 from test_mapping import _dump, _graph
 
@@ -77,8 +78,8 @@ def _comparable(records) -> list[Any]:
         [
             [r.event_type, r.category, r.content, r.metadata, r.source_key]
             for r in records
-            # The summarizer's own call is seen only by `events` (it is trace, never history).
-            if not (r.category == "trace" and r.event_type == "llm.ai.response")
+            # The summarizer's own call is seen only by `events` (hidden from history by its caller).
+            if not is_hidden(r.metadata)
         ],
         sort_keys=True,
     )

@@ -125,6 +125,16 @@ def _translate(exc: psycopg.Error, what: str) -> Exception:
     return StoreError(f"PostgreSQL {what} failed: {exc}")
 
 
+async def _copy_rows(
+    cursor: psycopg.AsyncCursor[Any], table: str, columns: str, rows: Iterable[tuple[Any, ...]]
+) -> None:
+    """Write `rows` with COPY: one round trip for the batch, parsed once by the server.
+    A duplicate key fails the statement as an INSERT would (`UniqueViolation`)."""
+    async with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        for row in rows:
+            await copy.write_row(row)
+
+
 class PostgresRunEventStore(RunEventStore):
     """A `RunEventStore` in PostgreSQL (`postgresql://...`).
 
@@ -296,11 +306,7 @@ class PostgresRunEventStore(RunEventStore):
         self, cursor: psycopg.AsyncCursor[Any], rows: list[tuple[Any, ...]]
     ) -> None:
         """Insert the event rows `plan_append` made."""
-        await cursor.executemany(
-            f"INSERT INTO {self._events} ({_COLUMNS})"
-            " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s)",
-            rows,
-        )
+        await _copy_rows(cursor, self._events, _COLUMNS, rows)
 
     async def _count_appended(
         self, cursor: psycopg.AsyncCursor[Any], counters: list[tuple[str, int, int, int]]

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import psycopg
 
 from journal_bridge.events import RunEvent, dumps
-from journal_bridge.store.postgres import PostgresRunEventStore
+from journal_bridge.store.postgres import PostgresRunEventStore, _copy_rows
 
 __all__ = ["DeerflowPostgresRunEventStore"]
 
@@ -188,11 +188,7 @@ class DeerflowPostgresRunEventStore(PostgresRunEventStore):
     async def _insert_rows(
         self, cursor: psycopg.AsyncCursor[Any], rows: list[tuple[Any, ...]]
     ) -> None:
-        await cursor.executemany(
-            f"INSERT INTO {self._events} ({_COLUMNS})"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s)",
-            [_encode_row(row) for row in rows],
-        )
+        await _copy_rows(cursor, self._events, _COLUMNS, (_encode_row(row) for row in rows))
 
     async def _count_appended(self, cursor: Any, counters: Any) -> None:
         pass  # the trigger on run_events counts every insert

@@ -1,0 +1,74 @@
+"""A compaction announced with deer-flow's minimal payload, journaled by a real `langgraph dev`.
+
+The graph (`tests/graphs/minimal_summary.py`) sends only
+`adispatch_custom_event("summarization", {"summary", "replaced_count"})`,
+which only the `events` stream mode carries: the server captures every run
+from it (`JOURNAL_BRIDGE_CAPTURE=events`). The marker must still be a whole
+one: counts, summary, its place in the conversation, the contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from contract import journaled_records
+from conversation import human, is_summary, wait_journal_idle
+from langgraph_sdk import get_client
+from langgraph_server import PROJECT_ROOT, LanggraphDevServer, project_config
+
+from journal_bridge.records import is_hidden
+
+pytestmark = pytest.mark.e2e
+
+WARM_UP = ["hello", "add 2 and 3"]
+COMPACTING_TURN = "what did I ask?"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[LanggraphDevServer]:
+    config = project_config(graphs={"minimal": str(PROJECT_ROOT / "tests" / "graphs" / "minimal_summary.py") + ":graph"})
+    workdir = tmp_path_factory.mktemp("minimal-summary")
+    with LanggraphDevServer(config=config, env={"JOURNAL_BRIDGE_CAPTURE": "events"}, workdir=workdir) as dev:
+        yield dev
+
+
+async def test_the_minimal_payload_becomes_a_whole_marker(server):
+    client = get_client(url=server.url)
+    thread_id = (await client.threads.create())["thread_id"]
+    for text in WARM_UP:
+        await client.runs.wait(thread_id, "minimal", input=human(text))
+    before = (await client.threads.get_state(thread_id))["values"]["messages"]
+    await client.runs.wait(thread_id, "minimal", input=human(COMPACTING_TURN))
+    after = (await client.threads.get_state(thread_id))["values"]["messages"]
+    await wait_journal_idle(server.url)
+
+    records = await journaled_records(server.store_url, thread_id)
+    markers = [r for r in records if r.event_type == "middleware:summarize"]
+    assert len(markers) == 1
+    summary = next(m for m in after if is_summary(m))
+    kept = [m for m in after if not is_summary(m)][:-1]  # less the answer after the compaction
+    replaced = len(before) + 1 - len(kept)  # the compacting turn's question was in the state too
+    changes = markers[0].content["changes"]
+    assert changes == {
+        "event": "summarization",
+        "summary": summary["content"],
+        "replaced_count": replaced,
+        "condensed_count": replaced,
+    }
+    assert markers[0].content["name"] and markers[0].content["hook"] == "before_model"
+
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        items = (await http.get(f"/journal/threads/{thread_id}/messages", params={"limit": 100})).json()["data"]
+    marker = next(item for item in items if item["type"] == "summary_marker")
+    assert (marker["replaced_count"], marker["condensed_count"], marker["summary"]) == (
+        replaced, replaced, summary["content"],
+    )
+    # After every message it replaced (the compacting question included), before the answer.
+    types = [item["type"] for item in items]
+    at = types.index("summary_marker")
+    assert items[at - 1]["content"] == COMPACTING_TURN and types[at + 1] == "ai"
+    assert [item["content"] for item in items if item["type"] == "human"] == [*WARM_UP, COMPACTING_TURN]
+    conversation = [r for r in records if r.category == "message" and not is_hidden(r.metadata)]
+    assert len([item for item in items if item["type"] != "summary_marker"]) == len(conversation)
