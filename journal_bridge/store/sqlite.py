@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import aiosqlite
 
@@ -25,15 +26,18 @@ from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     SCHEMA_VERSION,
     VISIBLE_AI_EVENT_TYPES,
+    Page,
     RunEventStore,
+    RunEventsQuery,
     StoreError,
     StoreUnavailable,
     _check_limit,
     page_query,
     plan_append,
+    run_events_query,
 )
 
-__all__ = ["SqliteRunEventStore"]
+__all__ = ["SqliteRunEventStore", "from_url", "sqlite_path_from_url"]
 
 # Parameters per IN (...) list; far below SQLite's host parameter limit.
 _CHUNK = 500
@@ -148,6 +152,29 @@ def sqlite_path_from_url(url: str) -> str:
     if path == ":memory:":
         raise ValueError("an in-memory SQLite journal cannot be shared; use memory://")
     return path
+
+
+def _url_options(url: str) -> dict[str, Any]:
+    """`?busy_timeout=SECONDS`: how long a write waits for another writer's lock."""
+    query = parse_qs(urlsplit(url).query)
+    options: dict[str, Any] = {}
+    for name, values in query.items():
+        if name != "busy_timeout":
+            raise ValueError(
+                f"unsupported SQLite URL option {name!r}: only busy_timeout is known"
+            )
+        try:
+            options["busy_timeout"] = float(values[-1])
+        except ValueError as exc:
+            raise ValueError(
+                f"busy_timeout: expected seconds, got {values[-1]!r}"
+            ) from exc
+    return options
+
+
+def from_url(url: str, **options: Any) -> SqliteRunEventStore:
+    """The store for `sqlite:///path.db[?busy_timeout=SECONDS]`; `options` win over the URL's."""
+    return SqliteRunEventStore(sqlite_path_from_url(url), **{**_url_options(url), **options})
 
 
 def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
@@ -452,59 +479,19 @@ class SqliteRunEventStore(RunEventStore):
 
     # -- reading -----------------------------------------------------------------
 
-    async def _page(
-        self,
-        thread_id: str,
-        categories: tuple[str, ...],
-        limit: int,
-        before_seq: int | None,
-        after_seq: int | None,
-        run_id: str | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        sql, params, descending = page_query(
-            _SELECT,
-            thread_id,
-            categories,
-            limit,
-            before_seq,
-            after_seq,
-            mark="?",
-            run_id=run_id,
-            user_id=user_id,
-        )
-        events = [_row_to_event(row) for row in await self._fetch(sql, params)]
-        if descending:
-            events.reverse()
-        return events
+    async def _page(self, page: Page) -> list[RunEvent]:
+        sql, params, descending = page_query(_SELECT, page, mark="?")
+        rows = await self._fetch(sql, params)
+        return [_row_to_event(row) for row in (reversed(rows) if descending else rows)]
 
-    async def _list_events(
-        self,
-        thread_id: str,
-        run_id: str,
-        event_types: tuple[str, ...] | None,
-        task_id: str | None,
-        limit: int,
-        after_seq: int | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        sql = f"{_SELECT} WHERE thread_id = ? AND run_id = ?"
-        params: list[Any] = [thread_id, run_id]
-        if after_seq is not None:
-            sql += " AND seq > ?"
-            params.append(after_seq)
-        if event_types is not None:
-            sql += f" AND event_type IN ({', '.join('?' * len(event_types))})"
-            params.extend(event_types)
-        if task_id is not None:
-            # A JSON number never equals the text parameter: only strings match.
-            sql += " AND json_extract(metadata, '$.task_id') = ?"
-            params.append(task_id)
-        if user_id is not None:
-            sql += " AND user_id = ?"
-            params.append(user_id)
-        sql += " ORDER BY seq LIMIT ?"
-        params.append(limit)
+    async def _list_events(self, query: RunEventsQuery) -> list[RunEvent]:
+        sql, params = run_events_query(
+            _SELECT,
+            query,
+            mark="?",
+            types=lambda types: (f"event_type IN ({', '.join('?' * len(types))})", list(types)),
+            task_id_match="json_extract(metadata, '$.task_id') = ?",
+        )
         return [_row_to_event(row) for row in await self._fetch(sql, params)]
 
     async def _last_visible_ai_seqs(

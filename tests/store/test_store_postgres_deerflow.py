@@ -8,10 +8,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from store_conformance import THREAD, SharedStorageConformance, event
 
 from journal_bridge.events import LLM_AI_RESPONSE, LLM_HUMAN_INPUT, MESSAGE, RUN_END
 from journal_bridge.store import open_store
+from journal_bridge.store.conformance import THREAD, SharedStorageConformance, event
 from journal_bridge.store.postgres_deerflow import DeerflowPostgresRunEventStore
 
 pytestmark = pytest.mark.postgres
