@@ -105,6 +105,11 @@ class Journal:
         self.unplanned_requests = 0
         self.reconcile_interval = reconcile_interval(os.environ.get(INTERVAL_ENV))
         self.reconciler: Reconciler | None = None
+        # Resolved here, off the event loop: the default spool directory of a store
+        # that is no SQLite file is the working directory, which `langgraph dev`
+        # forbids reading inside the loop.
+        self.spool = spool_path(store_url, "server")
+        self.reconcile_spool = spool_path(store_url, "reconcile")
 
     async def start(self, app: Starlette) -> None:
         from langgraph_sdk import get_client
@@ -114,7 +119,7 @@ class Journal:
         self.bridge = Bridge(
             None,
             lambda: get_client(headers={READER_HEADER: "1"}),
-            spool=spool_path(self.store_url, "server"),
+            spool=self.spool,
             queue_size=0,
             growing_after=self.growing_after,
             on_run_done=self._run_done,
@@ -125,7 +130,7 @@ class Journal:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._opener), timeout=10)
         if self.reconcile_interval > 0:
-            spool = spool_path(self.store_url, "reconcile")
+            spool = self.reconcile_spool
             self.reconciler = Reconciler(
                 self.bridge,
                 lambda: get_client(headers={READER_HEADER: "1"}),
