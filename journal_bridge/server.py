@@ -90,6 +90,11 @@ class Journal:
         self.unplanned_requests = 0
         self.reconcile_interval = reconcile_interval
         self.reconciler: Reconciler | None = None
+        # Resolved here, off the event loop: the default spool directory of a store
+        # that is no SQLite file is the working directory, which `langgraph dev`
+        # forbids reading inside the loop.
+        self.spool = spool_path(store_url, "server", self.spool_dir)
+        self.reconcile_spool = spool_path(store_url, "reconcile", self.spool_dir)
 
     async def start(self, app: Starlette) -> None:
         from langgraph_sdk import get_client
@@ -99,7 +104,7 @@ class Journal:
         self.bridge = Bridge(
             None,
             lambda: get_client(headers={READER_HEADER: "1"}),
-            spool=spool_path(self.store_url, "server", self.spool_dir),
+            spool=self.spool,
             queue_size=0,
             growing_after=self.growing_after,
             on_run_done=self._run_done,
@@ -110,7 +115,7 @@ class Journal:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._opener), timeout=10)
         if self.reconcile_interval > 0:
-            spool = spool_path(self.store_url, "reconcile", self.spool_dir)
+            spool = self.reconcile_spool
             self.reconciler = Reconciler(
                 self.bridge,
                 lambda: get_client(headers={READER_HEADER: "1"}),
