@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
 
 import aiosqlite
 
@@ -27,16 +28,20 @@ from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     SCHEMA_VERSION,
     VISIBLE_AI_EVENT_TYPES,
+    Page,
     RunEventStore,
+    RunEventsQuery,
     StoreError,
     StoreUnavailable,
     _check_limit,
     event_from_row,
     page_query,
     plan_append,
+    run_events_query,
+    take_layout,
 )
 
-__all__ = ["SqliteRunEventStore"]
+__all__ = ["LAYOUTS", "SqliteRunEventStore", "from_url", "sqlite_path_from_url"]
 
 # Parameters per IN (...) list; far below SQLite's host parameter limit.
 _CHUNK = 500
@@ -145,6 +150,42 @@ def _decode_time(text: str) -> datetime:
     """A stored time; one without an offset is UTC."""
     value = datetime.fromisoformat(text)
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _url_options(url: str) -> dict[str, Any]:
+    """`?busy_timeout=SECONDS`: how long a write waits for another writer's lock
+    (`layout` is taken out before)."""
+    query = parse_qs(urlsplit(url).query)
+    options: dict[str, Any] = {}
+    for name, values in query.items():
+        if name != "busy_timeout":
+            raise ValueError(
+                f"unsupported SQLite URL option {name!r}:"
+                " only busy_timeout and layout are known"
+            )
+        try:
+            options["busy_timeout"] = float(values[-1])
+        except ValueError as exc:
+            raise ValueError(
+                f"busy_timeout: expected seconds, got {values[-1]!r}"
+            ) from exc
+    return options
+
+
+# `?layout=NAME` of a SQLite URL: which tables hold the journal.
+LAYOUTS = {
+    # journal-bridge's own tables (`journal_events`, ...)
+    "journal": "journal_bridge.store.sqlite:SqliteRunEventStore",
+    # deer-flow's `run_events`, shared with deer-flow's Gateway
+    "deerflow": "journal_bridge.store.sqlite_deerflow:DeerflowSqliteRunEventStore",
+}
+
+
+def from_url(url: str, **options: Any) -> SqliteRunEventStore:
+    """The store for `sqlite:///path.db[?busy_timeout=SECONDS][&layout=journal|deerflow]`;
+    `options` win over the URL's."""
+    url, store_class = take_layout(url, LAYOUTS, "SQLite")
+    return store_class(sqlite_path_from_url(url), **{**_url_options(url), **options})
 
 
 def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
@@ -544,59 +585,20 @@ class SqliteRunEventStore(RunEventStore):
 
     # -- reading -----------------------------------------------------------------
 
-    async def _page(
-        self,
-        thread_id: str,
-        categories: tuple[str, ...],
-        limit: int,
-        before_seq: int | None,
-        after_seq: int | None,
-        run_id: str | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        sql, params, descending = page_query(
-            self._select,
-            thread_id,
-            categories,
-            limit,
-            before_seq,
-            after_seq,
-            mark="?",
-            run_id=run_id,
-            user_id=user_id,
-        )
-        events = [self._decode(row) for row in await self._fetch(sql, params)]
-        if descending:
-            events.reverse()
-        return events
+    async def _page(self, page: Page) -> list[RunEvent]:
+        sql, params, descending = page_query(self._select, page, mark="?")
+        rows = await self._fetch(sql, params)
+        return [self._decode(row) for row in (reversed(rows) if descending else rows)]
 
-    async def _list_events(
-        self,
-        thread_id: str,
-        run_id: str,
-        event_types: tuple[str, ...] | None,
-        task_id: str | None,
-        limit: int,
-        after_seq: int | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        sql = f"{self._select} WHERE thread_id = ? AND run_id = ?"
-        params: list[Any] = [thread_id, run_id]
-        if after_seq is not None:
-            sql += " AND seq > ?"
-            params.append(after_seq)
-        if event_types is not None:
-            sql += f" AND event_type IN ({', '.join('?' * len(event_types))})"
-            params.extend(event_types)
-        if task_id is not None:
+    async def _list_events(self, query: RunEventsQuery) -> list[RunEvent]:
+        sql, params = run_events_query(
+            self._select,
+            query,
+            mark="?",
+            types=lambda types: (f"event_type IN ({', '.join('?' * len(types))})", list(types)),
             # A JSON number never equals the text parameter: only strings match.
-            sql += f" AND json_extract({self.metadata_column}, '$.task_id') = ?"
-            params.append(task_id)
-        if user_id is not None:
-            sql += " AND user_id = ?"
-            params.append(user_id)
-        sql += " ORDER BY seq LIMIT ?"
-        params.append(limit)
+            task_id_match=f"json_extract({self.metadata_column}, '$.task_id') = ?",
+        )
         return [self._decode(row) for row in await self._fetch(sql, params)]
 
     async def _last_visible_ai_seqs(

@@ -8,10 +8,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from store_conformance import THREAD, event
-
 from journal_bridge.events import LLM_AI_RESPONSE, LLM_HUMAN_INPUT, MESSAGE, RUN_END
 from journal_bridge.store.base import supports
+from journal_bridge.store.conformance import THREAD, event
 
 # The columns `deerflow_row` fills, in its order; deer-flow adds seq and created_at.
 ROW_COLUMNS = "thread_id, run_id, user_id, event_type, category, content, event_metadata"

@@ -12,10 +12,10 @@ from deerflow_rows import (
     check_deerflow_rows_are_read_counted_and_continued,
     deerflow_row,
 )
-from store_conformance import THREAD, SharedStorageConformance, event
 
 from journal_bridge.events import LLM_AI_RESPONSE, MESSAGE, RUN_END
 from journal_bridge.store import open_store
+from journal_bridge.store.conformance import THREAD, SharedStorageConformance, event
 from journal_bridge.store.deerflow import run_events_statements
 from journal_bridge.store.postgres_deerflow import DeerflowPostgresRunEventStore
 
