@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from journal_bridge import records
+from journal_bridge.compat import is_cancel_part
 from journal_bridge.events import RunEvent
 from journal_bridge.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
 from journal_bridge.records import Draft, message_dict
@@ -111,6 +112,8 @@ class StateMapper:
                     return [self._record(records.summarize(data))]
                 return []
             if event == "error":
+                if is_cancel_part(data):
+                    return []  # a cancel: the outcome says so, with the server's reason
                 self._failed = True
                 self.ending = ERRORED
                 return [self._record(records.run_error(data))]

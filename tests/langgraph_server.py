@@ -28,6 +28,20 @@ LANGGRAPH = Path(sys.executable).parent / "langgraph"
 _API_LINE = re.compile(r"API:\s*(?:\x1b\[[0-9;]*m)?(http://[^\s\x1b]+)")
 
 
+def journaled_cancel_reason(reason: str) -> str:
+    """What the journal says of a cancel the server gives `reason` for.
+
+    langgraph-api 0.16 keeps the reason in the error it leaves on the run's
+    thread; 0.11 keeps none there ("An internal error occurred"), and the
+    journal says only that the run was cancelled.
+    """
+    from langgraph_api.errors import UserInterrupt
+    from langgraph_api.serde import default
+
+    kept = default(UserInterrupt(reason)).get("message") == reason
+    return reason if kept else "the run was cancelled"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
