@@ -3,7 +3,7 @@
 The model comes from `JOURNAL_BRIDGE_MODEL` (an `init_chat_model` spec); by
 default it is the offline deterministic model. Summarization settings come
 from each assistant's `configurable["summarization"]`, with defaults from the
-environment (see `journal_bridge.agent_settings`). One compiled graph serves
+environment (see `graphs.agent_settings`). One compiled graph serves
 every assistant: the settings are applied per call, not per compile. The
 settings' schema is the graph's context schema, so Studio shows them as a form.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 
-from journal_bridge.agent_settings import AgentSettings, AssistantSummarizationMiddleware
-from journal_bridge.offline_model import make_chat_model
+from graphs.agent_settings import AgentSettings, AssistantSummarizationMiddleware
+from graphs.offline_model import make_chat_model
 
 SYSTEM_PROMPT = (
     "You are a helpful assistant. Use the add tool for arithmetic and the "

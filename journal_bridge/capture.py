@@ -1,6 +1,6 @@
 """How a run is captured: which stream modes the journal adds, and which mapper reads them.
 
-`JOURNAL_BRIDGE_CAPTURE` chooses:
+The setting (`JOURNAL_BRIDGE_CAPTURE`, `journal_bridge.settings`) chooses:
 
 - `auto` (default): a run whose client already streams tokens (`messages`,
   `messages-tuple` or `events`) is captured from `events` -- its model calls
@@ -24,14 +24,11 @@ from dataclasses import dataclass
 from journal_bridge.modes import EVENTS_MODE
 
 __all__ = [
-    "CAPTURE_ENV",
     "TOKEN_MODES",
     "Capture",
     "CaptureSetting",
     "plan_capture",
 ]
-
-CAPTURE_ENV = "JOURNAL_BRIDGE_CAPTURE"
 
 # Modes under which the server already streams every model call.
 TOKEN_MODES = frozenset({"messages", "messages-tuple", EVENTS_MODE})
@@ -51,7 +48,7 @@ class CaptureSetting(enum.StrEnum):
             return cls(text)
         except ValueError:
             choices = ", ".join(member.value for member in cls)
-            raise ValueError(f"{CAPTURE_ENV}={value!r}: expected one of {choices}") from None
+            raise ValueError(f"capture={value!r}: expected one of {choices}") from None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@
     journal-bridge --version
 
 Each subcommand registers itself in `build_parser` through an `_add_<name>`
-function that sets `handler` on its sub-parser; `main` dispatches to it.
+function that sets `handler` on its sub-parser; `main` reads the settings
+(`journal_bridge.settings`) and dispatches to it with them.
 
 Every subcommand that talks to a server sends the same credentials:
 `--token` (a bearer token), `--header 'Name: value'` (repeatable) and the
@@ -27,6 +28,8 @@ import textwrap
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
+from journal_bridge.settings import ENV, Settings, SettingsError
+
 __all__ = ["build_parser", "format_item", "main"]
 
 _PAGE = 500
@@ -34,6 +37,8 @@ _INDENT = "    "
 _API_KEY_HEADER = "x-api-key"
 # Where langgraph-sdk's `get_client` looks for an API key, in this order.
 _API_KEY_ENV = ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY")
+# The settings a command uses: the others (the plugin's) do not stop it.
+_SETTINGS = ("store_url", "route_prefix", "max_content_bytes", "spool_dir")
 
 
 # -- credentials ---------------------------------------------------------------
@@ -158,13 +163,13 @@ def format_item(item: dict[str, Any], width: int = 100) -> str:
 
 
 async def _history_from_store(
-    store_url: str, thread_id: str, limit: int | None
+    store_url: str, thread_id: str, limit: int | None, settings: Settings
 ) -> list[dict[str, Any]] | None:
     from journal_bridge.history import history_page
-    from journal_bridge.store import open_store
+    from journal_bridge.store import create_store
 
     _require_existing_journal(store_url)
-    async with open_store(store_url) as store:
+    async with create_store(store_url, **settings.store_options) as store:
         if not await store.has_thread(thread_id):
             return None
         return await _collect(
@@ -264,27 +269,23 @@ def _print_items(items: Iterable[dict[str, Any]], out: TextIO, as_json: bool) ->
     out.writelines(format_item(item, width) + "\n\n" for item in items)
 
 
-def _run_history(args: argparse.Namespace) -> int:
-    from journal_bridge.routes import DEFAULT_PREFIX, PREFIX_ENV
-
+def _run_history(args: argparse.Namespace, settings: Settings) -> int:
     if args.url:
         headers, api_key = _credentials(args)
-        prefix = args.prefix or os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX
+        prefix = args.prefix or settings.route_prefix
         source = args.url
         job = _history_from_server(
             args.url, args.thread_id, args.limit, headers, api_key, prefix, args.page_size
         )
     else:
-        from journal_bridge.store import STORE_URL_ENV, default_store_url
-
-        source = args.store or default_store_url()
-        job = _history_from_store(source, args.thread_id, args.limit)
+        source = args.store or settings.journal_url
+        job = _history_from_store(source, args.thread_id, args.limit, settings)
     try:
         items = asyncio.run(job)
     except _Failure as exc:
         hint = ""
-        if not args.url and not args.store and not os.environ.get(STORE_URL_ENV):
-            hint = f"; give --store STORE_URL or --url SERVER_URL, or set {STORE_URL_ENV}"
+        if not args.url and not args.store and settings.store_url is None:
+            hint = f"; give --store STORE_URL or --url SERVER_URL, or set {ENV['store_url'][0]}"
         print(f"journal-bridge history: {exc}{hint}", file=sys.stderr)
         return 1
     except Exception as exc:  # noqa: BLE001 - any store or network failure: say which and why
@@ -359,19 +360,18 @@ def _sdk_client(url: str, credentials: tuple[dict[str, str], str | None]) -> Any
     return get_client(url=url, headers=headers or None, api_key=api_key)
 
 
-def _run_follow(args: argparse.Namespace) -> int:
+def _run_follow(args: argparse.Namespace, settings: Settings) -> int:
     import logging
     from pathlib import Path
 
     from journal_bridge.follower import default_cursor_path, run_follower
-    from journal_bridge.store import default_store_url
 
     # The follower's own lines by default; every library's (httpx's request lines) with -v.
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(message)s", stream=sys.stderr)
     logging.getLogger("journal_bridge").setLevel(logging.INFO)
     credentials = _credentials(args)
-    store_url = args.store or default_store_url()
+    store_url = args.store or settings.journal_url
     cursor = Path(args.cursor) if args.cursor else default_cursor_path(store_url)
     try:
         summary = run_follower(
@@ -381,6 +381,8 @@ def _run_follow(args: argparse.Namespace) -> int:
             interval=args.interval,
             once=args.once,
             from_now=args.from_now,
+            spool_dir=settings.spool_dir,
+            store_options=settings.store_options,
         )
     except Exception as exc:  # noqa: BLE001 - say which source failed and why
         print(f"journal-bridge follow: {exc}", file=sys.stderr)
@@ -433,12 +435,12 @@ def _add_follow(subparsers: Any) -> None:
 # -- backfill ------------------------------------------------------------------
 
 
-def _run_backfill(args: argparse.Namespace) -> int:
+def _run_backfill(args: argparse.Namespace, settings: Settings) -> int:
     from journal_bridge.backfill import backfill
-    from journal_bridge.store import default_store_url, open_store
+    from journal_bridge.store import create_store
 
     credentials = _credentials(args)
-    store_url = args.store or default_store_url()
+    store_url = args.store or settings.journal_url
 
     def progress(index: int, total: int, result: Any) -> None:
         print(
@@ -448,7 +450,7 @@ def _run_backfill(args: argparse.Namespace) -> int:
         )
 
     async def job() -> Any:
-        async with open_store(store_url) as store:
+        async with create_store(store_url, **settings.store_options) as store:
             return await backfill(
                 _sdk_client(args.url, credentials), store, args.thread or None,
                 since_checkpoint=args.since_checkpoint, on_thread=progress,
@@ -522,7 +524,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        settings = Settings.from_env(only=_SETTINGS)
+    except SettingsError as exc:
+        print(f"journal-bridge {args.command}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return args.handler(args, settings)
     except _Usage as exc:
         print(f"journal-bridge {args.command}: {exc}", file=sys.stderr)
         return 2

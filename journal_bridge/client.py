@@ -25,10 +25,11 @@ to older items, `after_seq` to newer ones.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
+
+from journal_bridge.settings import Settings, route_prefix
 
 __all__ = [
     "JournalClient",
@@ -38,15 +39,14 @@ __all__ = [
 ]
 
 MAX_PAGE = 500
-DEFAULT_PREFIX = "/journal"
-PREFIX_ENV = "JOURNAL_BRIDGE_ROUTE_PREFIX"
 
 _NOT_GIVEN: Any = object()
 
 
 def _prefix(prefix: str | None) -> str:
-    prefix = prefix if prefix is not None else os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX
-    return "/" + prefix.strip("/") if prefix.strip("/") else ""
+    if prefix is None:
+        return Settings.from_env(only=["route_prefix"]).route_prefix
+    return route_prefix(prefix)
 
 
 class _Requests:

@@ -12,7 +12,6 @@ only knows what a record is.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -27,7 +26,6 @@ __all__ = [
     "LLM_HUMAN_INPUT",
     "LLM_TOOL_RESULT",
     "MAX_CATEGORY_LENGTH",
-    "MAX_CONTENT_BYTES_ENV",
     "MAX_EVENT_TYPE_LENGTH",
     "MESSAGE",
     "MIDDLEWARE",
@@ -47,7 +45,6 @@ __all__ = [
     "dumps",
     "event_from_record",
     "make_event",
-    "max_content_bytes_from_env",
     "prepare_event",
     "validate_event",
 ]
@@ -94,7 +91,6 @@ EVENT_CATEGORIES: dict[str, str] = {
 MAX_EVENT_TYPE_LENGTH = 32
 MAX_CATEGORY_LENGTH = 16
 
-MAX_CONTENT_BYTES_ENV = "JOURNAL_BRIDGE_MAX_CONTENT_BYTES"
 DEFAULT_MAX_CONTENT_BYTES = 256 * 1024
 
 
@@ -368,22 +364,6 @@ def validate_event(event: RunEvent) -> None:
         not isinstance(value, str) or not value or "\x00" in value
     ):
         raise _bad_text("user_id", value)
-
-
-def max_content_bytes_from_env() -> int:
-    """The content size limit: env `JOURNAL_BRIDGE_MAX_CONTENT_BYTES` or 256 KiB."""
-    raw = os.environ.get(MAX_CONTENT_BYTES_ENV)
-    if not raw:
-        return DEFAULT_MAX_CONTENT_BYTES
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ValueError(
-            f"{MAX_CONTENT_BYTES_ENV} must be an integer, got {raw!r}"
-        ) from exc
-    if value < 1:
-        raise ValueError(f"{MAX_CONTENT_BYTES_ENV} must be >= 1, got {value}")
-    return value
 
 
 # Built once: json.dumps with options would build an encoder per call.

@@ -476,15 +476,17 @@ def run_follower(
     interval: float,
     once: bool,
     from_now: bool = False,
+    spool_dir: Path | None = None,
+    store_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The CLI's entry: follow until SIGINT/SIGTERM (or one pass); the summary."""
-    from journal_bridge.store import open_store
+    from journal_bridge.store import create_store
 
     async def main() -> dict[str, Any]:
-        async with open_store(store_url) as store:
+        async with create_store(store_url, **(store_options or {})) as store:
             follower = Follower(
                 client_factory(), store, cursor_path=cursor_path, interval=interval,
-                spool=spool_path(store_url, "follow"), from_now=from_now,
+                spool=spool_path(store_url, "follow", spool_dir), from_now=from_now,
             )
             if once:
                 await follower.run(once=True)

@@ -361,15 +361,7 @@ async def _ordered_page(
     items = items[-(limit + 1):]
     floor = items[0]["seq"] if len(items) > limit else None
     items += [m for m in moved if (cursor is None or key(m) < cursor) and (floor is None or displaced[m["seq"]] > floor)]
-    items = sorted(items, key=key)[-(limit + 1):]
-    has_more = len(items) > limit
-    data = items[-limit:] if has_more else items
-    return {
-        "data": data,
-        "has_more": has_more,
-        "next_before_seq": data[0]["seq"] if has_more else None,
-        "next_after_seq": data[-1]["seq"] if data else None,
-    }
+    return _backward_page(sorted(items, key=key), limit)
 
 
 async def _page(
@@ -408,6 +400,11 @@ async def _page(
     items = await _read_backward(
         store, thread_id, categories, projector, limit + 1, before_seq
     )
+    return _backward_page(items, limit)
+
+
+def _backward_page(items: list[dict[str, Any]], limit: int) -> dict[str, Any]:
+    """The page of the last `limit` of `items` (up to `limit + 1`, oldest first)."""
     has_more = len(items) > limit
     data = items[-limit:] if has_more else items
     return {

@@ -26,7 +26,6 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
-from urllib.parse import parse_qs
 
 import orjson
 from starlette.datastructures import MutableHeaders
@@ -34,7 +33,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from journal_bridge.capture import CaptureSetting
 from journal_bridge.compat import max_request_body_bytes
-from journal_bridge.modes import EVENTS_MODE
 from journal_bridge.run_requests import RunPlan, plan_run_request, restore_run_objects, run_creating_kind
 from journal_bridge.sse import Frame, SSEFrames
 
@@ -116,7 +114,7 @@ class RunObserverMiddleware:
             await self._join(scope, receive, send, match.group("run_id"))
         elif method == "GET" and self.plans and _RUN_READ.match(path):
             await self.app(scope, receive, _RestoringSend(self.plans, send))
-        elif method == "GET" and self.plans and _THREAD_STREAM.match(path):
+        elif method == "GET" and _THREAD_STREAM.match(path):
             await self._thread_stream(scope, receive, send)
         else:
             await self.app(scope, receive, send)
@@ -164,30 +162,33 @@ class RunObserverMiddleware:
         await self.app(scope, receive, _FilteredSend(SSEFrames(on_frame), send))
 
     async def _thread_stream(self, scope: Scope, receive: Receive, send: Send) -> None:
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        asked = {m for key in ("stream_mode", "stream_modes") for v in query.get(key, []) for m in v.split(",")}
+        """A thread's stream carries every frame of the thread's runs, each run's
+        frames after its `metadata` frame: those of the modes the plugin added to
+        that run are dropped."""
+        current: RunPlan | None = None
 
         def on_frame(frame: Frame) -> bytes:
-            if frame.mode == EVENTS_MODE and EVENTS_MODE not in asked:
-                plan = self.plans.get(_metadata_field(frame.data, "run_id") or "")
-                if plan is not None and EVENTS_MODE in plan.capture.added:
-                    return b""
+            nonlocal current
+            if frame.mode == "metadata":
+                run_id = _field(frame.data, "run_id")
+                if run_id is not None:
+                    current = self.plans.get(run_id)
+            elif current is not None and frame.mode in current.capture.added:
+                return b""
             return frame.to_bytes()
 
         await self.app(scope, receive, _FilteredSend(SSEFrames(on_frame), send))
 
 
-def _metadata_field(data: bytes | None, name: str) -> str | None:
-    """`metadata[name]` of an `events` frame's payload, if it has one."""
+def _field(data: bytes | None, name: str) -> str | None:
+    """`data[name]` of a frame's JSON payload, if it has one."""
     if data is None:
         return None
     try:
-        metadata = orjson.loads(data).get("metadata")
+        value = orjson.loads(data).get(name)
     except (orjson.JSONDecodeError, AttributeError):
         return None
-    if isinstance(metadata, dict) and metadata.get(name):
-        return str(metadata[name])
-    return None
+    return str(value) if value else None
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[bytes, list[Message], bool]:

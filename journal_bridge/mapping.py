@@ -12,7 +12,7 @@ each record says is defined once, in `journal_bridge.records`:
 | `on_chat_model_end` elsewhere             | `llm.ai.response` (message, hidden by its `caller`): the summarizer, models called inside tools or subgraphs |
 | `on_tool_end` in a top-level node         | `llm.tool.result` (message)         |
 | `on_tool_end` inside a tool or subgraph   | `llm.tool.result` (message, hidden by its `caller`) |
-| `on_custom_event` named `summarization`   | `middleware:summarize` (middleware) |
+| `on_custom_event` of `records.CUSTOM_EVENTS` | its record: `summarization` is `middleware:summarize` (middleware) |
 | root `on_chain_end`                       | `run.end` (outputs), at `flush`     |
 | root `on_chain_error`, an `error` part    | `run.error` (error)                 |
 
@@ -39,7 +39,7 @@ from typing import Any
 
 from journal_bridge import records
 from journal_bridge.compat import is_cancel_part
-from journal_bridge.events import SUMMARIZATION_EVENT, SUMMARIZER_CALLER, RunEvent
+from journal_bridge.events import SUMMARIZER_CALLER, RunEvent
 from journal_bridge.modes import EVENTS_MODE
 from journal_bridge.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
 from journal_bridge.records import Draft, message_dict
@@ -170,10 +170,9 @@ class RunMapper:
             return self._emit(self._ai_response(data, payload))
         if kind == "on_tool_end":
             return self._emit(self._tool_result(data, payload))
-        if kind == "on_custom_event" and data.get("name") == SUMMARIZATION_EVENT:
-            if not isinstance(payload, Mapping):
-                raise TypeError("summarization payload is not an object")
-            return self._emit(records.summarize(payload))
+        if kind == "on_custom_event":
+            draft = records.custom_event(data.get("name"), payload)
+            return self._emit(draft) if draft is not None else []
         if kind == "on_chain_end" and is_root:
             output = payload.get("output")
             # `run.end` waits for `flush`: an interrupt the run paused at comes before it.

@@ -55,28 +55,13 @@ from journal_bridge.store import RunEventStore
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["INTERVAL_ENV", "Reconciler", "reconcile_interval"]
+__all__ = ["Reconciler"]
 
-INTERVAL_ENV = "JOURNAL_BRIDGE_RECONCILE_INTERVAL"
 DEFAULT_INTERVAL = 3.0
 
 _ACTIVE = frozenset({"pending", "running"})
 _STATE_VERSION = 1
 _MAX_REMEMBERED = 50_000
-
-
-def reconcile_interval(raw: str | None) -> float:
-    """Seconds between passes from the setting's text; 0 turns the reconciler off."""
-    text = (raw or "").strip()
-    if not text:
-        return DEFAULT_INTERVAL
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise ValueError(f"{INTERVAL_ENV} must be a number of seconds, got {raw!r}") from exc
-    if value < 0:
-        raise ValueError(f"{INTERVAL_ENV} must be >= 0, got {raw!r}")
-    return value
 
 
 def _time(value: Any) -> datetime | None:

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,7 @@ from journal_bridge.events import (
     RUN_ERROR,
     RUN_INTERRUPT,
     RUN_START,
+    SUMMARIZATION_EVENT,
     HIDDEN_CALLER_PREFIXES,
     RunEvent,
     make_event,
@@ -73,9 +74,11 @@ from journal_bridge.events import (
 __all__ = [
     "CANCELLED_ERROR_TYPE",
     "CONVERSATION_CALLER",
+    "CUSTOM_EVENTS",
     "Draft",
     "ai_response",
     "conversation_message",
+    "custom_event",
     "input_messages",
     "is_summary_message",
     "message_dict",
@@ -281,6 +284,24 @@ def summarize(payload: Mapping[str, Any]) -> Draft:
     identity = changes.get("summary_message_id") or _digest(changes)
     return Draft(MIDDLEWARE_SUMMARIZE, content, f"summarize:{identity}")
 
+
+
+# What a custom event makes: by its name (an `on_custom_event`'s name, or the
+# `event` field of a `custom` stream part), the record both capture paths
+# journal for its payload. A new custom event is one entry here.
+CUSTOM_EVENTS: dict[str, Callable[[Mapping[str, Any]], Draft]] = {
+    SUMMARIZATION_EVENT: summarize,
+}
+
+
+def custom_event(name: Any, payload: Any) -> Draft | None:
+    """The record of custom event `name`, or None for an event the journal ignores."""
+    make = CUSTOM_EVENTS.get(name) if isinstance(name, str) else None
+    if make is None:
+        return None
+    if not isinstance(payload, Mapping):
+        raise TypeError(f"{name} payload is not an object")
+    return make(payload)
 
 def run_end(output: Any) -> Draft:
     messages = output.get("messages") if isinstance(output, Mapping) else None

@@ -18,7 +18,6 @@ import asyncio
 import html
 import json
 import logging
-import os
 import uuid
 from datetime import datetime
 from importlib import resources
@@ -33,19 +32,16 @@ from starlette.staticfiles import StaticFiles
 from journal_bridge import history, openapi, overview
 from journal_bridge.access import JournalAccessError, readable_threads, require_thread_access
 from journal_bridge.openapi import MAX_LIMIT, MAX_RUN_IDS, MAX_SEQ
+from journal_bridge.settings import DEFAULT_ROUTE_PREFIX, route_prefix
 
 __all__ = [
-    "DEFAULT_PREFIX",
     "MAX_LIMIT",
     "MAX_SEQ",
-    "PREFIX_ENV",
     "journal_routes",
 ]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_PREFIX = "/journal"
-PREFIX_ENV = "JOURNAL_BRIDGE_ROUTE_PREFIX"
 DEFAULT_LIMIT = 50
 DEFAULT_EVENTS_LIMIT = 500
 
@@ -394,10 +390,8 @@ def _viewer_page(name: str, prefix: str, summary: str) -> Any:
 
 
 def journal_routes(prefix: str | None = None) -> list[BaseRoute]:
-    """The journal's routes under `prefix` (default: env JOURNAL_BRIDGE_ROUTE_PREFIX or /journal)."""
-    if prefix is None:
-        prefix = os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX
-    prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
+    """The journal's routes under `prefix` (default /journal; "" or "/" for the root)."""
+    prefix = route_prefix(DEFAULT_ROUTE_PREFIX if prefix is None else prefix)
     static_dir = resources.files("journal_bridge").joinpath("viewer")
     return [
         Route(f"{prefix}/threads", _handler(threads_index, openapi.threads_operation()), methods=["GET"]),

@@ -14,15 +14,9 @@
 adds the journal to it, or `JOURNAL_BRIDGE_APP=module:attr` (or
 `path/to/file.py:attr`) makes `app` that app with the journal.
 
-Settings come from the environment:
-`JOURNAL_BRIDGE_STORE_URL` (default: SQLite `journal.db` in the working
-directory), `JOURNAL_BRIDGE_ENABLED` (`0` turns journaling off and leaves
-every request untouched), `JOURNAL_BRIDGE_ROUTE_PREFIX` (default `/journal`),
-`JOURNAL_BRIDGE_SPOOL_DIR` (where records wait while the store is down;
-`journal_bridge.spool`), `JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER` (seconds of
-backlog growth, or of no write while records wait, before health says so;
-default 60), `JOURNAL_BRIDGE_RECONCILE_INTERVAL` (seconds between the
-reconciler's passes, `journal_bridge.reconcile`; default 3, 0 turns it off).
+`create_app`, `with_journal` and `app` read the settings
+(`journal_bridge.settings.Settings.from_env`) once, unless given them, and
+pass each component what it needs.
 """
 
 from __future__ import annotations
@@ -32,7 +26,6 @@ import contextlib
 import importlib
 import importlib.util
 import logging
-import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -47,55 +40,47 @@ from starlette.schemas import SchemaGenerator
 from starlette.types import Scope
 
 from journal_bridge.bridge import Bridge
-from journal_bridge.capture import CAPTURE_ENV, CaptureSetting
 from journal_bridge.compat import LifespanFirstMiddleware, check_server
 from journal_bridge.health import http_status, prometheus_text
 from journal_bridge.intercept import READER_HEADER, RunObserverMiddleware
 from journal_bridge.openapi import HEALTH, describe
 from journal_bridge.protocol_v2 import CommandObserverMiddleware
 from journal_bridge.reader import RunSource, TeeSource
-from journal_bridge.reconcile import INTERVAL_ENV, Reconciler, reconcile_interval
+from journal_bridge.reconcile import Reconciler
 from journal_bridge.run_requests import RunPlan
-from journal_bridge.routes import DEFAULT_PREFIX, PREFIX_ENV, journal_routes
+from journal_bridge.routes import journal_routes
 from journal_bridge.runtime import release_run_frames, retained_frame_count
+from journal_bridge.settings import ENV, Settings
 from journal_bridge.spool import redact_url, spool_path
-from journal_bridge.store import RunEventStore, StoreUnavailable, default_store_url, open_store_when_available
+from journal_bridge.store import RunEventStore, StoreUnavailable, open_store_when_available
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["app", "create_app", "redact_url", "with_journal"]
 
-GROWING_AFTER_ENV = "JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER"
-APP_ENV = "JOURNAL_BRIDGE_APP"
+APP_ENV = ENV["app_spec"][0]
 # Set on the state of an app `with_journal` added the journal to.
 _JOURNAL_ADDED = "journal_bridge_added"
 
 Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[Any]]
 
 
-def _enabled() -> bool:
-    return os.environ.get("JOURNAL_BRIDGE_ENABLED", "1").strip().lower() not in {"0", "false", "no", "off"}
-
-
-def _growing_after() -> float:
-    raw = os.environ.get(GROWING_AFTER_ENV, "").strip()
-    if not raw:
-        return 60.0
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ValueError(f"{GROWING_AFTER_ENV} must be a number of seconds, got {raw!r}") from exc
-    if value <= 0:
-        raise ValueError(f"{GROWING_AFTER_ENV} must be > 0, got {raw!r}")
-    return value
-
-
 class Journal:
     """The store and the bridge of one server, plus what the middleware learned per run."""
 
-    def __init__(self, store_url: str, *, growing_after: float = 60.0) -> None:
+    def __init__(
+        self,
+        store_url: str,
+        *,
+        growing_after: float = 60.0,
+        reconcile_interval: float = 3.0,
+        spool_dir: Path | None = None,
+        store_options: dict[str, Any] | None = None,
+    ) -> None:
         self.store_url = store_url
         self.growing_after = growing_after
+        self.spool_dir = spool_dir
+        self.store_options = store_options or {}
         self.store: RunEventStore | None = None
         self.bridge: Bridge | None = None
         self._opener: asyncio.Task[None] | None = None
@@ -103,8 +88,13 @@ class Journal:
         self._plans: OrderedDict[str, RunPlan] = OrderedDict()
         self.frames_released = 0
         self.unplanned_requests = 0
-        self.reconcile_interval = reconcile_interval(os.environ.get(INTERVAL_ENV))
+        self.reconcile_interval = reconcile_interval
         self.reconciler: Reconciler | None = None
+        # Resolved here, off the event loop: the default spool directory of a store
+        # that is no SQLite file is the working directory, which `langgraph dev`
+        # forbids reading inside the loop.
+        self.spool = spool_path(store_url, "server", self.spool_dir)
+        self.reconcile_spool = spool_path(store_url, "reconcile", self.spool_dir)
 
     async def start(self, app: Starlette) -> None:
         from langgraph_sdk import get_client
@@ -114,7 +104,7 @@ class Journal:
         self.bridge = Bridge(
             None,
             lambda: get_client(headers={READER_HEADER: "1"}),
-            spool=spool_path(self.store_url, "server"),
+            spool=self.spool,
             queue_size=0,
             growing_after=self.growing_after,
             on_run_done=self._run_done,
@@ -125,7 +115,7 @@ class Journal:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._opener), timeout=10)
         if self.reconcile_interval > 0:
-            spool = spool_path(self.store_url, "reconcile")
+            spool = self.reconcile_spool
             self.reconciler = Reconciler(
                 self.bridge,
                 lambda: get_client(headers={READER_HEADER: "1"}),
@@ -141,7 +131,7 @@ class Journal:
                 self.bridge.stats.last_error = f"store: {exc}"
             logger.warning("journal-bridge: store %s unavailable (%s); retrying", redact_url(self.store_url), exc)
 
-        store = await open_store_when_available(self.store_url, on_unavailable=unavailable)
+        store = await open_store_when_available(self.store_url, on_unavailable=unavailable, **self.store_options)
         self.store = store
         app.state.journal_store = store
         assert self.bridge is not None
@@ -207,15 +197,24 @@ class Journal:
         return report
 
 
-def _journal_parts() -> tuple[Journal | None, list[BaseRoute], list[Middleware], Lifespan]:
-    """The journal of this server, from the environment: the journal, its
-    routes, the middleware that observes runs (outermost first) and its lifespan."""
-    enabled = _enabled()
-    if enabled:
+def _journal_parts(settings: Settings) -> tuple[Journal | None, list[BaseRoute], list[Middleware], Lifespan]:
+    """The journal of this server, as `settings` say: the journal, its routes,
+    the middleware that observes runs (outermost first) and its lifespan."""
+    if settings.enabled:
         # Refuse a server the plugin was not made for before it touches a request.
         check_server()
-    journal = Journal(default_store_url(), growing_after=_growing_after()) if enabled else None
-    prefix = os.environ.get(PREFIX_ENV, DEFAULT_PREFIX).rstrip("/")
+    journal = (
+        Journal(
+            settings.journal_url,
+            growing_after=settings.backlog_growing_after,
+            reconcile_interval=settings.reconcile_interval,
+            spool_dir=settings.spool_dir,
+            store_options=settings.store_options,
+        )
+        if settings.enabled
+        else None
+    )
+    prefix = settings.route_prefix
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -244,28 +243,27 @@ def _journal_parts() -> tuple[Journal | None, list[BaseRoute], list[Middleware],
     def sink_for(scope: Scope) -> Journal | None:
         return journal.sink_for(scope) if journal is not None else None
 
-    setting = CaptureSetting.parse(os.environ.get(CAPTURE_ENV))
     routes: list[BaseRoute] = [
         Route(f"{prefix}/health", health, methods=["GET"]),
         Route(f"{prefix}/metrics", metrics, methods=["GET"]),
         *journal_routes(prefix),
     ]
     observers = [
-        Middleware(RunObserverMiddleware, sink_for=sink_for, setting=setting),
+        Middleware(RunObserverMiddleware, sink_for=sink_for, setting=settings.capture),
         Middleware(CommandObserverMiddleware, sink_for=sink_for),
     ]
     return journal, routes, observers, lifespan
 
 
-def create_app() -> Starlette:
-    """The journal alone, as the server's `http.app`."""
-    journal, routes, observers, lifespan = _journal_parts()
+def create_app(settings: Settings | None = None) -> Starlette:
+    """The journal alone, as the server's `http.app` (`settings`: default the environment's)."""
+    journal, routes, observers, lifespan = _journal_parts(Settings.from_env() if settings is None else settings)
     app = Starlette(routes=routes, middleware=[Middleware(LifespanFirstMiddleware), *observers], lifespan=lifespan)
     app.state.journal = journal
     return app
 
 
-def with_journal(app: Starlette) -> Starlette:
+def with_journal(app: Starlette, settings: Settings | None = None) -> Starlette:
     """`app` (a Starlette or FastAPI app) with the journal added; the same object, returned.
 
     Its routes come first, so a route of its own is never shadowed by one of
@@ -281,7 +279,7 @@ def with_journal(app: Starlette) -> Starlette:
         raise TypeError(f"with_journal needs a Starlette or FastAPI app, got {type(app).__name__}")
     if getattr(app.state, _JOURNAL_ADDED, False):
         return app
-    journal, routes, observers, journal_lifespan = _journal_parts()
+    journal, routes, observers, journal_lifespan = _journal_parts(Settings.from_env() if settings is None else settings)
     app_lifespan = app.router.lifespan_context
 
     @contextlib.asynccontextmanager
@@ -337,8 +335,10 @@ def _load_app(spec: str) -> Starlette:
 
 
 def _server_app() -> Starlette:
-    user_app = os.environ.get(APP_ENV, "").strip()
-    return with_journal(_load_app(user_app)) if user_app else create_app()
+    settings = Settings.from_env()
+    if settings.app_spec:
+        return with_journal(_load_app(settings.app_spec), settings)
+    return create_app(settings)
 
 
 app = _server_app()

@@ -40,9 +40,8 @@ from journal_bridge.events import RunEvent, dumps, prepare_event
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_SPOOL_DIR", "SPOOL_DIR_ENV", "Spool", "SpooledRecord", "redact_url", "encode", "spool_path"]
+__all__ = ["DEFAULT_SPOOL_DIR", "Spool", "SpooledRecord", "redact_url", "encode", "spool_path"]
 
-SPOOL_DIR_ENV = "JOURNAL_BRIDGE_SPOOL_DIR"
 DEFAULT_SPOOL_DIR = ".journal-bridge-spool"
 _MAX_SLOTS = 32
 _ROWS_PER_INSERT = 300  # 3 parameters each, well below SQLite's limit per statement
@@ -64,14 +63,13 @@ def redact_url(url: str) -> str:
 def spool_path(store_url: str, queue: str, directory: str | Path | None = None) -> Path | None:
     """Where queue `queue` spools the records bound for `store_url`.
 
-    In `directory`, else `JOURNAL_BRIDGE_SPOOL_DIR`, else `.journal-bridge-spool/`
-    next to a SQLite store's file or in the working directory. None for a
+    In `directory` (the setting `JOURNAL_BRIDGE_SPOOL_DIR`), else
+    `.journal-bridge-spool/` next to a SQLite store's file or in the working
+    directory. None for a
     `memory://` store, which does not outlive the process either.
     """
     if store_url.split(":", 1)[0].lower() == "memory":
         return None
-    if directory is None:
-        directory = os.environ.get(SPOOL_DIR_ENV) or None
     if directory is None:
         if store_url.lower().startswith("sqlite:"):
             from journal_bridge.store.sqlite import sqlite_path_from_url

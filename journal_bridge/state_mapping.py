@@ -11,7 +11,8 @@ alone:
 - a `custom` part named `summarization` (what `TrackingSummarizationMiddleware`
   writes) is the compaction marker; it arrives before the `values` part that
   shows the compacted state, so the marker sits after the messages it
-  replaced and before the answer that followed;
+  replaced and before the answer that followed (any other custom event of
+  `records.CUSTOM_EVENTS` makes the same record as on the `events` path);
 - a summary message new in a state, with no such `custom` part before it
   (a summarization middleware that does not write one, or a protocol v2 run,
   whose stream carries no `custom` parts of middleware), is the same marker,
@@ -47,7 +48,7 @@ from typing import Any
 
 from journal_bridge import records
 from journal_bridge.compat import is_cancel_part
-from journal_bridge.events import RunEvent
+from journal_bridge.events import MIDDLEWARE_SUMMARIZE, RunEvent
 from journal_bridge.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
 from journal_bridge.records import Draft, message_dict
 
@@ -106,11 +107,13 @@ class StateMapper:
             if event == VALUES_MODE:
                 return self._state(data)
             if event == CUSTOM_MODE:
-                if isinstance(data, Mapping) and data.get("event") == "summarization":
-                    if data.get("summary_message_id"):
-                        self._marked.add(str(data["summary_message_id"]))
-                    return [self._record(records.summarize(data))]
-                return []
+                if not isinstance(data, Mapping):
+                    return []
+                draft = records.custom_event(data.get("event"), data)
+                if draft is not None and draft.event_type == MIDDLEWARE_SUMMARIZE and data.get("summary_message_id"):
+                    # Its summary message is marked: a later state does not mark it again.
+                    self._marked.add(str(data["summary_message_id"]))
+                return [self._record(draft)] if draft is not None else []
             if event == "error":
                 if is_cancel_part(data):
                     return []  # a cancel: the outcome says so, with the server's reason

@@ -47,7 +47,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -56,11 +55,12 @@ from typing import Any, Self
 import orjson
 
 from journal_bridge.bridge import Bridge
-from journal_bridge.capture import CAPTURE_ENV, Capture, CaptureSetting, plan_capture
+from journal_bridge.capture import Capture, CaptureSetting, plan_capture
 from journal_bridge.compat import run_stream_modes
 from journal_bridge.health import assess
 from journal_bridge.modes import mode_of, requested_modes
 from journal_bridge.reader import RunSource, TeeSource
+from journal_bridge.settings import Settings
 from journal_bridge.spool import spool_path
 from journal_bridge.sse import Frame
 from journal_bridge.store import RunEventStore, StoreUnavailable, open_store_when_available
@@ -91,9 +91,10 @@ class TeeWriter:
     so that a slow or absent store never holds up a stream.
 
     `spool` is the queue's spool file. By default a store URL gets
-    `spool_path(url, "tee")` (`JOURNAL_BRIDGE_SPOOL_DIR`, else next to a SQLite
+    `spool_path(url, "tee", spool_dir)` (in `spool_dir`, else next to a SQLite
     store, else `.journal-bridge-spool/` in the working directory); a store
     instance, whose URL is unknown, keeps records in memory only.
+    `store_options` go to the store a URL opens (`max_content_bytes`).
 
     `client` is the SDK client runs are joined through when their stream is
     not read to its end.
@@ -108,11 +109,14 @@ class TeeWriter:
         max_backoff: float = 5.0,
         growing_after: float = 60.0,
         capture: CaptureSetting | str | None = None,
+        spool_dir: str | Path | None = None,
+        store_options: dict[str, Any] | None = None,
     ) -> None:
         self._owns_store = isinstance(store, str)
         self._url = store if isinstance(store, str) else None
+        self._store_options = store_options or {}
         if spool is None and self._url is not None:
-            spool = spool_path(self._url, "tee")
+            spool = spool_path(self._url, "tee", spool_dir)
         self.client = client
         self.setting = capture if isinstance(capture, CaptureSetting) else CaptureSetting.parse(capture)
         self.bridge = Bridge(
@@ -145,7 +149,9 @@ class TeeWriter:
             self.delivery.stats.last_error = f"store: {exc}"
             logger.warning("journal-bridge tee: store %s unavailable (%s); retrying", url, exc)
 
-        self.delivery.store = await open_store_when_available(url, on_unavailable=unavailable)
+        self.delivery.store = await open_store_when_available(
+            url, on_unavailable=unavailable, **self._store_options
+        )
 
     async def write(self, records: Sequence[Any]) -> None:
         """Spool records for the store; the queue is unbounded, so this never waits on the store."""
@@ -376,8 +382,15 @@ class JournalingClient:
         capture: CaptureSetting | str | None = None,
     ) -> None:
         self.client = client
-        setting = capture if capture is not None else os.environ.get(CAPTURE_ENV)
-        self.writer = TeeWriter(store, client=client, spool=spool, capture=setting)
+        settings = Settings.from_env(only=["capture", "spool_dir", "max_content_bytes"])
+        self.writer = TeeWriter(
+            store,
+            client=client,
+            spool=spool,
+            capture=capture if capture is not None else settings.capture,
+            spool_dir=settings.spool_dir,
+            store_options=settings.store_options,
+        )
         self.runs = _JournalingRuns(client.runs, self.writer)
         self._drain_timeout = drain_timeout
 

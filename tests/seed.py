@@ -264,7 +264,7 @@ async def journal_agent_thread(
 
     from graphs.agent import SYSTEM_PROMPT, TOOLS
     from journal_bridge.mapping import map_parts
-    from journal_bridge.offline_model import OfflineChatModel
+    from graphs.offline_model import OfflineChatModel
     from journal_bridge.tracking import TrackingSummarizationMiddleware
 
     def dump(value: Any) -> Any:

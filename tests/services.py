@@ -5,6 +5,8 @@ servers that are already running (CI starts them with `.ci/postgres.sh` and
 `.ci/redis.sh`). Without them, a throwaway server is started from Debian's
 `postgresql` / `redis-server` binaries when they are installed, and stopped
 afterwards; without those either, the suite skips (fails in CI) saying which.
+`postgres_cluster` always starts a throwaway cluster, which a test may stop
+and start again.
 """
 
 from __future__ import annotations
@@ -34,6 +36,74 @@ def _as_postgres_user(cmd: list[str]) -> list[str]:
     return ["su", "postgres", "-s", "/bin/sh", "-c", " ".join(f"'{part}'" for part in cmd)]
 
 
+class PostgresCluster:
+    """A throwaway PostgreSQL cluster of Debian's binaries, on a port of its own.
+
+    `start()` creates it on first use and starts it; `stop()` stops it and a
+    later `start()` brings the same cluster (data, port) back, so a test can
+    take the database away and return it. `remove()` stops it and deletes it.
+    """
+
+    def __init__(self) -> None:
+        bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version_key)
+        if not bindirs:
+            require_or_skip("install Debian's postgresql package (initdb, pg_ctl)")
+        self.bindir = Path(bindirs[-1])
+        self.data = Path(tempfile.mkdtemp(prefix="journal-bridge-pg-"))
+        if os.geteuid() == 0:
+            shutil.chown(self.data, "postgres")
+        self.port = free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._created = False
+
+    def _pg_ctl(self, *args: str) -> list[str]:
+        return _as_postgres_user([str(self.bindir / "pg_ctl"), "-D", str(self.data), *args])
+
+    def start(self) -> str:
+        """Start the cluster (creating it the first time); its URL."""
+        if not self._created:
+            subprocess.run(
+                _as_postgres_user(
+                    [str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust"]
+                ),
+                check=True,
+                capture_output=True,
+            )
+            self._created = True
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c max_connections=300"
+        subprocess.run(
+            self._pg_ctl("-o", options, "-l", str(self.data / "log"), "-w", "start"),
+            check=True,
+            capture_output=True,
+        )
+        return self.url
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (`pg_ctl stop -m mode`); the cluster stays for a later `start()`."""
+        subprocess.run(self._pg_ctl("-m", mode, "-w", "stop"), check=True, capture_output=True)
+
+    def remove(self) -> None:
+        if self._created:
+            subprocess.run(self._pg_ctl("-m", "immediate", "stop"), capture_output=True)
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
+def _version_key(bindir: str) -> tuple[int, ...]:
+    version = Path(bindir).parent.name
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
+@contextmanager
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """A started throwaway cluster of this test's own, removed afterwards."""
+    cluster = PostgresCluster()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.remove()
+
+
 @contextmanager
 def postgres_server() -> Iterator[str]:
     """The URL of a PostgreSQL server for the duration of the block."""
@@ -41,31 +111,10 @@ def postgres_server() -> Iterator[str]:
     if url:
         yield url
         return
-    bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
-    if not bindirs:
+    if not glob.glob("/usr/lib/postgresql/*/bin"):
         require_or_skip(f"set {POSTGRES_URL_ENV} or install Debian's postgresql package")
-    bindir = Path(bindirs[-1])
-    data = Path(tempfile.mkdtemp(prefix="journal-bridge-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(data, "postgres")
-    port = free_port()
-    subprocess.run(
-        _as_postgres_user([str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"]),
-        check=True,
-        capture_output=True,
-    )
-    options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c max_connections=300"
-    pg_ctl = str(bindir / "pg_ctl")
-    subprocess.run(
-        _as_postgres_user([pg_ctl, "-D", str(data), "-o", options, "-l", str(data / "log"), "-w", "start"]),
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(_as_postgres_user([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]), capture_output=True)
-        shutil.rmtree(data, ignore_errors=True)
+    with postgres_cluster() as cluster:
+        yield cluster.url
 
 
 @contextmanager

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from journal_bridge.agent_settings import (
+from graphs.agent_settings import (
     ENV_ENABLED,
     ENV_KEEP,
     ENV_TRIGGER,
     SettingsError,
     SummarizationSettings,
 )
-from journal_bridge.offline_model import MODEL_ENV, OfflineChatModel
+from graphs.offline_model import MODEL_ENV, OfflineChatModel
 
 AGENT_PATH = Path(__file__).resolve().parent.parent / "graphs" / "agent.py"
 EARLY = {
@@ -231,7 +231,7 @@ def test_invalid_environment_names_the_variable(env, message):
 def test_fraction_without_a_model_profile_names_the_field():
     from langchain.agents import create_agent
 
-    from journal_bridge.agent_settings import AssistantSummarizationMiddleware
+    from graphs.agent_settings import AssistantSummarizationMiddleware
 
     model = OfflineChatModel(profile=None)
     assert model.profile is None

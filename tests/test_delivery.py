@@ -184,8 +184,7 @@ async def test_an_invalid_record_is_dropped_when_accepted_and_the_rest_are_deliv
     assert queue.health()["status"] == "degraded"
 
 
-def test_spool_files_are_per_store_and_kept_next_to_a_sqlite_journal(tmp_path, monkeypatch):
-    monkeypatch.delenv("JOURNAL_BRIDGE_SPOOL_DIR", raising=False)
+def test_spool_files_are_per_store_and_kept_next_to_a_sqlite_journal(tmp_path):
     a = spool_path(f"sqlite:///{tmp_path / 'a.db'}", "tee")
     b = spool_path(f"sqlite:///{tmp_path / 'b.db'}", "tee")
     assert a.parent == b.parent == tmp_path / ".journal-bridge-spool" and a != b
@@ -193,8 +192,7 @@ def test_spool_files_are_per_store_and_kept_next_to_a_sqlite_journal(tmp_path, m
     pg = spool_path("postgresql://user:secret@db/journal", "server")
     assert pg == spool_path("postgresql://user:changed@db/journal", "server"), "credentials do not name the spool"
     assert "secret" not in str(pg) and pg.parent == Path.cwd() / ".journal-bridge-spool"
-    monkeypatch.setenv("JOURNAL_BRIDGE_SPOOL_DIR", str(tmp_path / "elsewhere"))
-    assert spool_path(f"sqlite:///{tmp_path / 'a.db'}", "tee").parent == tmp_path / "elsewhere"
+    assert spool_path(f"sqlite:///{tmp_path / 'a.db'}", "tee", tmp_path / "elsewhere").parent == tmp_path / "elsewhere"
 
 
 async def test_health_says_unavailable_while_writes_fail_and_ok_once_the_backlog_is_written(journal):

@@ -21,7 +21,7 @@ def _graph():
     from langchain.agents import create_agent
 
     from graphs.agent import TOOLS, SYSTEM_PROMPT
-    from journal_bridge.offline_model import OfflineChatModel
+    from graphs.offline_model import OfflineChatModel
     from journal_bridge.tracking import TrackingSummarizationMiddleware
 
     model = OfflineChatModel()
@@ -162,7 +162,7 @@ def _tool_calling_model_graph():
     from langchain.agents import create_agent
     from langchain_core.tools import tool
 
-    from journal_bridge.offline_model import OfflineChatModel
+    from graphs.offline_model import OfflineChatModel
 
     inner = OfflineChatModel()
 
@@ -193,7 +193,7 @@ async def test_models_inside_tools_are_hidden_and_nostream_answers_stay_messages
 async def test_every_input_message_is_journaled_once_by_its_id():
     from langchain.agents import create_agent
 
-    from journal_bridge.offline_model import OfflineChatModel
+    from graphs.offline_model import OfflineChatModel
 
     graph = create_agent(OfflineChatModel(), tools=[], checkpointer=InMemorySaver())
     thread_id = str(uuid.uuid4())

@@ -11,8 +11,8 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Too
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from journal_bridge import offline_model
-from journal_bridge.offline_model import OfflineChatModel, make_chat_model
+from graphs import offline_model
+from graphs.offline_model import OfflineChatModel, make_chat_model
 
 SUMMARIZER_CONFIG = {"metadata": {"lc_source": "summarization"}, "tags": ["nostream"]}
 
@@ -298,7 +298,7 @@ def test_make_chat_model_passes_other_specs_to_init_chat_model(monkeypatch):
 
 
 def test_pacing_comes_from_the_environment_and_changes_nothing_else(monkeypatch):
-    from journal_bridge.offline_model import PACE_ENV, OfflineChatModel
+    from graphs.offline_model import PACE_ENV, OfflineChatModel
 
     monkeypatch.setenv(PACE_ENV, "0.001")
     paced = OfflineChatModel()
@@ -310,7 +310,7 @@ def test_pacing_comes_from_the_environment_and_changes_nothing_else(monkeypatch)
 
 @pytest.mark.parametrize("raw", ["fast", "-1"])
 def test_a_bad_pace_is_refused_naming_the_variable(monkeypatch, raw):
-    from journal_bridge.offline_model import PACE_ENV, OfflineChatModel
+    from graphs.offline_model import PACE_ENV, OfflineChatModel
 
     monkeypatch.setenv(PACE_ENV, raw)
     with pytest.raises(ValueError, match=PACE_ENV):

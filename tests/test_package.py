@@ -9,6 +9,7 @@ from the wheel, and a conversation is journaled with its markers.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -26,7 +27,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 USER_GRAPH = '''
 from langchain.agents import create_agent
 from journal_bridge import TrackingSummarizationMiddleware
-from journal_bridge.offline_model import OfflineChatModel
+from offline_model import OfflineChatModel
 
 model = OfflineChatModel()
 graph = create_agent(model, [], middleware=[
@@ -52,6 +53,9 @@ def test_the_sdist_holds_the_package_and_its_viewer(dists):
         assert any(n.endswith(name) for n in names), name
         assert name in wheel_names
     assert not any(n.startswith(("tests/", "graphs/")) for n in wheel_names)
+    # The bundled agent's model and settings are demo code beside the library.
+    for demo in ("offline_model.py", "agent_settings.py"):
+        assert not any(n.endswith(demo) for n in wheel_names), demo
 
 
 async def test_the_wheel_serves_a_users_graph_with_the_plugin(dists, tmp_path):
@@ -69,6 +73,8 @@ async def test_the_wheel_serves_a_users_graph_with_the_plugin(dists, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     (project / "my_agent.py").write_text(USER_GRAPH)
+    # The demo model is not in the wheel: the user's project carries its own copy.
+    shutil.copy(PROJECT_ROOT / "graphs" / "offline_model.py", project / "offline_model.py")
     config = {
         "dependencies": ["."],
         "graphs": {"agent": "./my_agent.py:graph"},

@@ -307,9 +307,8 @@ async def test_no_store_open_yet_is_503_saying_so_without_internals():
     assert response.headers["content-type"] == "application/json"
 
 
-async def test_prefix_comes_from_the_environment(monkeypatch, store_url, records):
-    monkeypatch.setenv("JOURNAL_BRIDGE_ROUTE_PREFIX", "/history-api")
-    app = journal_app(store_url)
+async def test_routes_live_under_the_given_prefix(store_url, records):
+    app = journal_app(store_url, prefix="/history-api")
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
@@ -318,6 +317,18 @@ async def test_prefix_comes_from_the_environment(monkeypatch, store_url, records
         moved = await http.get(f"/history-api/threads/{THREAD_ID}/messages")
         assert moved.status_code == 200
         assert (await http.get(_messages())).status_code == 404
+
+
+async def test_the_plugin_mounts_its_routes_under_the_prefix_of_the_environment(monkeypatch):
+    from journal_bridge.server import create_app
+
+    monkeypatch.setenv("JOURNAL_BRIDGE_ROUTE_PREFIX", "/history-api/")
+    monkeypatch.setenv("JOURNAL_BRIDGE_ENABLED", "0")
+    app = create_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        assert (await http.get("/history-api/health")).json() == {"enabled": False}
+        assert (await http.get(f"/history-api/threads/{THREAD_ID}/messages")).status_code == 503
+        assert (await http.get("/journal/health")).status_code == 404
 
 
 async def test_viewer_pages_and_assets_are_served(client):

@@ -21,7 +21,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from journal_bridge import TrackingSummarizationMiddleware
-from journal_bridge.offline_model import OfflineChatModel
+from graphs.offline_model import OfflineChatModel
 
 MIDDLEWARE_NODE = "TrackingSummarizationMiddleware.before_model"
 

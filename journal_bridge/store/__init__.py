@@ -1,12 +1,17 @@
-"""The run event store: one interface, three backends chosen by URL.
+"""The run event store: one interface, backends chosen by URL scheme.
 
     async with open_store("sqlite:///journal.db") as store:
         await store.put(thread_id=..., run_id=..., event_type=..., category=...)
 
 URLs: `sqlite:///relative.db`, `sqlite:////absolute/path.db` (the embedded
-default), `postgresql://...` or `postgres://...`, and `memory://`. A PostgreSQL
-URL may end in `?layout=deerflow` to keep the journal in deer-flow's own
-`run_events` table (see `journal_bridge.store.postgres_deerflow`).
+default), `postgresql://...` or `postgres://...`, and `memory://`. A SQLite or
+PostgreSQL URL may end in `?layout=deerflow` to keep the journal in deer-flow's
+own `run_events` table (see `journal_bridge.store.deerflow`).
+
+The contract is `journal_bridge.store.base.RunEventStore`: its abstract methods
+are the core every backend implements, the rest optional capabilities
+(`supports(store, name)`). Another backend registers its scheme with
+`register_backend` and proves itself with `journal_bridge.store.conformance`.
 """
 
 from __future__ import annotations
@@ -14,108 +19,87 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import os
 from collections.abc import Callable, Generator
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from journal_bridge.events import EventRecord, InvalidEvent
-from journal_bridge.store.base import RunEventStore, StoreError, StoreUnavailable
+from journal_bridge.settings import Settings
+from journal_bridge.store.base import RunEventStore, StoreError, StoreUnavailable, supports
 
 __all__ = [
-    "STORE_URL_ENV",
     "EventRecord",
     "InvalidEvent",
     "RunEventStore",
     "StoreError",
+    "StoreFactory",
     "StoreUnavailable",
     "create_store",
     "default_store_url",
     "open_store",
     "open_store_when_available",
+    "register_backend",
+    "supports",
 ]
-
-STORE_URL_ENV = "JOURNAL_BRIDGE_STORE_URL"
 
 
 def default_store_url() -> str:
     """Env `JOURNAL_BRIDGE_STORE_URL`, else a SQLite file `journal.db` in the cwd."""
-    url = os.environ.get(STORE_URL_ENV)
-    if url:
-        return url
-    return f"sqlite:///{Path.cwd() / 'journal.db'}"
+    return Settings.from_env(only=["store_url"]).journal_url
+
+
+# (url, **options) -> a store not yet opened.
+StoreFactory = Callable[..., RunEventStore]
+
+# scheme -> factory, or "module:function" imported on first use so that a
+# backend's driver (psycopg) is needed only by those who use it.
+_BACKENDS: dict[str, StoreFactory | str] = {
+    "memory": "journal_bridge.store.memory:from_url",
+    "sqlite": "journal_bridge.store.sqlite:from_url",
+    "postgresql": "journal_bridge.store.postgres:from_url",
+    "postgres": "journal_bridge.store.postgres:from_url",
+}
+# Where installed packages name their backends: `scheme = "module:function"`.
+ENTRY_POINT_GROUP = "journal_bridge.stores"
+
+
+def register_backend(scheme: str, factory: StoreFactory | str) -> None:
+    """Make `create_store` (and so `open_store`, the plugin, the CLI) build `scheme:` URLs.
+
+    `factory(url, **options)` returns a `RunEventStore` not yet opened; a
+    "module:function" string is imported on first use. A backend registered for
+    a scheme replaces the one before. Installed packages can also declare the
+    entry point `scheme = "module:function"` in the group `journal_bridge.stores`.
+    """
+    _BACKENDS[scheme.lower()] = factory
+
+
+def _factory(scheme: str) -> StoreFactory | None:
+    factory = _BACKENDS.get(scheme)
+    if factory is None:
+        from importlib.metadata import entry_points
+
+        found = entry_points(group=ENTRY_POINT_GROUP, name=scheme)
+        factory = next((point.value for point in found), None)
+        if factory is None:
+            return None
+        _BACKENDS[scheme] = factory
+    if isinstance(factory, str):
+        module_name, _, name = factory.partition(":")
+        factory = getattr(importlib.import_module(module_name), name)
+        _BACKENDS[scheme] = factory
+    return factory
 
 
 def create_store(url: str, **options: Any) -> RunEventStore:
     """The store for `url`, not yet opened. Unknown schemes raise ValueError."""
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme == "memory":
-        from journal_bridge.store.memory import MemoryRunEventStore
-
-        return MemoryRunEventStore(**options)
-    if scheme == "sqlite":
-        from journal_bridge.store.sqlite import (
-            SqliteRunEventStore,
-            sqlite_path_from_url,
-        )
-
-        return SqliteRunEventStore(
-            sqlite_path_from_url(url), **{**_sqlite_url_options(url), **options}
-        )
-    if scheme in ("postgresql", "postgres"):
-        url, layout = _take_layout(url)
-        module_name, _, class_name = _POSTGRES_LAYOUTS[layout].partition(":")
-        store_class = getattr(importlib.import_module(module_name), class_name)
-        return store_class(url, **options)
-    raise ValueError(
-        f"unsupported run event store URL {url!r}: expected sqlite:///path.db,"
-        " postgresql://... (or postgres://...) or memory://"
-    )
-
-
-# `?layout=NAME` of a PostgreSQL URL: which tables hold the journal.
-_POSTGRES_LAYOUTS = {
-    # journal-bridge's own tables (`journal_events`, ...)
-    "journal": "journal_bridge.store.postgres:PostgresRunEventStore",
-    # deer-flow's `run_events`, shared with deer-flow's Gateway
-    "deerflow": "journal_bridge.store.postgres_deerflow:DeerflowPostgresRunEventStore",
-}
-
-
-def _take_layout(url: str) -> tuple[str, str]:
-    """`url` without its `layout` option (the driver does not know it), and the layout."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    layouts = [value for name, value in query if name == "layout"]
-    layout = layouts[-1] if layouts else "journal"
-    if layout not in _POSTGRES_LAYOUTS:
+    factory = _factory(scheme) if scheme else None
+    if factory is None:
         raise ValueError(
-            f"unsupported PostgreSQL journal layout {layout!r}: expected one of"
-            f" {', '.join(_POSTGRES_LAYOUTS)}"
+            f"unsupported run event store URL {url!r}: expected sqlite:///path.db,"
+            " postgresql://... (or postgres://...), memory:// or a registered scheme"
         )
-    if layouts:
-        rest = urlencode([(name, value) for name, value in query if name != "layout"])
-        url = urlunsplit(parts._replace(query=rest))
-    return url, layout
-
-
-def _sqlite_url_options(url: str) -> dict[str, Any]:
-    """`?busy_timeout=SECONDS`: how long a write waits for another writer's lock."""
-    query = parse_qs(urlsplit(url).query)
-    options: dict[str, Any] = {}
-    for name, values in query.items():
-        if name != "busy_timeout":
-            raise ValueError(
-                f"unsupported SQLite URL option {name!r}: only busy_timeout is known"
-            )
-        try:
-            options["busy_timeout"] = float(values[-1])
-        except ValueError as exc:
-            raise ValueError(
-                f"busy_timeout: expected seconds, got {values[-1]!r}"
-            ) from exc
-    return options
+    return factory(url, **options)
 
 
 class _OpeningStore:
@@ -143,9 +127,11 @@ def open_store(url: str | None = None, **options: Any) -> _OpeningStore:
 
     `async with open_store(url) as store:` closes it on exit; `store = await
     open_store(url)` leaves closing to the caller. Backend options (e.g.
-    `max_content_bytes`, Postgres `schema`) are passed through.
+    `max_content_bytes`, Postgres `schema`) are passed through; the content
+    limit not given is `JOURNAL_BRIDGE_MAX_CONTENT_BYTES`, as for the plugin.
     """
-    return _OpeningStore(create_store(url or default_store_url(), **options))
+    settings = Settings.from_env(only=["store_url", "max_content_bytes"])
+    return _OpeningStore(create_store(url or settings.journal_url, **{**settings.store_options, **options}))
 
 
 async def open_store_when_available(
@@ -153,16 +139,17 @@ async def open_store_when_available(
     *,
     on_unavailable: Callable[[StoreUnavailable], None] | None = None,
     max_delay: float = 10.0,
+    **options: Any,
 ) -> RunEventStore:
     """Open the store for `url`, retrying with backoff for as long as it is unavailable.
 
     For components that must start whether or not their store is up (the plugin,
     the SDK tee): run it as a task and use the store once it returns.
-    `on_unavailable` hears about every failed attempt.
+    `on_unavailable` hears about every failed attempt; `options` go to the backend.
     """
     delay = 0.5
     while True:
-        store = create_store(url)
+        store = create_store(url, **options)
         try:
             await store.open()
             return store

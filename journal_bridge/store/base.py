@@ -21,16 +21,27 @@ records when no cursor is given).
 `user_id` on a read or delete keeps only records written with that `user_id`;
 `None` (the default: journal-bridge has no ambient user) applies no filter, as
 deer-flow's explicit `user_id=None` does.
+
+A backend implements the core: the abstract methods of `RunEventStore` (one
+append transaction, one page query, the thread index, deletes); the public
+methods check their arguments and call them. `CAPABILITIES` are optional: a
+backend offers one by overriding it, and callers ask `supports(store, name)`
+before using it. `journal_bridge.store.conformance` is the behaviour both must
+have.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Mapping, Sequence
+import importlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Self
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from journal_bridge.events import (
+    DEFAULT_MAX_CONTENT_BYTES,
     LLM_AI_RESPONSE,
     MESSAGE,
     MIDDLEWARE,
@@ -40,17 +51,19 @@ from journal_bridge.events import (
     RunEvent,
     event_from_record,
     make_event,
-    max_content_bytes_from_env,
     prepare_event,
 )
 
 __all__ = [
+    "CAPABILITIES",
     "SCHEMA_VERSION",
     "TIMELINE_CATEGORIES",
     "VISIBLE_AI_EVENT_TYPES",
     "EventRecord",
     "InvalidEvent",
+    "Page",
     "RunEventStore",
+    "RunEventsQuery",
     "StoreError",
     "StoreUnavailable",
     "supports",
@@ -69,8 +82,54 @@ VISIBLE_AI_EVENT_TYPES: tuple[str, ...] = (LLM_AI_RESPONSE, "ai_message")
 MIDDLEWARE_CALLER_PREFIX = "middleware:"
 
 
+def event_from_row(
+    row: tuple[Any, ...], *, content: Any, metadata: dict[str, Any], created_at: Any
+) -> RunEvent:
+    """A stored row (`thread_id, seq, run_id, event_type, category, content,
+    metadata, created_at, source_key, user_id`) as a record, given the values of
+    the columns the backend decodes itself."""
+    return RunEvent(
+        thread_id=row[0],
+        seq=row[1],
+        run_id=row[2],
+        event_type=row[3],
+        category=row[4],
+        content=content,
+        metadata=metadata,
+        created_at=created_at,
+        source_key=row[8],
+        user_id=row[9],
+    )
+
+
+def take_layout(url: str, layouts: Mapping[str, str], backend: str) -> tuple[str, type]:
+    """`url` without its `?layout=NAME` option (the driver does not know it), and
+    the store class `layouts` names for that layout ("module:Class"; default
+    `journal`). `backend` names the backend in the error for an unknown layout."""
+    query = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    named = [value for name, value in query if name == "layout"]
+    layout = named[-1] if named else "journal"
+    if layout not in layouts:
+        raise ValueError(
+            f"unsupported {backend} journal layout {layout!r}: expected one of"
+            f" {', '.join(layouts)}"
+        )
+    if named:
+        # Cut by hand: urlunsplit would turn `sqlite:////abs.db` into `sqlite://abs.db`.
+        rest = urlencode([(name, value) for name, value in query if name != "layout"])
+        url = url.split("?", 1)[0] + (f"?{rest}" if rest else "")
+    module_name, _, class_name = layouts[layout].partition(":")
+    return url, getattr(importlib.import_module(module_name), class_name)
+
+
+# The optional methods: what a caller does without one is its own choice.
+CAPABILITIES: tuple[str, ...] = ("search_threads",)
+
+
 def supports(store: Any, capability: str) -> bool:
     """Whether `store` offers the optional method `capability` (it overrides the base's)."""
+    if capability not in CAPABILITIES:
+        raise ValueError(f"unknown store capability {capability!r}: expected one of {', '.join(CAPABILITIES)}")
     method = getattr(type(store), capability, None)
     return method is not None and method is not getattr(RunEventStore, capability, None)
 
@@ -104,18 +163,53 @@ def _check_user(user_id: str | None) -> None:
         raise ValueError(f"user_id must be a str or None, got {user_id!r}")
 
 
-def page_query(
-    select: str,
-    thread_id: str,
-    categories: tuple[str, ...],
-    limit: int,
-    before_seq: int | None,
-    after_seq: int | None,
-    *,
-    mark: str,
-    run_id: str | None = None,
-    user_id: str | None = None,
-) -> tuple[str, list[Any], bool]:
+@dataclass(frozen=True)
+class Page:
+    """What `_page` reads, arguments checked: the thread's records of any of
+    `categories` (of one run, of one user when given) between the cursors."""
+
+    thread_id: str
+    categories: tuple[str, ...]
+    limit: int
+    before_seq: int | None = None
+    after_seq: int | None = None
+    run_id: str | None = None
+    user_id: str | None = None
+
+    def matches(self, event: RunEvent) -> bool:
+        """Whether `event` belongs to the page, the cursors and limit aside."""
+        return (
+            event.category in self.categories
+            and (self.run_id is None or event.run_id == self.run_id)
+            and (self.user_id is None or event.user_id == self.user_id)
+        )
+
+
+@dataclass(frozen=True)
+class RunEventsQuery:
+    """What `_list_events` reads, arguments checked: one run's records above
+    `after_seq`, of `event_types` (None: all), with `metadata["task_id"]` equal
+    to `task_id` when given, of one user when given; the first `limit`."""
+
+    thread_id: str
+    run_id: str
+    event_types: tuple[str, ...] | None
+    task_id: str | None
+    limit: int
+    after_seq: int | None
+    user_id: str | None
+
+    def matches(self, event: RunEvent) -> bool:
+        """Whether `event` belongs to the result, `after_seq` and limit aside."""
+        return (
+            event.run_id == self.run_id
+            and (self.event_types is None or event.event_type in self.event_types)
+            and (self.task_id is None or event.metadata.get("task_id") == self.task_id)
+            and (self.user_id is None or event.user_id == self.user_id)
+        )
+
+
+def page_query(select: str, page: Page, *, mark: str) -> tuple[str, list[Any], bool]:
     """The SQL of one page: `(sql, params, descending)`.
 
     One index range per category, merged with UNION ALL: a page costs the page,
@@ -124,31 +218,63 @@ def page_query(
     """
     bounds: list[str] = []
     filters: list[Any] = []
-    if run_id is not None:
+    if page.run_id is not None:
         bounds.append(f"run_id = {mark}")
-        filters.append(run_id)
-    if user_id is not None:
+        filters.append(page.run_id)
+    if page.user_id is not None:
         bounds.append(f"user_id = {mark}")
-        filters.append(user_id)
-    if after_seq is not None:
+        filters.append(page.user_id)
+    if page.after_seq is not None:
         bounds.append(f"seq > {mark}")
-        filters.append(after_seq)
-    if before_seq is not None:
+        filters.append(page.after_seq)
+    if page.before_seq is not None:
         bounds.append(f"seq < {mark}")
-        filters.append(before_seq)
-    direction = "ASC" if after_seq is not None else "DESC"
+        filters.append(page.before_seq)
+    direction = "ASC" if page.after_seq is not None else "DESC"
     where = "".join(f" AND {bound}" for bound in bounds)
     part = (
         f"SELECT * FROM ({select} WHERE thread_id = {mark} AND category = {mark}{where}"
         f" ORDER BY seq {direction} LIMIT {mark}) AS page_{{n}}"
     )
     params: list[Any] = []
-    for category in categories:
-        params.extend((thread_id, category, *filters, limit))
-    if len(categories) == 1:
+    for category in page.categories:
+        params.extend((page.thread_id, category, *filters, page.limit))
+    if len(page.categories) == 1:
         return part.format(n=0), params, direction == "DESC"
-    sql = " UNION ALL ".join(part.format(n=n) for n in range(len(categories)))
-    return f"{sql} ORDER BY seq {direction} LIMIT {mark}", [*params, limit], direction == "DESC"
+    sql = " UNION ALL ".join(part.format(n=n) for n in range(len(page.categories)))
+    return f"{sql} ORDER BY seq {direction} LIMIT {mark}", [*params, page.limit], direction == "DESC"
+
+
+def run_events_query(
+    select: str,
+    query: RunEventsQuery,
+    *,
+    mark: str,
+    types: Callable[[tuple[str, ...]], tuple[str, list[Any]]],
+    task_id_match: str,
+) -> tuple[str, list[Any]]:
+    """The SQL of `list_events`: `(sql, params)`.
+
+    `types(event_types)` gives the dialect's membership test and its parameters;
+    `task_id_match` compares `metadata`'s `task_id` with one parameter (a JSON
+    string only: a number never equals the text given).
+    """
+    sql = f"{select} WHERE thread_id = {mark} AND run_id = {mark}"
+    params: list[Any] = [query.thread_id, query.run_id]
+    if query.after_seq is not None:
+        sql += f" AND seq > {mark}"
+        params.append(query.after_seq)
+    if query.event_types is not None:
+        test, values = types(query.event_types)
+        sql += f" AND {test}"
+        params.extend(values)
+    if query.task_id is not None:
+        sql += f" AND {task_id_match}"
+        params.append(query.task_id)
+    if query.user_id is not None:
+        sql += f" AND user_id = {mark}"
+        params.append(query.user_id)
+    return f"{sql} ORDER BY seq LIMIT {mark}", [*params, query.limit]
 
 
 def plan_append(
@@ -216,7 +342,7 @@ class RunEventStore(abc.ABC):
 
     def __init__(self, *, max_content_bytes: int | None = None) -> None:
         if max_content_bytes is None:
-            max_content_bytes = max_content_bytes_from_env()
+            max_content_bytes = DEFAULT_MAX_CONTENT_BYTES
         elif max_content_bytes < 1:
             raise ValueError(f"max_content_bytes must be >= 1, got {max_content_bytes}")
         self.max_content_bytes = max_content_bytes
@@ -409,9 +535,7 @@ class RunEventStore(abc.ABC):
     ) -> list[EventRecord]:
         _check_page(limit, before_seq, after_seq)
         _check_user(user_id)
-        page = await self._page(
-            thread_id, categories, limit, before_seq, after_seq, run_id, user_id
-        )
+        page = await self._page(Page(thread_id, categories, limit, before_seq, after_seq, run_id, user_id))
         return [EventRecord.from_event(event) for event in page]
 
     async def list_timeline(
@@ -428,21 +552,11 @@ class RunEventStore(abc.ABC):
         wanted = tuple(dict.fromkeys(categories))
         if not wanted:
             return []
-        return await self._page(thread_id, wanted, limit, before_seq, after_seq, None, None)
+        return await self._page(Page(thread_id, wanted, limit, before_seq, after_seq))
 
     @abc.abstractmethod
-    async def _page(
-        self,
-        thread_id: str,
-        categories: tuple[str, ...],
-        limit: int,
-        before_seq: int | None,
-        after_seq: int | None,
-        run_id: str | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        """One page in ascending seq, of one run when `run_id` is given; arguments
-        already checked."""
+    async def _page(self, page: Page) -> list[RunEvent]:
+        """The records of `page` in ascending seq (cursor rules above)."""
 
     async def list_events(
         self,
@@ -469,22 +583,13 @@ class RunEventStore(abc.ABC):
         if types is not None and not types:
             return []
         events = await self._list_events(
-            thread_id, run_id, types, task_id, limit, after_seq, user_id
+            RunEventsQuery(thread_id, run_id, types, task_id, limit, after_seq, user_id)
         )
         return [EventRecord.from_event(event) for event in events]
 
     @abc.abstractmethod
-    async def _list_events(
-        self,
-        thread_id: str,
-        run_id: str,
-        event_types: tuple[str, ...] | None,
-        task_id: str | None,
-        limit: int,
-        after_seq: int | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        """`list_events` with arguments already checked."""
+    async def _list_events(self, query: RunEventsQuery) -> list[RunEvent]:
+        """`list_events` of `query` in ascending seq."""
 
     async def get_last_visible_ai_seq_by_run(
         self,
@@ -540,17 +645,6 @@ class RunEventStore(abc.ABC):
     async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
         """`list_threads` with `limit` already checked."""
 
-    # -- optional capabilities -----------------------------------------------------
-    # A backend offers one by overriding it; `supports(store, name)` tells.
-
-    async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
-        """Threads with a message whose text contains `text` (ASCII letters in any
-        case), as `list_threads` entries, most recently appended to first.
-
-        Optional: reads every message record of the journal in the worst case.
-        """
-        raise NotImplementedError(f"{type(self).__name__} cannot search threads")
-
     @abc.abstractmethod
     async def has_source_keys(self, thread_id: str, keys: Iterable[str]) -> set[str]:
         """Which of `keys` are stored as source keys in the thread."""
@@ -570,3 +664,14 @@ class RunEventStore(abc.ABC):
         self, thread_id: str, run_id: str, *, user_id: str | None = None
     ) -> int:
         """Delete one run's records (of `user_id`); return how many. Seqs are not reused."""
+
+    # -- optional capabilities -----------------------------------------------------
+    # A backend offers one by overriding it; `supports(store, name)` tells.
+
+    async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        """Threads with a message whose text contains `text` (ASCII letters in any
+        case), as `list_threads` entries, most recently appended to first.
+
+        Optional: reads every message record of the journal in the worst case.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot search threads")

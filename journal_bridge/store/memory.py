@@ -18,12 +18,14 @@ from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     VISIBLE_AI_EVENT_TYPES,
+    Page,
     RunEventStore,
+    RunEventsQuery,
     StoreUnavailable,
     _check_limit,
 )
 
-__all__ = ["MemoryRunEventStore"]
+__all__ = ["MemoryRunEventStore", "from_url"]
 
 
 @dataclass
@@ -35,6 +37,11 @@ class _Thread:
     events: list[RunEvent] = field(default_factory=list)  # ascending seq
     seqs: list[int] = field(default_factory=list)  # parallel to events, for bisect
     by_source_key: dict[str, RunEvent] = field(default_factory=dict)
+
+
+def _first(limit: int, events: Iterable[RunEvent], keep: Callable[[RunEvent], bool]) -> list[RunEvent]:
+    """The first `limit` of `events` that `keep` keeps."""
+    return list(itertools.islice(filter(keep, events), limit))
 
 
 class MemoryRunEventStore(RunEventStore):
@@ -108,76 +115,26 @@ class MemoryRunEventStore(RunEventStore):
         (stored,) = (await self._append({wanted.thread_id: [item]}))[wanted.thread_id]
         return stored, True
 
-    async def _page(
-        self,
-        thread_id: str,
-        categories: tuple[str, ...],
-        limit: int,
-        before_seq: int | None,
-        after_seq: int | None,
-        run_id: str | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
+    async def _page(self, page: Page) -> list[RunEvent]:
         self._check_open()
-        thread = self._threads.get(thread_id)
+        thread = self._threads.get(page.thread_id)
         if thread is None:
             return []
-        wanted = set(categories)
-
-        def keep(event: RunEvent) -> bool:
-            return (
-                event.category in wanted
-                and (run_id is None or event.run_id == run_id)
-                and (user_id is None or event.user_id == user_id)
-            )
-
         events, seqs = thread.events, thread.seqs
-        start = 0 if after_seq is None else bisect.bisect_right(seqs, after_seq)
-        end = len(events) if before_seq is None else bisect.bisect_left(seqs, before_seq)
-        page: list[RunEvent] = []
-        if after_seq is not None:
-            for index in range(start, end):
-                if keep(events[index]):
-                    page.append(events[index])
-                    if len(page) == limit:
-                        break
-            return page
-        for index in range(end - 1, start - 1, -1):
-            if keep(events[index]):
-                page.append(events[index])
-                if len(page) == limit:
-                    break
-        page.reverse()
-        return page
+        start = 0 if page.after_seq is None else bisect.bisect_right(seqs, page.after_seq)
+        end = len(events) if page.before_seq is None else bisect.bisect_left(seqs, page.before_seq)
+        # Forward from the cursor with `after_seq`, else back from the newest.
+        indexes = range(start, end) if page.after_seq is not None else range(end - 1, start - 1, -1)
+        found = _first(page.limit, (events[index] for index in indexes), page.matches)
+        return found if page.after_seq is not None else found[::-1]
 
-    async def _list_events(
-        self,
-        thread_id: str,
-        run_id: str,
-        event_types: tuple[str, ...] | None,
-        task_id: str | None,
-        limit: int,
-        after_seq: int | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
+    async def _list_events(self, query: RunEventsQuery) -> list[RunEvent]:
         self._check_open()
-        thread = self._threads.get(thread_id)
+        thread = self._threads.get(query.thread_id)
         if thread is None:
             return []
-        start = 0 if after_seq is None else bisect.bisect_right(thread.seqs, after_seq)
-        wanted = None if event_types is None else set(event_types)
-        page: list[RunEvent] = []
-        for event in itertools.islice(thread.events, start, None):
-            if (
-                event.run_id == run_id
-                and (wanted is None or event.event_type in wanted)
-                and (task_id is None or event.metadata.get("task_id") == task_id)
-                and (user_id is None or event.user_id == user_id)
-            ):
-                page.append(event)
-                if len(page) == limit:
-                    break
-        return page
+        start = 0 if query.after_seq is None else bisect.bisect_right(thread.seqs, query.after_seq)
+        return _first(query.limit, itertools.islice(thread.events, start, None), query.matches)
 
     async def _last_visible_ai_seqs(
         self, thread_id: str, run_ids: tuple[str, ...], user_id: str | None
@@ -313,3 +270,8 @@ def _matches(event: RunEvent, text: str) -> bool:
     value = _ascii_fold(json.dumps(value, ensure_ascii=False))
     escaped = json.dumps(text, ensure_ascii=False)[1:-1]
     return _ascii_fold(text) in value or _ascii_fold(escaped) in value
+
+
+def from_url(url: str, **options: Any) -> MemoryRunEventStore:
+    """The store for `memory://`: this process's own, gone when it ends."""
+    return MemoryRunEventStore(**options)

@@ -25,14 +25,19 @@ from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     SCHEMA_VERSION,
     VISIBLE_AI_EVENT_TYPES,
+    Page,
     RunEventStore,
+    RunEventsQuery,
     StoreError,
     StoreUnavailable,
+    event_from_row,
     page_query,
     plan_append,
+    run_events_query,
+    take_layout,
 )
 
-__all__ = ["PostgresRunEventStore"]
+__all__ = ["LAYOUTS", "PostgresRunEventStore", "from_url"]
 
 _COLUMNS = (
     "thread_id, seq, run_id, event_type, category, content, metadata, created_at,"
@@ -95,18 +100,7 @@ def _quote(identifier: str) -> str:
 
 
 def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
-    return RunEvent(
-        thread_id=row[0],
-        seq=row[1],
-        run_id=row[2],
-        event_type=row[3],
-        category=row[4],
-        content=row[5],
-        metadata=row[6],
-        created_at=row[7],
-        source_key=row[8],
-        user_id=row[9],
-    )
+    return event_from_row(row, content=row[5], metadata=row[6], created_at=row[7])
 
 
 def _translate(exc: psycopg.Error, what: str) -> Exception:
@@ -425,59 +419,20 @@ class PostgresRunEventStore(RunEventStore):
 
     # -- reading -----------------------------------------------------------------
 
-    async def _page(
-        self,
-        thread_id: str,
-        categories: tuple[str, ...],
-        limit: int,
-        before_seq: int | None,
-        after_seq: int | None,
-        run_id: str | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        sql, params, descending = page_query(
-            self._select,
-            thread_id,
-            categories,
-            limit,
-            before_seq,
-            after_seq,
-            mark="%s",
-            run_id=run_id,
-            user_id=user_id,
-        )
-        events = [self._decode(row) for row in await self._fetch(sql, params)]
-        if descending:
-            events.reverse()
-        return events
+    async def _page(self, page: Page) -> list[RunEvent]:
+        sql, params, descending = page_query(self._select, page, mark="%s")
+        rows = await self._fetch(sql, params)
+        return [self._decode(row) for row in (reversed(rows) if descending else rows)]
 
-    async def _list_events(
-        self,
-        thread_id: str,
-        run_id: str,
-        event_types: tuple[str, ...] | None,
-        task_id: str | None,
-        limit: int,
-        after_seq: int | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        sql = f"{self._select} WHERE thread_id = %s AND run_id = %s"
-        params: list[Any] = [thread_id, run_id]
-        if after_seq is not None:
-            sql += " AND seq > %s"
-            params.append(after_seq)
-        if event_types is not None:
-            sql += " AND event_type = ANY(%s)"
-            params.append(list(event_types))
-        if task_id is not None:
+    async def _list_events(self, query: RunEventsQuery) -> list[RunEvent]:
+        sql, params = run_events_query(
+            self._select,
+            query,
+            mark="%s",
+            types=lambda types: ("event_type = ANY(%s)", [list(types)]),
             # Compared as JSON: only a string task_id matches.
-            sql += f" AND {self.task_id_match}"
-            params.append(task_id)
-        if user_id is not None:
-            sql += " AND user_id = %s"
-            params.append(user_id)
-        sql += " ORDER BY seq LIMIT %s"
-        params.append(limit)
+            task_id_match=self.task_id_match,
+        )
         return [self._decode(row) for row in await self._fetch(sql, params)]
 
     async def _last_visible_ai_seqs(
@@ -602,3 +557,21 @@ class PostgresRunEventStore(RunEventStore):
         if user_id is not None:
             where, params = f"{where} AND user_id = %s", (*params, user_id)
         return await self._delete(thread_id, where, params)
+
+
+# `?layout=NAME` of a PostgreSQL URL: which tables hold the journal.
+LAYOUTS = {
+    # journal-bridge's own tables (`journal_events`, ...)
+    "journal": "journal_bridge.store.postgres:PostgresRunEventStore",
+    # deer-flow's `run_events`, shared with deer-flow's Gateway
+    "deerflow": "journal_bridge.store.postgres_deerflow:DeerflowPostgresRunEventStore",
+}
+
+
+def from_url(url: str, **options: Any) -> PostgresRunEventStore:
+    """The store for `postgresql://...[?layout=journal|deerflow]` (or `postgres://`).
+
+    The driver never sees `layout`: it is taken out of the URL the store connects to.
+    """
+    url, store_class = take_layout(url, LAYOUTS, "PostgreSQL")
+    return store_class(url, **options)

@@ -13,27 +13,35 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
 
 import aiosqlite
 
 from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
+    MIDDLEWARE_CALLER_PREFIX,
     SCHEMA_VERSION,
     VISIBLE_AI_EVENT_TYPES,
+    Page,
     RunEventStore,
+    RunEventsQuery,
     StoreError,
     StoreUnavailable,
     _check_limit,
+    event_from_row,
     page_query,
     plan_append,
+    run_events_query,
+    take_layout,
 )
 
-__all__ = ["SqliteRunEventStore"]
+__all__ = ["LAYOUTS", "SqliteRunEventStore", "from_url", "sqlite_path_from_url"]
 
 # Parameters per IN (...) list; far below SQLite's host parameter limit.
 _CHUNK = 500
@@ -44,12 +52,13 @@ _COLUMNS = (
 )
 
 # Position i holds the statements that bring a version-i database to version
-# i + 1; `journal_schema` records how many have run. Never edit a released step:
+# i + 1; `journal_schema` records how many have run. Table names are filled in
+# per store (`{events}`, `{threads}`, `{version}`). Never edit a released step:
 # append a new one.
 MIGRATIONS: list[tuple[str, ...]] = [
     (
-        "CREATE TABLE IF NOT EXISTS journal_schema (version INTEGER NOT NULL)",
-        """CREATE TABLE IF NOT EXISTS journal_events (
+        "CREATE TABLE IF NOT EXISTS {version} (version INTEGER NOT NULL)",
+        """CREATE TABLE IF NOT EXISTS {events} (
             thread_id TEXT NOT NULL,
             seq INTEGER NOT NULL,
             run_id TEXT NOT NULL,
@@ -63,55 +72,42 @@ MIGRATIONS: list[tuple[str, ...]] = [
         )""",
         (
             "CREATE INDEX IF NOT EXISTS journal_events_category"
-            " ON journal_events (thread_id, category, seq)"
+            " ON {events} (thread_id, category, seq)"
         ),
-        "CREATE INDEX IF NOT EXISTS journal_events_run ON journal_events (thread_id, run_id, seq)",
+        "CREATE INDEX IF NOT EXISTS journal_events_run ON {events} (thread_id, run_id, seq)",
         (
             "CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
-            " ON journal_events (thread_id, source_key) WHERE source_key IS NOT NULL"
+            " ON {events} (thread_id, source_key) WHERE source_key IS NOT NULL"
         ),
         # One row per thread: the seq counter (never reused while the thread exists)
         # and what the thread index needs without scanning events.
-        """CREATE TABLE IF NOT EXISTS journal_threads (
+        """CREATE TABLE IF NOT EXISTS {threads} (
             thread_id TEXT PRIMARY KEY,
             last_seq INTEGER NOT NULL,
             event_count INTEGER NOT NULL,
             updated_at TEXT NOT NULL,
             write_order INTEGER NOT NULL
         )""",
-        "CREATE INDEX IF NOT EXISTS journal_threads_write_order ON journal_threads (write_order)",
+        "CREATE INDEX IF NOT EXISTS journal_threads_write_order ON {threads} (write_order)",
     ),
     (
         # Who wrote a record, for user-scoped reads and deletes.
-        "ALTER TABLE journal_events ADD COLUMN user_id TEXT",
+        "ALTER TABLE {events} ADD COLUMN user_id TEXT",
         # count_messages reads a counter instead of scanning the thread.
-        "ALTER TABLE journal_threads ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0",
-        """UPDATE journal_threads SET message_count = (
-            SELECT COUNT(*) FROM journal_events
-            WHERE journal_events.thread_id = journal_threads.thread_id
-            AND journal_events.category = 'message'
+        "ALTER TABLE {threads} ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0",
+        """UPDATE {threads} SET message_count = (
+            SELECT COUNT(*) FROM {events}
+            WHERE {events}.thread_id = {threads}.thread_id
+            AND {events}.category = 'message'
         )""",
     ),
 ]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
-_INSERT = f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_SELECT = f"SELECT {_COLUMNS} FROM journal_events"
-_UPSERT_THREAD = (
-    "INSERT INTO journal_threads"
-    " (thread_id, last_seq, event_count, message_count, updated_at, write_order)"
-    " VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(write_order), 0) + 1 FROM journal_threads))"
-    " ON CONFLICT (thread_id) DO UPDATE SET"
-    " last_seq = excluded.last_seq,"
-    " event_count = journal_threads.event_count + excluded.event_count,"
-    " message_count = journal_threads.message_count + excluded.message_count,"
-    " updated_at = excluded.updated_at,"
-    " write_order = excluded.write_order"
-)
-# A metadata["caller"] marking a middleware's own model call; GLOB is
-# case-sensitive, as the prefix test of the other backends is.
-_NOT_MIDDLEWARE_CALLER = (
-    "COALESCE(json_extract(metadata, '$.caller'), '') NOT GLOB 'middleware:*'"
+# `ALTER TABLE t ADD COLUMN IF NOT EXISTS c ...` in a migration: SQLite has no
+# such clause, so the migration runs it only when the column is missing.
+_ADD_COLUMN_IF_MISSING = re.compile(
+    r"ALTER TABLE (\S+) ADD COLUMN IF NOT EXISTS (\S+) ", re.IGNORECASE
 )
 
 
@@ -150,18 +146,54 @@ def sqlite_path_from_url(url: str) -> str:
     return path
 
 
+def _decode_time(text: str) -> datetime:
+    """A stored time; one without an offset is UTC."""
+    value = datetime.fromisoformat(text)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _url_options(url: str) -> dict[str, Any]:
+    """`?busy_timeout=SECONDS`: how long a write waits for another writer's lock
+    (`layout` is taken out before)."""
+    query = parse_qs(urlsplit(url).query)
+    options: dict[str, Any] = {}
+    for name, values in query.items():
+        if name != "busy_timeout":
+            raise ValueError(
+                f"unsupported SQLite URL option {name!r}:"
+                " only busy_timeout and layout are known"
+            )
+        try:
+            options["busy_timeout"] = float(values[-1])
+        except ValueError as exc:
+            raise ValueError(
+                f"busy_timeout: expected seconds, got {values[-1]!r}"
+            ) from exc
+    return options
+
+
+# `?layout=NAME` of a SQLite URL: which tables hold the journal.
+LAYOUTS = {
+    # journal-bridge's own tables (`journal_events`, ...)
+    "journal": "journal_bridge.store.sqlite:SqliteRunEventStore",
+    # deer-flow's `run_events`, shared with deer-flow's Gateway
+    "deerflow": "journal_bridge.store.sqlite_deerflow:DeerflowSqliteRunEventStore",
+}
+
+
+def from_url(url: str, **options: Any) -> SqliteRunEventStore:
+    """The store for `sqlite:///path.db[?busy_timeout=SECONDS][&layout=journal|deerflow]`;
+    `options` win over the URL's."""
+    url, store_class = take_layout(url, LAYOUTS, "SQLite")
+    return store_class(sqlite_path_from_url(url), **{**_url_options(url), **options})
+
+
 def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
-    return RunEvent(
-        thread_id=row[0],
-        seq=row[1],
-        run_id=row[2],
-        event_type=row[3],
-        category=row[4],
+    return event_from_row(
+        row,
         content=json.loads(row[5]),
         metadata=json.loads(row[6]),
-        created_at=datetime.fromisoformat(row[7]),
-        source_key=row[8],
-        user_id=row[9],
+        created_at=_decode_time(row[7]),
     )
 
 
@@ -202,7 +234,30 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
 
 
 class SqliteRunEventStore(RunEventStore):
-    """A `RunEventStore` in one SQLite file (`sqlite:///path.db`)."""
+    """A `RunEventStore` in one SQLite file (`sqlite:///path.db`).
+
+    The class attributes and the hooks after them describe the table layout; a
+    subclass with other tables overrides them and shares everything else.
+    """
+
+    # Table names as `{name}` placeholders of `migrations`.
+    tables: ClassVar[dict[str, str]] = {
+        "events": "journal_events",
+        "threads": "journal_threads",
+        "version": "journal_schema",
+    }
+    migrations: ClassVar[list[tuple[str, ...]]] = MIGRATIONS
+    # Selected in this order by every read; `_decode` reads them by position.
+    columns = _COLUMNS
+    # The column holding the metadata as JSON text.
+    metadata_column = "metadata"
+    # An expression: the text of the message record `e`, NULL when it has none
+    # (a str content as is, a list of blocks as its JSON text).
+    message_text = (
+        "CASE json_type(e.content)"
+        " WHEN 'object' THEN json_extract(e.content, '$.content')"
+        " WHEN 'text' THEN json_extract(e.content, '$') END"
+    )
 
     def __init__(
         self,
@@ -221,6 +276,20 @@ class SqliteRunEventStore(RunEventStore):
         # One writer connection: its transactions must not interleave between tasks.
         self._write_lock = asyncio.Lock()
         self._open_lock = asyncio.Lock()
+        self._events = self.tables["events"]
+        self._threads = self.tables["threads"]
+        self._version = self.tables["version"]
+        self._select = f"SELECT {self.columns} FROM {self._events}"
+        self._insert_sql = (
+            f"INSERT INTO {self._events} ({self.columns})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        # A metadata["caller"] marking a middleware's own model call; GLOB is
+        # case-sensitive, as the prefix test of the other backends is.
+        self._not_middleware_caller = (
+            f"COALESCE(json_extract({self.metadata_column}, '$.caller'), '')"
+            f" NOT GLOB '{MIDDLEWARE_CALLER_PREFIX}*'"
+        )
 
     async def _connect(self) -> aiosqlite.Connection:
         parent = Path(self.path).parent
@@ -267,7 +336,7 @@ class SqliteRunEventStore(RunEventStore):
     async def _schema_version(self, conn: aiosqlite.Connection) -> int | None:
         try:
             rows = list(
-                await conn.execute_fetchall("SELECT version FROM journal_schema")
+                await conn.execute_fetchall(f"SELECT version FROM {self._version}")
             )
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
@@ -281,7 +350,7 @@ class SqliteRunEventStore(RunEventStore):
             if next(iter(mode))[0].lower() == "wal":
                 # Set up already: no write lock needed, so opening never waits
                 # for another process's append.
-                if await self._schema_version(conn) == SCHEMA_VERSION:
+                if await self._schema_is_current(conn):
                     return
             else:
                 mode = await conn.execute_fetchall("PRAGMA journal_mode = WAL")
@@ -299,23 +368,41 @@ class SqliteRunEventStore(RunEventStore):
         except sqlite3.Error as exc:
             raise _translate(exc, f"schema setup of {self.path!r}") from exc
 
+    async def _schema_is_current(self, conn: aiosqlite.Connection) -> bool:
+        """Whether opening needs no migration (read without the write lock)."""
+        return await self._schema_version(conn) == len(self.migrations)
+
     async def _migrate(self, conn: aiosqlite.Connection) -> None:
-        """Bring the schema to `SCHEMA_VERSION`; inside the write transaction."""
+        """Bring the schema to the latest version; inside the write transaction."""
         version = await self._schema_version(conn) or 0
-        if version > SCHEMA_VERSION:
+        latest = len(self.migrations)
+        if version > latest:
             raise StoreError(
                 f"SQLite journal at {self.path!r} has schema version {version},"
-                f" newer than this journal-bridge supports ({SCHEMA_VERSION})"
+                f" newer than this journal-bridge supports ({latest})"
             )
-        for statements in MIGRATIONS[version:]:
+        for statements in self.migrations[version:]:
             for statement in statements:
-                await conn.execute(statement)
+                await self._run_migration_statement(conn, statement.format(**self.tables))
         if version == 0:
             await conn.execute(
-                "INSERT INTO journal_schema (version) VALUES (?)", (SCHEMA_VERSION,)
+                f"INSERT INTO {self._version} (version) VALUES (?)", (latest,)
             )
-        elif version < SCHEMA_VERSION:
-            await conn.execute("UPDATE journal_schema SET version = ?", (SCHEMA_VERSION,))
+        elif version < latest:
+            await conn.execute(f"UPDATE {self._version} SET version = ?", (latest,))
+
+    @staticmethod
+    async def _run_migration_statement(conn: aiosqlite.Connection, statement: str) -> None:
+        added = _ADD_COLUMN_IF_MISSING.match(statement)
+        if added is not None:
+            table, column = added.groups()
+            present = await conn.execute_fetchall(
+                "SELECT 1 FROM pragma_table_info(?) WHERE name = ?", (table, column)
+            )
+            if list(present):
+                return
+            statement = statement.replace(" IF NOT EXISTS", "", 1)
+        await conn.execute(statement)
 
     async def close(self) -> None:
         writer, reader = self._writer, self._reader
@@ -337,6 +424,52 @@ class SqliteRunEventStore(RunEventStore):
 
     async def ping(self) -> None:
         await self._fetch("SELECT 1", ())
+
+    # -- layout hooks ------------------------------------------------------------
+
+    def _decode(self, row: tuple[Any, ...]) -> RunEvent:
+        """A row of `columns` as a record."""
+        return _row_to_event(row)
+
+    async def _insert_rows(
+        self, conn: aiosqlite.Connection, rows: list[tuple[Any, ...]]
+    ) -> None:
+        """Insert the event rows `plan_append` made (times as `_encode_time` wrote them)."""
+        await conn.executemany(self._insert_sql, rows)
+
+    @staticmethod
+    def _encode_time(value: datetime) -> str:
+        """`created_at` as stored."""
+        return _encode_time(value)
+
+    async def _count_appended(
+        self, conn: aiosqlite.Connection, counters: list[tuple[str, int, int, int]]
+    ) -> None:
+        """Add `(thread_id, last_seq, added, messages_added)` to the thread counters."""
+        now = datetime.now(UTC).isoformat(timespec="microseconds")
+        await conn.executemany(
+            f"INSERT INTO {self._threads}"
+            " (thread_id, last_seq, event_count, message_count, updated_at, write_order)"
+            " VALUES (?, ?, ?, ?, ?,"
+            f" (SELECT COALESCE(MAX(write_order), 0) + 1 FROM {self._threads}))"
+            " ON CONFLICT (thread_id) DO UPDATE SET"
+            " last_seq = excluded.last_seq,"
+            f" event_count = {self._threads}.event_count + excluded.event_count,"
+            f" message_count = {self._threads}.message_count + excluded.message_count,"
+            " updated_at = excluded.updated_at,"
+            " write_order = excluded.write_order",
+            [(*counter, now) for counter in counters],
+        )
+
+    async def _count_deleted(
+        self, conn: aiosqlite.Connection, thread_id: str, deleted: int, messages: int
+    ) -> None:
+        """Take deleted records off the thread counters."""
+        await conn.execute(
+            f"UPDATE {self._threads} SET event_count = event_count - ?,"
+            " message_count = message_count - ? WHERE thread_id = ?",
+            (deleted, messages, thread_id),
+        )
 
     # -- writing -----------------------------------------------------------------
 
@@ -385,7 +518,8 @@ class SqliteRunEventStore(RunEventStore):
         marks = ", ".join("?" * len(thread_ids))
         last_seqs = dict(
             await conn.execute_fetchall(
-                f"SELECT thread_id, last_seq FROM journal_threads WHERE thread_id IN ({marks})",
+                f"SELECT thread_id, last_seq FROM {self._threads}"
+                f" WHERE thread_id IN ({marks})",
                 thread_ids,
             )
         )
@@ -393,13 +527,12 @@ class SqliteRunEventStore(RunEventStore):
         if look_up_keys:
             for thread_id, items in groups.items():
                 existing[thread_id] = await self._existing(conn, thread_id, items)
-        result, rows, counters = plan_append(groups, last_seqs, existing, _encode_time)
+        result, rows, counters = plan_append(
+            groups, last_seqs, existing, self._encode_time
+        )
         if rows:
-            await conn.executemany(_INSERT, rows)
-            now = datetime.now(UTC).isoformat(timespec="microseconds")
-            await conn.executemany(
-                _UPSERT_THREAD, [(*counter, now) for counter in counters]
-            )
+            await self._insert_rows(conn, rows)
+            await self._count_appended(conn, counters)
         return result
 
     async def _put_if_absent(self, item: PreparedEvent) -> tuple[RunEvent, bool]:
@@ -413,13 +546,13 @@ class SqliteRunEventStore(RunEventStore):
                     await _begin(conn)
                     rows = list(
                         await conn.execute_fetchall(
-                            f"{_SELECT} WHERE thread_id = ? AND run_id = ?"
+                            f"{self._select} WHERE thread_id = ? AND run_id = ?"
                             " AND event_type = ? ORDER BY seq LIMIT 1",
                             (event.thread_id, event.run_id, event.event_type),
                         )
                     )
                     if rows:
-                        found, created = _row_to_event(rows[0]), False
+                        found, created = self._decode(rows[0]), False
                     else:
                         stored = await self._append_in(
                             conn, {event.thread_id: [item]}, look_up_keys=False
@@ -444,68 +577,29 @@ class SqliteRunEventStore(RunEventStore):
             chunk = keys[start : start + _CHUNK]
             marks = ", ".join("?" * len(chunk))
             for row in await conn.execute_fetchall(
-                f"{_SELECT} WHERE thread_id = ? AND source_key IN ({marks})",
+                f"{self._select} WHERE thread_id = ? AND source_key IN ({marks})",
                 (thread_id, *chunk),
             ):
-                found[row[8]] = _row_to_event(row)
+                found[row[8]] = self._decode(row)
         return found
 
     # -- reading -----------------------------------------------------------------
 
-    async def _page(
-        self,
-        thread_id: str,
-        categories: tuple[str, ...],
-        limit: int,
-        before_seq: int | None,
-        after_seq: int | None,
-        run_id: str | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        sql, params, descending = page_query(
-            _SELECT,
-            thread_id,
-            categories,
-            limit,
-            before_seq,
-            after_seq,
-            mark="?",
-            run_id=run_id,
-            user_id=user_id,
-        )
-        events = [_row_to_event(row) for row in await self._fetch(sql, params)]
-        if descending:
-            events.reverse()
-        return events
+    async def _page(self, page: Page) -> list[RunEvent]:
+        sql, params, descending = page_query(self._select, page, mark="?")
+        rows = await self._fetch(sql, params)
+        return [self._decode(row) for row in (reversed(rows) if descending else rows)]
 
-    async def _list_events(
-        self,
-        thread_id: str,
-        run_id: str,
-        event_types: tuple[str, ...] | None,
-        task_id: str | None,
-        limit: int,
-        after_seq: int | None,
-        user_id: str | None,
-    ) -> list[RunEvent]:
-        sql = f"{_SELECT} WHERE thread_id = ? AND run_id = ?"
-        params: list[Any] = [thread_id, run_id]
-        if after_seq is not None:
-            sql += " AND seq > ?"
-            params.append(after_seq)
-        if event_types is not None:
-            sql += f" AND event_type IN ({', '.join('?' * len(event_types))})"
-            params.extend(event_types)
-        if task_id is not None:
+    async def _list_events(self, query: RunEventsQuery) -> list[RunEvent]:
+        sql, params = run_events_query(
+            self._select,
+            query,
+            mark="?",
+            types=lambda types: (f"event_type IN ({', '.join('?' * len(types))})", list(types)),
             # A JSON number never equals the text parameter: only strings match.
-            sql += " AND json_extract(metadata, '$.task_id') = ?"
-            params.append(task_id)
-        if user_id is not None:
-            sql += " AND user_id = ?"
-            params.append(user_id)
-        sql += " ORDER BY seq LIMIT ?"
-        params.append(limit)
-        return [_row_to_event(row) for row in await self._fetch(sql, params)]
+            task_id_match=f"json_extract({self.metadata_column}, '$.task_id') = ?",
+        )
+        return [self._decode(row) for row in await self._fetch(sql, params)]
 
     async def _last_visible_ai_seqs(
         self, thread_id: str, run_ids: tuple[str, ...], user_id: str | None
@@ -515,10 +609,10 @@ class SqliteRunEventStore(RunEventStore):
         for start in range(0, len(run_ids), _CHUNK):
             chunk = run_ids[start : start + _CHUNK]
             sql = (
-                "SELECT run_id, MAX(seq) FROM journal_events WHERE thread_id = ?"
+                f"SELECT run_id, MAX(seq) FROM {self._events} WHERE thread_id = ?"
                 f" AND run_id IN ({', '.join('?' * len(chunk))})"
                 f" AND category = ? AND event_type IN ({types})"
-                f" AND {_NOT_MIDDLEWARE_CALLER}"
+                f" AND {self._not_middleware_caller}"
             )
             params: list[Any] = [thread_id, *chunk, MESSAGE, *VISIBLE_AI_EVENT_TYPES]
             if user_id is not None:
@@ -531,32 +625,32 @@ class SqliteRunEventStore(RunEventStore):
     async def count_messages(self, thread_id: str, *, user_id: str | None = None) -> int:
         if user_id is not None:
             rows = await self._fetch(
-                "SELECT COUNT(*) FROM journal_events"
+                f"SELECT COUNT(*) FROM {self._events}"
                 " WHERE thread_id = ? AND category = ? AND user_id = ?",
                 (thread_id, MESSAGE, user_id),
             )
             return rows[0][0]
         rows = await self._fetch(
-            "SELECT message_count FROM journal_threads WHERE thread_id = ?", (thread_id,)
+            f"SELECT message_count FROM {self._threads} WHERE thread_id = ?", (thread_id,)
         )
         return rows[0][0] if rows else 0
 
     async def last_seq(self, thread_id: str) -> int:
         rows = await self._fetch(
-            "SELECT last_seq FROM journal_threads WHERE thread_id = ?", (thread_id,)
+            f"SELECT last_seq FROM {self._threads} WHERE thread_id = ?", (thread_id,)
         )
         return rows[0][0] if rows else 0
 
     async def has_thread(self, thread_id: str) -> bool:
         rows = await self._fetch(
-            "SELECT 1 FROM journal_threads WHERE thread_id = ? AND event_count > 0",
+            f"SELECT 1 FROM {self._threads} WHERE thread_id = ? AND event_count > 0",
             (thread_id,),
         )
         return bool(rows)
 
     async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
         rows = await self._fetch(
-            "SELECT thread_id, last_seq, event_count, updated_at FROM journal_threads"
+            f"SELECT thread_id, last_seq, event_count, updated_at FROM {self._threads}"
             " WHERE event_count > 0 ORDER BY write_order DESC LIMIT ?",
             (limit,),
         )
@@ -577,12 +671,10 @@ class SqliteRunEventStore(RunEventStore):
         raw = _like_pattern(text)
         escaped = _like_pattern(json.dumps(text, ensure_ascii=False)[1:-1])
         rows = await self._fetch(
-            "SELECT thread_id, last_seq, event_count, updated_at FROM journal_threads t"
+            f"SELECT thread_id, last_seq, event_count, updated_at FROM {self._threads} t"
             " WHERE event_count > 0 AND EXISTS (SELECT 1 FROM ("
-            "SELECT CASE json_type(e.content)"
-            " WHEN 'object' THEN json_extract(e.content, '$.content')"
-            " WHEN 'text' THEN json_extract(e.content, '$') END AS text"
-            " FROM journal_events e WHERE e.thread_id = t.thread_id AND e.category = ?)"
+            f"SELECT {self.message_text} AS text"
+            f" FROM {self._events} e WHERE e.thread_id = t.thread_id AND e.category = ?)"
             " WHERE text LIKE ? ESCAPE '\\' OR text LIKE ? ESCAPE '\\')"
             " ORDER BY write_order DESC LIMIT ?",
             (MESSAGE, raw, escaped, limit),
@@ -598,7 +690,7 @@ class SqliteRunEventStore(RunEventStore):
         for start in range(0, len(wanted), _CHUNK):
             chunk = wanted[start : start + _CHUNK]
             rows = await self._fetch(
-                "SELECT source_key FROM journal_events WHERE thread_id = ?"
+                f"SELECT source_key FROM {self._events} WHERE thread_id = ?"
                 f" AND source_key IN ({', '.join('?' * len(chunk))})",
                 (thread_id, *chunk),
             )
@@ -622,20 +714,16 @@ class SqliteRunEventStore(RunEventStore):
                     rows = list(
                         await conn.execute_fetchall(
                             "SELECT COUNT(*), COALESCE(SUM(category = ?), 0)"
-                            f" FROM journal_events WHERE {where}",
+                            f" FROM {self._events} WHERE {where}",
                             (MESSAGE, *params),
                         )
                     )
                     deleted, messages = rows[0]
                     if deleted:
                         await conn.execute(
-                            f"DELETE FROM journal_events WHERE {where}", params
+                            f"DELETE FROM {self._events} WHERE {where}", params
                         )
-                        await conn.execute(
-                            "UPDATE journal_threads SET event_count = event_count - ?,"
-                            " message_count = message_count - ? WHERE thread_id = ?",
-                            (deleted, messages, thread_id),
-                        )
+                        await self._count_deleted(conn, thread_id, deleted, messages)
                     await conn.execute("COMMIT")
                 except BaseException:
                     await _rollback(conn)
@@ -657,11 +745,11 @@ class SqliteRunEventStore(RunEventStore):
                 await _begin(conn)
                 try:
                     cursor = await conn.execute(
-                        "DELETE FROM journal_events WHERE thread_id = ?", (thread_id,)
+                        f"DELETE FROM {self._events} WHERE thread_id = ?", (thread_id,)
                     )
                     deleted = cursor.rowcount
                     await conn.execute(
-                        "DELETE FROM journal_threads WHERE thread_id = ?", (thread_id,)
+                        f"DELETE FROM {self._threads} WHERE thread_id = ?", (thread_id,)
                     )
                     await conn.execute("COMMIT")
                 except BaseException:

@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.runtime import Runtime
 
-from journal_bridge.offline_model import make_chat_model
+from graphs.offline_model import make_chat_model
 
 
 def _announcement(state: Any, update: dict[str, Any]) -> dict[str, Any]:

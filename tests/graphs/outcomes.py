@@ -18,7 +18,7 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 from langgraph.types import interrupt
 
-from journal_bridge.offline_model import make_chat_model
+from graphs.offline_model import make_chat_model
 
 
 class ToolFailure(RuntimeError):

@@ -13,6 +13,10 @@ from collections.abc import Iterator
 import pytest
 from suites import require_or_skip
 
+# The conformance suite lives in the package (outside backends run it too): its
+# asserts are explained like those of the test modules.
+pytest.register_assert_rewrite("journal_bridge.store.conformance")
+
 POSTGRES_URL_ENV = "JOURNAL_BRIDGE_TEST_POSTGRES_URL"
 SKIP_REASON = f"set {POSTGRES_URL_ENV} to run the Postgres conformance suite"
 

@@ -14,7 +14,6 @@ from journal_bridge.events import (
     InvalidEvent,
     RunEvent,
     make_event,
-    max_content_bytes_from_env,
     prepare_event,
     validate_event,
 )
@@ -165,13 +164,3 @@ def test_prepare_keeps_odd_metadata_values_as_text():
         thread_id="t", run_id="r", event_type=events.RUN_END, metadata={"at": when}
     )
     assert json.loads(prepare_event(record, 1000).metadata_json) == {"at": str(when)}
-
-
-def test_content_limit_from_the_environment(monkeypatch):
-    monkeypatch.delenv("JOURNAL_BRIDGE_MAX_CONTENT_BYTES", raising=False)
-    assert max_content_bytes_from_env() == 256 * 1024
-    monkeypatch.setenv("JOURNAL_BRIDGE_MAX_CONTENT_BYTES", "2048")
-    assert max_content_bytes_from_env() == 2048
-    monkeypatch.setenv("JOURNAL_BRIDGE_MAX_CONTENT_BYTES", "lots")
-    with pytest.raises(ValueError, match="JOURNAL_BRIDGE_MAX_CONTENT_BYTES"):
-        max_content_bytes_from_env()

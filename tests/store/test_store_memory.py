@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from store_conformance import RunEventStoreConformance
+
+from journal_bridge.store.conformance import RunEventStoreConformance
 
 
 class TestMemoryRunEventStore(RunEventStoreConformance):

@@ -6,10 +6,10 @@ import socket
 
 import psycopg
 import pytest
-from store_conformance import THREAD, SharedStorageConformance, event
 
 from journal_bridge.store import StoreError, StoreUnavailable, open_store
 from journal_bridge.store.base import SCHEMA_VERSION
+from journal_bridge.store.conformance import THREAD, SharedStorageConformance, event
 
 pytestmark = pytest.mark.postgres
 

@@ -3,15 +3,20 @@ with deer-flow: what one writes, the other reads."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import psycopg
 import pytest
-from store_conformance import THREAD, SharedStorageConformance, event
+from deerflow_rows import (
+    ROW_COLUMNS,
+    check_deerflow_rows_are_read_counted_and_continued,
+    deerflow_row,
+)
 
-from journal_bridge.events import LLM_AI_RESPONSE, LLM_HUMAN_INPUT, MESSAGE, RUN_END
+from journal_bridge.events import LLM_AI_RESPONSE, MESSAGE, RUN_END
 from journal_bridge.store import open_store
+from journal_bridge.store.conformance import THREAD, SharedStorageConformance, event
+from journal_bridge.store.deerflow import run_events_statements
 from journal_bridge.store.postgres_deerflow import DeerflowPostgresRunEventStore
 
 pytestmark = pytest.mark.postgres
@@ -33,42 +38,22 @@ class TestDeerflowPostgresRunEventStore(SharedStorageConformance):
         return {"schema": postgres_schema}
 
 
-# deer-flow's run_events as its baseline migration creates it.
-_DEERFLOW_TABLE = """CREATE TABLE {s}.run_events (
-    id SERIAL NOT NULL,
-    thread_id VARCHAR(64) NOT NULL,
-    run_id VARCHAR(64) NOT NULL,
-    user_id VARCHAR(64),
-    event_type VARCHAR(32) NOT NULL,
-    category VARCHAR(16) NOT NULL,
-    content TEXT NOT NULL,
-    event_metadata JSON NOT NULL,
-    seq INTEGER NOT NULL,
-    created_at TIMESTAMP WITH TIME ZONE NOT NULL,
-    PRIMARY KEY (id),
-    CONSTRAINT uq_events_thread_seq UNIQUE (thread_id, seq)
-)"""
+# deer-flow's run_events as its baseline migration creates it, without what
+# journal-bridge adds (the information_schema test below pins the columns).
+_DEERFLOW_TABLE = [
+    statement
+    for statement in run_events_statements(
+        id_type="SERIAL", json_type="JSON", time_type="TIMESTAMP WITH TIME ZONE"
+    )
+    if "source_key" not in statement
+]
 
 
-def _deerflow_put(
-    conn: psycopg.Connection,
-    schema: str,
-    thread_id: str,
-    run_id: str,
-    event_type: str,
-    category: str,
-    content: Any,
-    metadata: dict[str, Any] | None = None,
-    user_id: str | None = None,
-) -> int:
-    """Append a row the way deer-flow's database store does: under its thread
-    lock, at one above the highest stored seq, non-text content as flagged JSON."""
-    metadata = dict(metadata or {})
-    if not isinstance(content, str):
-        metadata["content_is_json"] = True
-        if isinstance(content, dict):
-            metadata["content_is_dict"] = True
-        content = json.dumps(content)
+def _deerflow_put(conn: psycopg.Connection, schema: str, *record: Any, **fields: Any) -> int:
+    """Append a row (`deerflow_row`'s arguments) the way deer-flow's database
+    store does: under its thread lock, at one above the highest stored seq."""
+    row = deerflow_row(*record, **fields)
+    thread_id = row[0]
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s::text)::bigint)", (thread_id,))
         (seq,) = conn.execute(
@@ -76,10 +61,9 @@ def _deerflow_put(
             (thread_id,),
         ).fetchone()
         conn.execute(
-            f'INSERT INTO "{schema}".run_events (thread_id, run_id, user_id, event_type,'
-            " category, content, event_metadata, seq, created_at)"
+            f'INSERT INTO "{schema}".run_events ({ROW_COLUMNS}, seq, created_at)'
             " VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s, now())",
-            (thread_id, run_id, user_id, event_type, category, content, json.dumps(metadata), seq),
+            (*row, seq),
         )
     return seq
 
@@ -141,43 +125,27 @@ async def test_rows_are_stored_as_deerflow_stores_them(postgres_url, postgres_sc
 async def test_rows_deerflow_writes_are_read_counted_and_continued(
     postgres_url, postgres_schema
 ):
+    def delete_run(thread_id: str, run_id: str) -> None:
+        conn.execute(
+            f'DELETE FROM "{postgres_schema}".run_events WHERE thread_id = %s AND run_id = %s',
+            (thread_id, run_id),
+        )
+
     url = _deerflow_url(postgres_url)
     async with open_store(url, schema=postgres_schema) as store:
-        await store.put_batch([event(run_id="ours", content="first")])
         with psycopg.connect(postgres_url, autocommit=True) as conn:
-            _deerflow_put(conn, postgres_schema, THREAD, "theirs", LLM_HUMAN_INPUT, MESSAGE, "question")
-            _deerflow_put(
-                conn, postgres_schema, THREAD, "theirs", LLM_AI_RESPONSE, MESSAGE,
-                {"type": "ai", "content": "answer"}, {"caller": "lead_agent"}, user_id="u1",
+            await check_deerflow_rows_are_read_counted_and_continued(
+                store,
+                lambda *record, **fields: _deerflow_put(conn, postgres_schema, *record, **fields),
+                delete_run,
             )
-            _deerflow_put(conn, postgres_schema, THREAD, "theirs", RUN_END, "outputs", None)
-        records = await store.list_messages(THREAD)
-        assert [(r["seq"], r["content"], r["metadata"]) for r in records] == [
-            (1, "first", {}),
-            (2, "question", {}),
-            (3, {"type": "ai", "content": "answer"}, {"caller": "lead_agent"}),
-        ]
-        assert records[2]["user_id"] == "u1"
-        assert await store.count_messages(THREAD) == 3
-        assert await store.get_last_visible_ai_seq_by_run(THREAD, {"theirs"}) == {"theirs": 3}
-        (ours,) = await store.put_batch([event(run_id="ours", content="next")])
-        assert ours.seq == 5
-        (thread,) = await store.list_threads()
-        assert (thread["last_seq"], thread["event_count"]) == (5, 5)
-        with psycopg.connect(postgres_url, autocommit=True) as conn:
-            # deer-flow's delete_by_run is a plain DELETE
-            conn.execute(
-                f'DELETE FROM "{postgres_schema}".run_events WHERE thread_id = %s AND run_id = %s',
-                (THREAD, "theirs"),
-            )
-        assert await store.count_messages(THREAD) == 2
-        assert await store.last_seq(THREAD) == 5
 
 
 async def test_a_run_events_table_deerflow_created_is_adopted(postgres_url, postgres_schema):
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{postgres_schema}"')
-        conn.execute(_DEERFLOW_TABLE.format(s=f'"{postgres_schema}"'))
+        for statement in _DEERFLOW_TABLE:
+            conn.execute(statement.format(events=f'"{postgres_schema}".run_events'))
         for n in range(3):
             _deerflow_put(conn, postgres_schema, "old", "r", LLM_AI_RESPONSE, MESSAGE, f"m{n}")
         _deerflow_put(conn, postgres_schema, "old", "r", RUN_END, "outputs", {"done": True})

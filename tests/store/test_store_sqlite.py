@@ -6,10 +6,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from store_conformance import THREAD, SharedStorageConformance, event
 
 from journal_bridge.store import StoreError, StoreUnavailable, open_store
 from journal_bridge.store.base import SCHEMA_VERSION
+from journal_bridge.store.conformance import THREAD, SharedStorageConformance, event
 
 
 class TestSqliteRunEventStore(SharedStorageConformance):

@@ -1,10 +1,24 @@
-"""The behaviour every RunEventStore backend must have.
+"""The behaviour every RunEventStore backend must have, as a pytest suite.
 
 A backend's test module subclasses `RunEventStoreConformance` and provides the
-`store_url` fixture (plus `store_options` if it needs any). Each test gets a
+`store_url` fixture (plus `store_options` if it needs any); the URL's scheme
+must be registered (`journal_bridge.store.register_backend`). Each test gets a
 fresh, empty store; a backend whose storage outlives one store object (a file,
 a database) subclasses `SharedStorageConformance` to also run the multi-writer
-tests.
+tests, whose writer processes import `backend_modules` first (the modules that
+register the backend):
+
+    from journal_bridge.store.conformance import SharedStorageConformance
+
+    class TestMyStore(SharedStorageConformance):
+        backend_modules = ("my_package.journal_store",)
+
+        @pytest.fixture
+        def store_url(self, tmp_path):
+            return f"mystore://{tmp_path}"
+
+A backend is done when this suite passes. It needs pytest and pytest-asyncio
+(`asyncio_mode = "auto"`), which the package itself does not depend on.
 """
 
 from __future__ import annotations
@@ -45,7 +59,6 @@ from journal_bridge.store import (
 )
 from journal_bridge.store.base import supports
 
-WORKER = Path(__file__).with_name("append_worker.py")
 THREAD = "thread-1"
 
 
@@ -100,6 +113,8 @@ async def seed_mixed_thread(store: RunEventStore, runs: int = 3) -> list[RunEven
 
 class RunEventStoreConformance:
     shared_storage = False
+    # Modules a writer process imports before opening the store (see the module doc).
+    backend_modules: tuple[str, ...] = ()
 
     @pytest.fixture
     def store_url(self) -> str:
@@ -1344,7 +1359,9 @@ class SharedStorageConformance(RunEventStoreConformance):
         procs = [
             await asyncio.create_subprocess_exec(
                 sys.executable,
-                str(WORKER),
+                "-m",
+                __name__,
+                ",".join(self.backend_modules),
                 store_url,
                 json.dumps(store_options),
                 THREAD,
@@ -1383,3 +1400,40 @@ class SharedStorageConformance(RunEventStoreConformance):
             assert [(e.content["batch"], e.content["item"]) for e in mine] == [
                 (b, i) for b in range(batches) for i in range(1 + b % 3)
             ]
+
+
+async def _append_as_writer(
+    url: str, options: dict[str, Any], thread_id: str, writer: str, batches: int, barrier: Path
+) -> None:
+    """One writer process of `test_separate_processes_get_contiguous_seqs`.
+
+    Creates BARRIER/ready-WRITER once the store is open, then waits for
+    BARRIER/go so that all writers contend for the thread at the same moment.
+    """
+    async with open_store(url, **options) as store:
+        (barrier / f"ready-{writer}").touch()
+        while not (barrier / "go").exists():
+            await asyncio.sleep(0.005)
+        for batch in range(batches):
+            await store.put_batch(
+                [
+                    make_event(
+                        thread_id=thread_id,
+                        run_id=f"run-{writer}",
+                        event_type=LLM_AI_RESPONSE,
+                        content={"writer": writer, "batch": batch, "item": item},
+                        source_key=f"{writer}:{batch}:{item}",
+                    )
+                    for item in range(1 + batch % 3)
+                ]
+            )
+
+
+if __name__ == "__main__":
+    # python -m journal_bridge.store.conformance MODULES URL OPTIONS_JSON THREAD_ID WRITER BATCHES BARRIER_DIR
+    import importlib
+
+    modules, url, options, thread_id, writer, batches, barrier = sys.argv[1:8]
+    for module in filter(None, modules.split(",")):
+        importlib.import_module(module)
+    asyncio.run(_append_as_writer(url, json.loads(options), thread_id, writer, int(batches), Path(barrier)))

@@ -1,0 +1,129 @@
+"""The journal's settings: every `JOURNAL_BRIDGE_*` variable, read in one place.
+
+The edges -- the plugin's `create_app`, the CLI, the SDK tee, `open_store()`
+called without a URL -- call `Settings.from_env()` once and hand each component
+the values it needs as arguments; nothing below them reads the environment.
+An invalid value raises `SettingsError` naming the variable. The README's
+settings table is the user-facing list of these variables.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from journal_bridge.capture import CaptureSetting
+from journal_bridge.events import DEFAULT_MAX_CONTENT_BYTES
+
+__all__ = ["DEFAULT_ROUTE_PREFIX", "ENV", "Settings", "SettingsError", "route_prefix"]
+
+DEFAULT_ROUTE_PREFIX = "/journal"
+
+
+class SettingsError(ValueError):
+    """A variable holds a value the journal cannot use; the message names it."""
+
+
+def route_prefix(prefix: str) -> str:
+    """`prefix` as routes are mounted under it: one leading slash, none trailing; "" for the root."""
+    return "/" + prefix.strip("/") if prefix.strip("/") else ""
+
+
+def _seconds(*, minimum: float, inclusive: bool) -> Callable[[str, str], float]:
+    def parse(name: str, raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise SettingsError(f"{name} must be a number of seconds, got {raw!r}") from None
+        if value < minimum or (value == minimum and not inclusive):
+            raise SettingsError(f"{name} must be {'>=' if inclusive else '>'} {minimum:g}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _enabled(name: str, raw: str) -> bool:
+    return raw.lower() not in {"0", "false", "no", "off"}
+
+
+def _capture(name: str, raw: str) -> CaptureSetting:
+    try:
+        return CaptureSetting.parse(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r}: expected one of {', '.join(CaptureSetting)}") from None
+
+
+def _positive_int(name: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
+    if value < 1:
+        raise SettingsError(f"{name} must be >= 1, got {value}")
+    return value
+
+
+def _text(name: str, raw: str) -> str:
+    return raw
+
+
+def _route_prefix(name: str, raw: str) -> str:
+    return route_prefix(raw)
+
+
+def _path(name: str, raw: str) -> Path:
+    return Path(raw)
+
+
+# field -> (variable, parser of its stripped, non-empty text); empty or unset keeps the default.
+ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    "store_url": ("JOURNAL_BRIDGE_STORE_URL", _text),
+    "enabled": ("JOURNAL_BRIDGE_ENABLED", _enabled),
+    "capture": ("JOURNAL_BRIDGE_CAPTURE", _capture),
+    "route_prefix": ("JOURNAL_BRIDGE_ROUTE_PREFIX", _route_prefix),
+    "max_content_bytes": ("JOURNAL_BRIDGE_MAX_CONTENT_BYTES", _positive_int),
+    "spool_dir": ("JOURNAL_BRIDGE_SPOOL_DIR", _path),
+    "reconcile_interval": ("JOURNAL_BRIDGE_RECONCILE_INTERVAL", _seconds(minimum=0, inclusive=True)),
+    "backlog_growing_after": ("JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER", _seconds(minimum=0, inclusive=False)),
+    "app_spec": ("JOURNAL_BRIDGE_APP", _text),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the journal is configured with; the defaults are the README's."""
+
+    store_url: str | None = None  # None: `journal.db` in the working directory
+    enabled: bool = True
+    capture: CaptureSetting = CaptureSetting.AUTO
+    route_prefix: str = DEFAULT_ROUTE_PREFIX
+    max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
+    spool_dir: Path | None = None  # None: next to a SQLite store, else the working directory
+    reconcile_interval: float = 3.0  # 0 turns the reconciler off
+    backlog_growing_after: float = 60.0
+    app_spec: str | None = None  # `module:attr` or `path/to/file.py:attr`: the app the plugin serves
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, only: Iterable[str] | None = None) -> Settings:
+        """The settings the environment gives; `only` reads just those fields (the rest default)."""
+        environ = os.environ if environ is None else environ
+        wanted = set(ENV) if only is None else set(only)
+        values: dict[str, Any] = {}
+        for field, (name, parse) in ENV.items():
+            raw = environ.get(name, "").strip()
+            if field in wanted and raw:
+                values[field] = parse(name, raw)
+        return cls(**values)
+
+    @property
+    def journal_url(self) -> str:
+        """The store URL, the default SQLite file resolved against the working directory."""
+        return self.store_url or f"sqlite:///{Path.cwd() / 'journal.db'}"
+
+    @property
+    def store_options(self) -> dict[str, Any]:
+        """The options every store is opened with (`create_store(url, **options)`)."""
+        return {"max_content_bytes": self.max_content_bytes}
