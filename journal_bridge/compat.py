@@ -26,8 +26,10 @@ __all__ = [
     "SUPPORTED_INMEM",
     "LifespanFirstMiddleware",
     "UnsupportedServer",
+    "cancel_reason",
     "check_server",
     "frame_mode",
+    "is_cancel_part",
     "inmem_frame_stores",
     "join_params",
     "max_request_body_bytes",
@@ -134,6 +136,34 @@ def protocol_v2_stream_modes() -> tuple[str, ...]:
         return tuple(DEFAULT_RUN_STREAM_MODES)
     except Exception:  # noqa: BLE001 - not inside a server, or an older one
         return _FALLBACK_V2_MODES
+
+
+# What langgraph-api stores in place of the text of an exception it does not
+# disclose. langgraph-api 0.11 discloses no cancel reason: the error a cancelled
+# run leaves on its thread (`UserInterrupt`, `UserRollback`) always carries this
+# placeholder; later releases store the reason itself ("interrupt requested via
+# POST ...", "client disconnected from the run stream ..."). Read as text, so it
+# holds for a remote server too (the tee, the follower).
+_UNDISCLOSED_ERROR_MESSAGE = "An internal error occurred"
+
+
+# The errors a cancel raises in a run (`runs.cancel`, `on_disconnect="cancel"`,
+# a rollback). langgraph-api 0.11 ends a cancelled run's stream with an `error`
+# part naming one of them; 0.16 just ends the stream.
+_CANCEL_ERROR_TYPES = frozenset({"UserInterrupt", "UserRollback"})
+
+
+def is_cancel_part(data: Any) -> bool:
+    """Whether an `error` part says the run was cancelled, not that it failed."""
+    return isinstance(data, Mapping) and data.get("error") in _CANCEL_ERROR_TYPES
+
+
+def cancel_reason(error: Mapping[str, Any] | None) -> str | None:
+    """The reason for a cancel that a thread's `error` gives; None when the server kept none."""
+    message = (error or {}).get("message")
+    if not isinstance(message, str) or not message or message == _UNDISCLOSED_ERROR_MESSAGE:
+        return None
+    return message
 
 
 def max_request_body_bytes() -> int:

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from journal_bridge import records
+from journal_bridge.compat import is_cancel_part
 from journal_bridge.events import SUMMARIZER_CALLER, RunEvent
 from journal_bridge.modes import EVENTS_MODE
 from journal_bridge.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
@@ -95,6 +96,8 @@ class RunMapper:
             if event == EVENTS_MODE:
                 return self._from_callback_event(data)
             if event == "error":
+                if is_cancel_part(data):
+                    return []  # a cancel: the outcome says so, with the server's reason
                 return self._fail(records.run_error(data))
             return []
         except Exception as exc:  # noqa: BLE001 - a bad part must never stop a run's journal

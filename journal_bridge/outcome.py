@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from journal_bridge.compat import cancel_reason
 from journal_bridge.records import interrupt_values
 
 logger = logging.getLogger(__name__)
@@ -71,9 +72,8 @@ class RunOutcome:
 
     @property
     def reason(self) -> str | None:
-        """The error message (failed) or the reason for the cancel, if the server kept it."""
-        message = (self.error or {}).get("message")
-        return message if isinstance(message, str) and message else None
+        """The reason for the cancel, if the server kept it."""
+        return cancel_reason(self.error)
 
     @property
     def cancel_action(self) -> str:

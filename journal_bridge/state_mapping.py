@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from journal_bridge import records
+from journal_bridge.compat import is_cancel_part
 from journal_bridge.events import MIDDLEWARE_SUMMARIZE, RunEvent
 from journal_bridge.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
 from journal_bridge.records import Draft, message_dict
@@ -114,6 +115,8 @@ class StateMapper:
                     self._marked.add(str(data["summary_message_id"]))
                 return [self._record(draft)] if draft is not None else []
             if event == "error":
+                if is_cancel_part(data):
+                    return []  # a cancel: the outcome says so, with the server's reason
                 self._failed = True
                 self.ending = ERRORED
                 return [self._record(records.run_error(data))]

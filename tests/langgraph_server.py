@@ -27,6 +27,45 @@ LANGGRAPH = Path(sys.executable).parent / "langgraph"
 
 _API_LINE = re.compile(r"API:\s*(?:\x1b\[[0-9;]*m)?(http://[^\s\x1b]+)")
 
+# langgraph-api 0.11 warns, with a traceback each, about the docstrings of its
+# own routes (no OpenAPI YAML) whenever it builds its schema: at start and for
+# /openapi.json. langgraph-api 0.16 has none to warn about.
+_DOCSTRING_WARNING = re.compile(r"Unable to parse docstring from OpenAPI schema for route (\S+)")
+
+# langgraph-runtime-inmem 0.36 queues a run that a killed process left running
+# again when the next one starts, and says so; 0.31 leaves such a run running
+# for good (nothing executes it, and its thread takes no other run).
+_RETRIED_LINE = "Retrying runs left running by a previous process"
+
+
+def docstring_warnings(log: str) -> list[str]:
+    """The routes whose docstring the server warned about in `log`."""
+    return _DOCSTRING_WARNING.findall(log)
+
+
+def foreign_tracebacks(log: str) -> int:
+    """How many tracebacks in a server's output are not those of its docstring warnings."""
+    return log.count("Traceback") - len(docstring_warnings(log))
+
+
+def retries_runs_left_running(log: str) -> bool:
+    """Whether the server whose startup `log` shows queued the runs a killed process left running."""
+    return _RETRIED_LINE in log
+
+
+def journaled_cancel_reason(reason: str) -> str:
+    """What the journal says of a cancel the server gives `reason` for.
+
+    langgraph-api 0.16 keeps the reason in the error it leaves on the run's
+    thread; 0.11 keeps none there ("An internal error occurred"), and the
+    journal says only that the run was cancelled.
+    """
+    from langgraph_api.errors import UserInterrupt
+    from langgraph_api.serde import default
+
+    kept = default(UserInterrupt(reason)).get("message") == reason
+    return reason if kept else "the run was cancelled"
+
 
 def free_port() -> int:
     with socket.socket() as sock:

@@ -17,7 +17,7 @@ import pytest
 from contract import journaled_records
 from conversation import human, wait_journal_idle
 from langgraph_sdk import get_client
-from langgraph_server import PROJECT_ROOT, LanggraphDevServer, project_config
+from langgraph_server import PROJECT_ROOT, LanggraphDevServer, journaled_cancel_reason, project_config
 
 
 pytestmark = pytest.mark.e2e
@@ -128,8 +128,8 @@ async def test_a_cancelled_run_journals_what_happened_before_the_cancel(server):
     after = await wait_journal_idle(server.url)
 
     reasons = {
-        cancelled: "interrupt requested via POST /threads/{thread_id}/runs/{run_id}/cancel",
-        left: "client disconnected from the run stream (on_disconnect=cancel)",
+        cancelled: journaled_cancel_reason("interrupt requested via POST /threads/{thread_id}/runs/{run_id}/cancel"),
+        left: journaled_cancel_reason("client disconnected from the run stream (on_disconnect=cancel)"),
     }
     for thread_id, reason in reasons.items():
         records = await _records(server, thread_id)

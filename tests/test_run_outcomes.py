@@ -79,6 +79,23 @@ def test_a_rolled_back_run_says_so():
     assert records[-1].content == "the run was cancelled"
 
 
+# langgraph-api 0.11 ends a cancelled run's stream with this error part and
+# leaves the same error, reason withheld, on the run's thread.
+UNDISCLOSED_CANCEL = {"error": "UserInterrupt", "message": "An internal error occurred"}
+
+
+def test_a_cancel_whose_reason_the_server_did_not_keep_says_only_that_the_run_was_cancelled():
+    mapper = RunMapper(THREAD, RUN)
+    records = [r for part in [*_events_until_the_answer(), ("error", UNDISCLOSED_CANCEL)] for r in mapper.feed(*part)]
+    assert mapper.outcome_wanted == {"interrupts": True}, "an error part of a cancel is no failure"
+    records += mapper.flush(RunOutcome("interrupted", UNDISCLOSED_CANCEL))
+    assert _kinds(records) == ["run.start", "llm.human.input", "llm.ai.response", "run.error"]
+    assert (records[-1].content, records[-1].metadata) == (
+        "the run was cancelled", {"error_type": "CancelledError", "action": "interrupt"}
+    )
+    assert mapper.ending == CANCELLED
+
+
 def test_a_paused_run_journals_its_interrupts_before_run_end():
     mapper = RunMapper(THREAD, RUN)
     records = [r for part in [*_events_until_the_answer(), _root_end()] for r in mapper.feed(*part)]
@@ -131,6 +148,20 @@ def _state_mapper() -> tuple[StateMapper, list]:
     mapper = StateMapper(THREAD, RUN)
     records = mapper.start("outcomes", "asst", {"messages": [{"role": "user", "content": HUMAN["content"]}]})
     return mapper, records
+
+
+def test_values_of_a_run_whose_stream_ends_in_a_cancel_part_end_in_a_cancelled_run_error():
+    mapper, records = _state_mapper()
+    for state in ({"messages": [HUMAN]}, {"messages": [HUMAN, AI]}):
+        records += mapper.feed("values", state)
+    records += mapper.feed("error", UNDISCLOSED_CANCEL)
+    assert mapper.outcome_wanted == {}, "the cancel needs the server's word"
+    records += mapper.flush(None, RunOutcome("interrupted", UNDISCLOSED_CANCEL))
+    assert _kinds(records) == ["run.start", "llm.human.input", "llm.ai.response", "run.error"]
+    assert (records[-1].content, records[-1].metadata) == (
+        "the run was cancelled", {"error_type": "CancelledError", "action": "interrupt"}
+    )
+    assert mapper.ending == CANCELLED
 
 
 def test_values_with_interrupts_journal_them_before_run_end():

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from langgraph_server import _API_LINE, PROJECT_ROOT, free_port, project_config
+from langgraph_server import _API_LINE, PROJECT_ROOT, foreign_tracebacks, free_port, project_config
 
 PYTHON_BIN = Path(sys.executable).parent
 
@@ -84,7 +84,8 @@ def test_ctrl_c_on_dev_lets_the_server_stop_and_ends_quietly(tmp_path):
             dev.wait()
     text = "".join(output)
     assert code in (0, 130), text[-3000:]
-    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
+    # The server's own docstring warnings (langgraph-api 0.11) are no shutdown's.
+    assert foreign_tracebacks(text) == 0 and "KeyboardInterrupt" not in text, text[-3000:]
     # The server shut down by itself instead of being killed.
     assert "Shutting down" in text
 
