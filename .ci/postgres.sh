@@ -15,6 +15,6 @@ start_postgres() {
 stop_postgres() {
     if [ -n "${PG_DATA:-}" ]; then
         su postgres -s /bin/sh -c "$PG_BIN/pg_ctl -D $PG_DATA -m fast stop" >/dev/null 2>&1 || true
-        rm -rf "$PG_DATA"
+        rm -rf "$PG_DATA" 2>/dev/null || true
     fi
 }

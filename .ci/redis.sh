@@ -16,8 +16,15 @@ start_redis() {
 stop_redis() {
     if [ -n "${REDIS_DIR:-}" ]; then
         if [ -f "$REDIS_DIR/redis.pid" ]; then
-            kill "$(cat "$REDIS_DIR/redis.pid")" 2>/dev/null || true
+            local pid
+            pid="$(cat "$REDIS_DIR/redis.pid")"
+            kill "$pid" 2>/dev/null || true
+            # Its files go only once it has exited; cleanup never fails the run.
+            for _ in $(seq 50); do
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+            done
         fi
-        rm -rf "$REDIS_DIR"
+        rm -rf "$REDIS_DIR" 2>/dev/null || true
     fi
 }

@@ -60,7 +60,8 @@ class Transcript {
       const value = response.headers.get(header);
       if (value != null) exchange[header] = value;
     }
-    (this.current?.http ?? this.orphans()).push(exchange);
+    const exchanges = this.current?.http ?? this.orphans();
+    exchanges.push(exchange);
     if (response.status >= 400) {
       const text = await response.clone().text();
       exchange.body = parseOrText(text);
@@ -68,7 +69,11 @@ class Transcript {
       // Protocol v2 event streams outlive a step: keep their raw frames as they come.
       const [mine, theirs] = response.body.tee();
       exchange.frames = [];
-      this.pending.push(readFrames(mine, exchange.frames));
+      // The SDK may replace an event stream before anything arrived on it (timing,
+      // with or without the plugin): such a stream showed the client nothing.
+      this.pending.push(readFrames(mine, exchange.frames).then((aborted) => {
+        if (aborted && !exchange.frames.length) exchanges.splice(exchanges.indexOf(exchange), 1);
+      }));
       return new Response(theirs, { status: response.status, statusText: response.statusText, headers: response.headers });
     }
     return response;
@@ -132,9 +137,11 @@ async function readFrames(body, frames) {
       }
     }
   } catch (error) {
+    if (error?.name === "AbortError" && !frames.length && !buffer.trim()) return true;
     frames.push({ "(read error)": String(error?.name ?? error) });
   }
   if (buffer.trim()) flush(buffer);
+  return false;
 }
 
 function parseOrText(text) {
