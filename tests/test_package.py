@@ -39,7 +39,9 @@ graph = create_agent(model, [], middleware=[
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(PROJECT_ROOT)],
+    # The wheel is built from the sdist, as from an index's source release: never
+    # from files an earlier build left in the checkout's build/ directory.
+    subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(PROJECT_ROOT)],
                    check=True, capture_output=True)
     return out
 
