@@ -39,9 +39,15 @@ graph = create_agent(model, [], middleware=[
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    # The wheel is built from the sdist, as from an index's source release: never
-    # from files an earlier build left in the checkout's build/ directory.
-    subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(PROJECT_ROOT)],
+    # Built from the files the project tracks, as a fresh clone holds them: a
+    # working copy's leftover build/ directory would leak into the wheel.
+    source = tmp_path_factory.mktemp("source")
+    tracked = subprocess.run(["git", "-C", str(PROJECT_ROOT), "ls-files", "-z"], check=True, capture_output=True)
+    for name in filter(None, tracked.stdout.decode().split("\0")):
+        if (PROJECT_ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(PROJECT_ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(source)],
                    check=True, capture_output=True)
     return out
 
