@@ -21,7 +21,7 @@ from conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
 from langhost_server import LanghostServer, ensure_pg_runtime_venv
 from services import create_database, postgres_server, redis_server
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.own_versions, pytest.mark.timeout(900)]
 
 
 class Deployment:

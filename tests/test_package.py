@@ -22,7 +22,7 @@ import pytest
 from conversation import human, wait_journal_idle
 from langgraph_server import PROJECT_ROOT, LanggraphDevServer
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.e2e, pytest.mark.own_versions, pytest.mark.timeout(900)]
 
 USER_GRAPH = '''
 from langchain.agents import create_agent
