@@ -105,13 +105,35 @@ def default_cursor_path(store_url: str) -> Path:
     return Path.cwd() / "journal-bridge-follow.json"
 
 
-def _time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
+    """A server timestamp (datetime or ISO-8601 text) as a datetime; None if it is neither."""
     if isinstance(value, datetime):
         return value
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
             return datetime.fromisoformat(value)
     return None
+
+
+async def threads_updated_since(
+    threads_api: Any, floor: datetime | None, page_size: int, select: list[str]
+) -> list[dict[str, Any]]:
+    """The threads updated at or after `floor` (all of them without one), newest first,
+    read page by page from `threads.search` until the pages get older than `floor`."""
+    threads: list[dict[str, Any]] = []
+    offset = 0
+    while True:
+        page = await threads_api.search(
+            limit=page_size, offset=offset, sort_by="updated_at", sort_order="desc", select=select
+        )
+        for thread in page:
+            updated = parse_time(thread.get("updated_at"))
+            if floor is not None and updated is not None and updated < floor:
+                return threads
+            threads.append(thread)
+        if len(page) < page_size:
+            return threads
+        offset += page_size
 
 
 class _CountingRuns:
@@ -250,7 +272,7 @@ class Follower:
         found = 0
         newest = self._since
         for thread in threads:
-            updated = _time(thread.get("updated_at"))
+            updated = parse_time(thread.get("updated_at"))
             if updated is not None and (newest is None or updated > newest):
                 newest = updated
             found += await self._discover_runs(str(thread["thread_id"]))
@@ -261,24 +283,9 @@ class Follower:
 
     async def _changed_threads(self) -> list[dict[str, Any]]:
         floor = self._since - self.overlap if self._since is not None else None
-        threads: list[dict[str, Any]] = []
-        offset = 0
-        while True:
-            page = await self.client.threads.search(
-                limit=self.page_size,
-                offset=offset,
-                sort_by="updated_at",
-                sort_order="desc",
-                select=["thread_id", "updated_at", "status"],
-            )
-            for thread in page:
-                updated = _time(thread.get("updated_at"))
-                if floor is not None and updated is not None and updated < floor:
-                    return threads
-                threads.append(thread)
-            if len(page) < self.page_size:
-                return threads
-            offset += self.page_size
+        return await threads_updated_since(
+            self.client.threads, floor, self.page_size, ["thread_id", "updated_at", "status"]
+        )
 
     async def _discover_runs(self, thread_id: str) -> int:
         runs: list[dict[str, Any]] = []
@@ -296,7 +303,7 @@ class Follower:
             run_id = str(run["run_id"])
             if self._known(run_id):
                 continue
-            created = _time(run.get("created_at"))
+            created = parse_time(run.get("created_at"))
             if self._not_before is not None and created is not None and created < self._not_before:
                 self._decided[run_id] = BEFORE_START
                 continue
@@ -413,7 +420,7 @@ class Follower:
         data = json.loads(raw)
         if data.get("version") != _CURSOR_VERSION:
             raise ValueError(f"{self.cursor_path}: unknown follower cursor version {data.get('version')!r}")
-        self._since = _time(data.get("since"))
+        self._since = parse_time(data.get("since"))
         self._decided = OrderedDict(data.get("decided") or {})
         self._inflight = {run_id: (entry[0], entry[1]) for run_id, entry in (data.get("inflight") or {}).items()}
 

@@ -34,7 +34,6 @@ crash interrupted: a run the runtime resumes is joined from its first frame
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -49,6 +48,7 @@ from journal_bridge.backfill import BUSY, backfill_thread
 from journal_bridge.bridge import EVENTS_CAPTURE, Bridge
 from journal_bridge.capture import Capture
 from journal_bridge.events import RUN_END, RUN_ERROR
+from journal_bridge.follower import parse_time, threads_updated_since
 from journal_bridge.modes import EVENTS_MODE, requested_modes
 from journal_bridge.reader import RunSource
 from journal_bridge.store import RunEventStore
@@ -62,15 +62,6 @@ DEFAULT_INTERVAL = 3.0
 _ACTIVE = frozenset({"pending", "running"})
 _STATE_VERSION = 1
 _MAX_REMEMBERED = 50_000
-
-
-def _time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            return datetime.fromisoformat(value)
-    return None
 
 
 def live_capture(kwargs: dict[str, Any]) -> Capture | None:
@@ -170,7 +161,7 @@ class Reconciler:
         for thread in await self._changed_threads():
             thread_id = str(thread["thread_id"])
             updated = thread.get("updated_at")
-            when = _time(updated)
+            when = parse_time(updated)
             if when is not None and (newest is None or when > newest):
                 newest = when
             if self._thread_seen.get(thread_id) == str(updated):
@@ -189,21 +180,7 @@ class Reconciler:
 
     async def _changed_threads(self) -> list[dict[str, Any]]:
         floor = self._since - self.overlap if self._since is not None else None
-        threads: list[dict[str, Any]] = []
-        offset = 0
-        while True:
-            page = await self._sdk().threads.search(
-                limit=self.page_size, offset=offset, sort_by="updated_at", sort_order="desc",
-                select=["thread_id", "updated_at"],
-            )
-            for thread in page:
-                when = _time(thread.get("updated_at"))
-                if floor is not None and when is not None and when < floor:
-                    return threads
-                threads.append(thread)
-            if len(page) < self.page_size:
-                return threads
-            offset += self.page_size
+        return await threads_updated_since(self._sdk().threads, floor, self.page_size, ["thread_id", "updated_at"])
 
     async def _discover(self, thread_id: str) -> bool:
         """Decide on the thread's new runs; False while one of them is still the bridge's to read."""
@@ -350,7 +327,7 @@ class Reconciler:
             return
         if data.get("version") != _STATE_VERSION:
             return
-        self._since = _time(data.get("since"))
+        self._since = parse_time(data.get("since"))
         self._waiting = {str(k): str(v) for k, v in (data.get("waiting") or {}).items()}
         self._repair = {str(t) for t in data.get("repair") or []}
         self._settled = OrderedDict((str(k), str(v)) for k, v in (data.get("settled") or {}).items())
