@@ -186,7 +186,7 @@ class Bridge:
         A stateless run's temporary thread is named to no client and deleted when
         the run ends: its journal is filed under the run's id (`thread_id` None).
         """
-        tee = source.tee = source.tee or TeeSource(source.capture)
+        tee = source.tee = source.tee or TeeSource(source.capture, source.client_modes)
         self.observe(thread_id or run_id, run_id, source)
         return tee
 

@@ -33,7 +33,7 @@ from journal_bridge.compat import assistant_uuid, join_params
 from journal_bridge.events import RunEvent
 from journal_bridge.mapping import RunMapper
 from journal_bridge.modes import EVENTS_MODE
-from journal_bridge.outcome import read_outcome
+from journal_bridge.outcome import RunOutcome, read_outcome
 from journal_bridge.sse import Frame
 from journal_bridge.state_mapping import StateMapper
 
@@ -42,9 +42,13 @@ logger = logging.getLogger(__name__)
 __all__ = ["Part", "RunSource", "TeeSource", "read_run"]
 
 _ERROR_MODE = "error"
+_INTERRUPT_MODES = frozenset({"values", "updates"})
+_INTERRUPT_KEY = b'"__interrupt__"'
 _ALWAYS_READ = frozenset({_ERROR_MODE, "metadata"})
 
 Emit = Callable[[list[RunEvent]], Awaitable[None]]
+# Records held back while more frames wait, at most.
+_MAX_PENDING = 500
 
 
 @dataclass(frozen=True)
@@ -70,11 +74,15 @@ class TeeSource:
     modes the capture does not read are not kept.
     """
 
-    def __init__(self, capture: Capture) -> None:
+    def __init__(self, capture: Capture, client_modes: tuple[str, ...] = ()) -> None:
         self._wanted = frozenset(capture.modes) | _ALWAYS_READ
         self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
         self.complete: bool | None = None
         self.last_id: str | None = None
+        # A run that pauses at `interrupt()` says so in its `values` and `updates`
+        # frames; when its client streams either, the tee notes whether one did.
+        self.watches_interrupts = bool(_INTERRUPT_MODES.intersection(client_modes))
+        self.saw_interrupt = False
 
     def wants(self, mode: str | None) -> bool:
         """Whether frames of `mode` are read (a caller holding parsed parts skips the others)."""
@@ -83,8 +91,14 @@ class TeeSource:
     def feed(self, frame: Frame) -> None:
         if frame.id is not None:
             self.last_id = frame.id
+        if self.watches_interrupts and frame.mode in _INTERRUPT_MODES and frame.data and _INTERRUPT_KEY in frame.data:
+            self.saw_interrupt = True
         if frame.event is not None and self.wants(frame.mode) and not _unmapped_callback(frame):
             self._queue.put_nowait(frame)
+
+    def ready(self) -> bool:
+        """Whether another frame (or the end) is waiting to be read."""
+        return not self._queue.empty()
 
     def close(self, *, complete: bool) -> None:
         if self.complete is None:
@@ -113,6 +127,7 @@ class RunSource:
     run: Mapping[str, Any] | None = None  # the run object, when the response had it
     assistant_id: Any = None  # from the request, if the run object cannot be read
     run_input: Any = None
+    client_modes: tuple[str, ...] = ()  # what the run's client streams, when known
 
 
 class AssistantGraphs:
@@ -182,20 +197,25 @@ async def read_run(
         mapper = StateMapper(thread_id, run_id)
         await emit(await _start_state_mapper(sdk, mapper, source))
 
-    async def consume(parts: AsyncIterator[Part]) -> None:
-        async for part in parts:
-            await feed(part)
+    pending: list[RunEvent] = []
 
-    async def feed(part: Part) -> None:
-        if on_part is not None:
-            on_part()
-        records = mapper.feed(part.event, part.data)
-        if records:
-            await emit(records)
+    async def consume(parts: AsyncIterator[Part], more: Callable[[], bool] = lambda: False) -> None:
+        # Records of frames that arrived together are handed over together: one
+        # write to the spool and the store instead of one per frame.
+        async for part in parts:
+            if on_part is not None:
+                on_part()
+            pending.extend(mapper.feed(part.event, part.data))
+            if pending and not (more() and len(pending) < _MAX_PENDING):
+                await emit(pending[:])
+                pending.clear()
+        if pending:
+            await emit(pending[:])
+            pending.clear()
 
     tee = source.tee
     if tee is not None:
-        await consume(tee.parts())
+        await consume(tee.parts(), tee.ready)
         missed = not tee.complete
         last_id = tee.last_id
     else:
@@ -218,7 +238,12 @@ async def read_run(
         except Exception as exc:  # noqa: BLE001
             logger.warning("journal-bridge: could not read the final state of thread %s: %s", thread_id, exc)
     wanted = mapper.outcome_wanted
-    outcome = await read_outcome(sdk, thread_id, run_id, **wanted) if wanted is not None else None
+    if wanted is None:
+        outcome = None
+    elif _returned_without_interrupt(wanted, tee, missed):
+        outcome = RunOutcome("success")
+    else:
+        outcome = await read_outcome(sdk, thread_id, run_id, **wanted)
     if isinstance(mapper, StateMapper):
         records = mapper.flush(final_state, outcome)
     else:
@@ -226,6 +251,18 @@ async def read_run(
     if records:
         await emit(records)
     return mapper
+
+
+def _returned_without_interrupt(wanted: Mapping[str, Any], tee: TeeSource | None, missed: bool) -> bool:
+    """Whether the stream alone shows how the run ended: its graph returned, and its
+    client saw every `values` or `updates` frame, none of them an interrupt."""
+    return (
+        wanted.get("status") == "success"
+        and tee is not None
+        and not missed
+        and tee.watches_interrupts
+        and not tee.saw_interrupt
+    )
 
 
 async def _parts_of(stream: AsyncIterator[Any]) -> AsyncIterator[Part]:

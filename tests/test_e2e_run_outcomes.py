@@ -145,14 +145,18 @@ async def test_a_cancelled_run_journals_what_happened_before_the_cancel(server):
     assert _counted(before, after) == {"runs_errored": 0, "runs_cancelled": 2, "runs_interrupted": 0, "runs_failed": 0}
 
 
-async def test_an_interrupted_run_and_its_resume_make_one_conversation(server):
+# The journal learns of the interrupt from the `values` or `updates` frames the client
+# streams, or, when it streams neither, from the run's last checkpoint.
+@pytest.mark.parametrize("modes", [["values"], ["updates", "messages-tuple"], ["messages-tuple"]])
+async def test_an_interrupted_run_and_its_resume_make_one_conversation(server, modes):
     client = get_client(url=server.url)
     before = await _health(server)
     thread_id = (await client.threads.create())["thread_id"]
-    first = [p async for p in client.runs.stream(thread_id, "outcomes", input=human("ask the human about Rome"), stream_mode="values")]
-    assert first[-1].data["__interrupt__"][0]["value"] == {"question": "Rome"}
+    first = [p async for p in client.runs.stream(thread_id, "outcomes", input=human("ask the human about Rome"), stream_mode=modes)]
+    if modes == ["values"]:
+        assert first[-1].data["__interrupt__"][0]["value"] == {"question": "Rome"}
     await wait_journal_idle(server.url)
-    async for _ in client.runs.stream(thread_id, "outcomes", command={"resume": "sunny"}, stream_mode="values"):
+    async for _ in client.runs.stream(thread_id, "outcomes", command={"resume": "sunny"}, stream_mode=modes):
         pass
     after = await wait_journal_idle(server.url)
 
