@@ -12,6 +12,7 @@ anything else when the plugin is loaded.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -29,6 +30,7 @@ __all__ = [
     "cancel_reason",
     "check_server",
     "frame_mode",
+    "in_process_client",
     "is_cancel_part",
     "inmem_frame_stores",
     "join_params",
@@ -243,3 +245,41 @@ class LifespanFirstMiddleware:
             await scope["app"].router(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+# The host the plugin's own in-process requests go to. The transport ignores it;
+# it only tells the plugin's requests from the graphs' in the client's log.
+_PLUGIN_HOST = "journal-bridge.internal"
+
+
+class _PluginRequestsFilter(logging.Filter):
+    """Keeps httpx's line for each of the plugin's own requests out of the server's log
+    (the reconciler alone would add one every few seconds); shown at debug level
+    of the `journal_bridge` logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) > 1 and getattr(args[1], "host", None) == _PLUGIN_HOST:
+            return logging.getLogger("journal_bridge").isEnabledFor(logging.DEBUG)
+        return True
+
+
+_REQUESTS_FILTER = _PluginRequestsFilter()
+
+
+def in_process_client(headers: Mapping[str, str]) -> Any:
+    """langgraph-sdk's in-process client of the server the plugin runs in, sending `headers`.
+
+    langgraph-sdk 0.4 keeps the httpx client at `client.http.client`; where it
+    does not, the client keeps its own host and its requests are logged as any.
+    """
+    from langgraph_sdk import get_client
+
+    client = get_client(headers=dict(headers))
+    http = getattr(getattr(client, "http", None), "client", None)
+    if http is not None and hasattr(http, "base_url"):
+        http.base_url = http.base_url.copy_with(host=_PLUGIN_HOST)
+        httpx_logger = logging.getLogger("httpx")
+        if _REQUESTS_FILTER not in httpx_logger.filters:
+            httpx_logger.addFilter(_REQUESTS_FILTER)
+    return client

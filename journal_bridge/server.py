@@ -40,7 +40,7 @@ from starlette.schemas import SchemaGenerator
 from starlette.types import Scope
 
 from journal_bridge.bridge import Bridge
-from journal_bridge.compat import LifespanFirstMiddleware, check_server
+from journal_bridge.compat import LifespanFirstMiddleware, check_server, in_process_client
 from journal_bridge.health import http_status, prometheus_text
 from journal_bridge.intercept import READER_HEADER, RunObserverMiddleware
 from journal_bridge.openapi import HEALTH, describe
@@ -97,13 +97,11 @@ class Journal:
         self.reconcile_spool = spool_path(store_url, "reconcile", self.spool_dir)
 
     async def start(self, app: Starlette) -> None:
-        from langgraph_sdk import get_client
-
         # Unbounded: records wait in the spool file, not in memory, and a follower
         # held back would only keep the run's frames in the server's memory longer.
         self.bridge = Bridge(
             None,
-            lambda: get_client(headers={READER_HEADER: "1"}),
+            lambda: in_process_client({READER_HEADER: "1"}),
             spool=self.spool,
             queue_size=0,
             growing_after=self.growing_after,
@@ -118,7 +116,7 @@ class Journal:
             spool = self.reconcile_spool
             self.reconciler = Reconciler(
                 self.bridge,
-                lambda: get_client(headers={READER_HEADER: "1"}),
+                lambda: in_process_client({READER_HEADER: "1"}),
                 lambda: self.store,
                 interval=self.reconcile_interval,
                 state_path=spool.with_suffix(".json") if spool is not None else None,
@@ -158,7 +156,13 @@ class Journal:
 
     @staticmethod
     def _source(plan: RunPlan) -> RunSource:
-        return RunSource(plan.capture, resumable=True, assistant_id=plan.assistant_id, run_input=plan.run_input)
+        return RunSource(
+            plan.capture,
+            resumable=True,
+            assistant_id=plan.assistant_id,
+            run_input=plan.run_input,
+            client_modes=plan.client_modes,
+        )
 
     def join(self, thread_id: str, run_id: str, plan: RunPlan) -> None:
         """A run nobody streams: join it from its first frame."""
