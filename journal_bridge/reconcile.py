@@ -62,6 +62,8 @@ DEFAULT_INTERVAL = 3.0
 _ACTIVE = frozenset({"pending", "running"})
 _STATE_VERSION = 1
 _MAX_REMEMBERED = 50_000
+# Runs asked for first when a thread changed (see `_discover`).
+_FIRST_PAGE = 5
 
 
 def live_capture(kwargs: dict[str, Any]) -> Capture | None:
@@ -187,13 +189,17 @@ class Reconciler:
         self.stats["threads_listed"] += 1
         decided = True
         runs: list[dict[str, Any]] = []
-        offset = 0
+        # Runs come newest first, and every run older than a settled one was decided
+        # by an earlier pass (or waits in `_waiting`): paging stops at the first
+        # settled run. A thread changed since the last pass mostly has one new run,
+        # so the first page is short and a pass does not cost more as threads grow.
+        limit = min(_FIRST_PAGE, self.page_size)
         while True:
-            page = await self._sdk().runs.list(thread_id, limit=self.page_size, offset=offset)
+            page = await self._sdk().runs.list(thread_id, limit=limit, offset=len(runs))
             runs.extend(page)
-            if len(page) < self.page_size or all(str(r["run_id"]) in self._settled for r in page):
+            if len(page) < limit or any(str(r["run_id"]) in self._settled for r in page):
                 break
-            offset += self.page_size
+            limit = self.page_size
         # Oldest first: the bridge journals a thread's runs in the order it is handed them.
         for run in sorted(runs, key=lambda r: str(r.get("created_at"))):
             run_id = str(run["run_id"])
