@@ -37,6 +37,7 @@ from journal_bridge.events import (
     RunEvent,
 )
 from journal_bridge.store.base import supports
+from journal_bridge.timestamps import parse_time
 
 __all__ = [
     "TITLE_LENGTH",
@@ -75,17 +76,6 @@ def message_text(content: Any) -> str:
 def _shorten(text: str, length: int = TITLE_LENGTH) -> str:
     text = " ".join(text.split())
     return text if len(text) <= length else text[: length - 1].rstrip() + "…"
-
-
-def _time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    return None
 
 
 def _iso(value: Any) -> str | None:
@@ -160,7 +150,7 @@ def _summary(run_id: str, records: list[RunEvent]) -> dict[str, Any]:
         status = "running"
     else:
         status = "unknown"
-    started, ended = _time(start and start.created_at), _time(end and end.created_at)
+    started, ended = parse_time(start and start.created_at), parse_time(end and end.created_at)
     duration = None
     if started is not None and ended is not None:
         duration = max(0, round((ended - started).total_seconds() * 1000))
