@@ -389,57 +389,46 @@ def _viewer_page(name: str, prefix: str, summary: str) -> Any:
     return page
 
 
+# The API: path under the prefix, method, endpoint and OpenAPI operation of each route.
+_API = (
+    ("/threads", "GET", threads_index, openapi.THREADS),
+    ("/threads/{thread_id}/messages", "GET", thread_messages, openapi.MESSAGES),
+    ("/threads/{thread_id}/markers", "GET", thread_markers, openapi.MARKERS),
+    ("/threads/{thread_id}/repair", "POST", thread_repair, openapi.REPAIR),
+    ("/threads/{thread_id}/runs", "GET", thread_runs, openapi.RUNS),
+    ("/threads/{thread_id}/runs/{run_id}/events", "GET", run_events, openapi.RUN_EVENTS),
+)
+# The viewer's pages: path under the prefix, page, and the summary the OpenAPI
+# document gives it.
+_VIEWER = (
+    ("/ui", "index.html", "The viewer: the journaled threads."),
+    ("/ui/threads/{thread_id}", "thread.html", "The viewer: a thread's conversation, compactions marked inline."),
+)
+
+
 def journal_routes(prefix: str | None = None) -> list[BaseRoute]:
     """The journal's routes under `prefix` (default /journal; "" or "/" for the root)."""
     prefix = route_prefix(DEFAULT_ROUTE_PREFIX if prefix is None else prefix)
-    static_dir = resources.files("journal_bridge").joinpath("viewer")
+    files = resources.files("journal_bridge")
     return [
-        Route(f"{prefix}/threads", _handler(threads_index, openapi.threads_operation()), methods=["GET"]),
-        Route(
-            f"{prefix}/threads/{{thread_id}}/messages",
-            _handler(thread_messages, openapi.messages_operation()),
-            methods=["GET"],
+        *(
+            Route(f"{prefix}{path}", _handler(endpoint, operation), methods=[method])
+            for path, method, endpoint, operation in _API
         ),
-        Route(
-            f"{prefix}/threads/{{thread_id}}/markers",
-            _handler(thread_markers, openapi.markers_operation()),
-            methods=["GET"],
-        ),
-        Route(
-            f"{prefix}/threads/{{thread_id}}/repair",
-            _handler(thread_repair, openapi.repair_operation()),
-            methods=["POST"],
-        ),
-        Route(
-            f"{prefix}/threads/{{thread_id}}/runs",
-            _handler(thread_runs, openapi.runs_operation()),
-            methods=["GET"],
-        ),
-        Route(
-            f"{prefix}/threads/{{thread_id}}/runs/{{run_id}}/events",
-            _handler(run_events, openapi.run_events_operation()),
-            methods=["GET"],
-        ),
-        Route(
-            f"{prefix}/ui",
-            _viewer_page("index.html", prefix, "The viewer: the journaled threads."),
-            methods=["GET"],
-        ),
-        Route(
-            f"{prefix}/ui/threads/{{thread_id}}",
-            _viewer_page("thread.html", prefix, "The viewer: a thread's conversation, compactions marked inline."),
-            methods=["GET"],
+        *(
+            Route(f"{prefix}{path}", _viewer_page(name, prefix, summary), methods=["GET"])
+            for path, name, summary in _VIEWER
         ),
         Mount(
             f"{prefix}/ui/static",
-            app=StaticFiles(directory=str(static_dir)),
+            app=StaticFiles(directory=str(files.joinpath("viewer"))),
             name="journal-viewer-static",
         ),
         # Modules other apps' pages import (history.js); cross-origin loads follow
         # the server's CORS setting, as the API does.
         Mount(
             f"{prefix}/static",
-            app=StaticFiles(directory=str(resources.files("journal_bridge").joinpath("static"))),
+            app=StaticFiles(directory=str(files.joinpath("static"))),
             name="journal-static",
         ),
     ]
