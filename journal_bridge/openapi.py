@@ -66,40 +66,45 @@ _BAD_PARAMETER = _error("a bad parameter; the detail starts with its name (`limi
 _UNAVAILABLE = _error("the journal store (or the access check) is unavailable; retry later", retry=True)
 _INTERNAL = _error("the journal failed; the reason is in the server log")
 
-_THREAD_ID = {
-    "name": "thread_id",
-    "in": "path",
-    "required": True,
-    "description": "the thread's id (one with a NUL character is refused with 422)",
-    "schema": {"type": "string"},
-}
-_RUN_ID = {
-    "name": "run_id",
-    "in": "path",
-    "required": True,
-    "description": "the run's id",
-    "schema": {"type": "string"},
-}
+def _parameter(
+    name: str, description: str, schema: dict[str, Any], *, in_path: bool = False, **more: Any
+) -> dict[str, Any]:
+    """A route parameter: a path segment, which is always there, or an optional query parameter."""
+    return {
+        "name": name,
+        "in": "path" if in_path else "query",
+        "required": in_path,
+        "description": description,
+        "schema": schema,
+        **more,
+    }
+
+
+_THREAD_ID = _parameter(
+    "thread_id", "the thread's id (one with a NUL character is refused with 422)", {"type": "string"}, in_path=True
+)
+_RUN_ID = _parameter("run_id", "the run's id", {"type": "string"}, in_path=True)
 
 
 def _limit(default: int) -> dict[str, Any]:
-    return {
-        "name": "limit",
-        "in": "query",
-        "required": False,
-        "description": "items per page",
-        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": default},
-    }
+    return _parameter(
+        "limit", "items per page", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": default}
+    )
 
 
 def _seq(name: str, description: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": "query",
-        "required": False,
-        "description": description,
-        "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ},
-    }
+    return _parameter(name, description, {"type": "integer", "minimum": 0, "maximum": MAX_SEQ})
+
+
+def _text(name: str, description: str) -> dict[str, Any]:
+    return _parameter(name, description, {"type": "string"})
+
+
+def _names(name: str, description: str) -> dict[str, Any]:
+    """A query parameter of several names: comma-separated, or the parameter repeated."""
+    return _parameter(
+        name, description, {"type": "array", "items": {"type": "string"}}, style="form", explode=True
+    )
 
 
 _BEFORE_SEQ = _seq("before_seq", "cursor: the page of items with a seq below it (older items); not with after_seq")
@@ -264,23 +269,6 @@ def _api(
 
 def _list_of(item: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "required": ["data"], "properties": {"data": {"type": "array", "items": item}}}
-
-
-def _names(name: str, description: str) -> dict[str, Any]:
-    """A query parameter of several names: comma-separated, or the parameter repeated."""
-    return {
-        "name": name,
-        "in": "query",
-        "required": False,
-        "description": description,
-        "schema": {"type": "array", "items": {"type": "string"}},
-        "style": "form",
-        "explode": True,
-    }
-
-
-def _text(name: str, description: str) -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "description": description, "schema": {"type": "string"}}
 
 
 _UNKNOWN_THREAD = "the thread is unknown to the journal, or the caller may not read it"
