@@ -20,7 +20,7 @@ journaled (a backfilled thread).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -54,8 +54,13 @@ _MARKER_PAGE = 500
 _RUN_BOUNDS = (RUN_START, RUN_END, RUN_ERROR, RUN_INTERRUPT)
 
 
-def message_text(content: Any) -> str:
-    """The readable text of LangChain message content (a string or a list of blocks)."""
+def message_text(content: Any, *, other: Callable[[Any], str] | None = None) -> str:
+    """The readable text of LangChain message content (a string or a list of blocks).
+
+    What is not text (a tool-use block, a dict, a number) is left out, or,
+    given `other`, shown as `other` renders it: a title wants only the words,
+    a printed conversation everything the message held.
+    """
     if content is None:
         return ""
     if isinstance(content, str):
@@ -67,7 +72,11 @@ def message_text(content: Any) -> str:
                 parts.append(block)
             elif isinstance(block, dict) and block.get("type") == "text":
                 parts.append(str(block.get("text", "")))
+            elif other is not None:
+                parts.append(other(block))
         return "\n".join(parts)
+    if other is not None:
+        return other(content)
     if isinstance(content, dict):
         return message_text(content.get("content"))
     return str(content)
