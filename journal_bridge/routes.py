@@ -360,10 +360,16 @@ async def thread_runs(request: Request) -> Response:
     return _JSON({"data": await overview.run_summaries(store, thread_id, run_ids)})
 
 
-def _viewer_page(name: str, prefix: str, summary: str) -> Any:
+def _viewer_page(name: str, title: str, prefix: str, summary: str) -> Any:
     # Read once, when the routes are built: a request never touches the disk.
+    # Every page is the same document around its own title and body
+    # (`viewer/page.html`), so the pages load the same stylesheet and script.
+    viewer = resources.files("journal_bridge").joinpath("viewer")
     template = (
-        resources.files("journal_bridge").joinpath("viewer", name).read_text("utf-8")
+        viewer.joinpath("page.html")
+        .read_text("utf-8")
+        .replace("__TITLE__", html.escape(title))
+        .replace("__BODY__\n", viewer.joinpath(name).read_text("utf-8"))
     )
 
     async def page(request: Request) -> Response:
@@ -398,11 +404,16 @@ _API = (
     ("/threads/{thread_id}/runs", "GET", thread_runs, openapi.RUNS),
     ("/threads/{thread_id}/runs/{run_id}/events", "GET", run_events, openapi.RUN_EVENTS),
 )
-# The viewer's pages: path under the prefix, page, and the summary the OpenAPI
-# document gives it.
+# The viewer's pages: path under the prefix, the page's body, its title, and
+# the summary the OpenAPI document gives it.
 _VIEWER = (
-    ("/ui", "index.html", "The viewer: the journaled threads."),
-    ("/ui/threads/{thread_id}", "thread.html", "The viewer: a thread's conversation, compactions marked inline."),
+    ("/ui", "index.html", "Journal: recent threads", "The viewer: the journaled threads."),
+    (
+        "/ui/threads/{thread_id}",
+        "thread.html",
+        "Journal: thread",
+        "The viewer: a thread's conversation, compactions marked inline.",
+    ),
 )
 
 
@@ -416,8 +427,8 @@ def journal_routes(prefix: str | None = None) -> list[BaseRoute]:
             for path, method, endpoint, operation in _API
         ),
         *(
-            Route(f"{prefix}{path}", _viewer_page(name, prefix, summary), methods=["GET"])
-            for path, name, summary in _VIEWER
+            Route(f"{prefix}{path}", _viewer_page(name, title, prefix, summary), methods=["GET"])
+            for path, name, title, summary in _VIEWER
         ),
         Mount(
             f"{prefix}/ui/static",
