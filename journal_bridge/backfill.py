@@ -42,7 +42,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 from journal_bridge.events import (
@@ -59,6 +58,7 @@ from journal_bridge.events import (
 )
 from journal_bridge.history import ORDER_EVENT, ORDER_RUN_ID, anchor_of
 from journal_bridge.store import RunEventStore
+from journal_bridge.timestamps import parse_time
 
 logger = logging.getLogger(__name__)
 
@@ -167,16 +167,6 @@ def _messages(state: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in messages or [] if isinstance(m, dict)]
 
 
-def _created_at(state: dict[str, Any]) -> datetime | None:
-    value = state.get("created_at")
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    return None
-
-
 def _checkpoint_id(state: dict[str, Any]) -> str | None:
     checkpoint = state.get("checkpoint") or {}
     return checkpoint.get("checkpoint_id") or state.get("checkpoint_id")
@@ -272,7 +262,7 @@ class _Reconstruction:
                 category=MESSAGE,
                 content=dict(message),
                 metadata=metadata,
-                created_at=_created_at(state),
+                created_at=parse_time(state.get("created_at")),
                 source_key=f"backfill:message:{message['id']}",
             )
         )
@@ -330,7 +320,7 @@ class _Reconstruction:
                     "changes": changes,
                 },
                 metadata=metadata,
-                created_at=_created_at(state),
+                created_at=parse_time(state.get("created_at")),
                 source_key=f"backfill:summarize:{summary['id']}",
             )
         )

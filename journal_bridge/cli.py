@@ -28,6 +28,7 @@ import textwrap
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
+from journal_bridge.overview import message_text
 from journal_bridge.settings import ENV, Settings, SettingsError
 
 __all__ = ["build_parser", "format_item", "main"]
@@ -91,22 +92,8 @@ def _api_key_from_env() -> str | None:
 # -- history -------------------------------------------------------------------
 
 
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-            else:
-                parts.append(json.dumps(block, ensure_ascii=False))
-        return "\n".join(parts)
-    return json.dumps(content, ensure_ascii=False)
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _indented(text: str, width: int) -> list[str]:
@@ -153,7 +140,8 @@ def format_item(item: dict[str, Any], width: int = 100) -> str:
         # Run ids are time-ordered (uuid7): their tail tells runs apart, their head does not.
         header += f"  (run …{str(item['run_id'])[-8:]})"
     lines = [header]
-    text = _text(item.get("content"))
+    # Everything the message held: a block that is not text is printed as JSON.
+    text = message_text(item.get("content"), other=_json)
     if text:
         lines += _indented(text, width)
     for call in item.get("tool_calls") or []:

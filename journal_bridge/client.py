@@ -25,7 +25,7 @@ to older items, `after_seq` to newer ones.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -49,8 +49,16 @@ def _prefix(prefix: str | None) -> str:
     return route_prefix(prefix)
 
 
+_Request = tuple[str, dict[str, Any]]
+# A paged read: yields the request of each page and is sent the page it got
+# back, from which it works out the next request (or stops). Both clients run
+# the same walks, one blocking and one awaiting each request.
+_Walk = Generator[_Request, dict[str, Any], None]
+
+
 class _Requests:
-    """Paths and query parameters of the journal routes, shared by both clients."""
+    """Paths and query parameters of the journal routes, and the paged reads
+    over them, shared by both clients."""
 
     def __init__(self, prefix: str | None) -> None:
         self.prefix = _prefix(prefix)
@@ -77,9 +85,45 @@ class _Requests:
     def threads(self, limit: int, q: str | None):
         return f"{self.prefix}/threads", _params(limit=limit, q=q)
 
+    def history_pages(
+        self, thread_id: str, page_size: int, before_seq: int | None, after_seq: int | None, newest_first: bool
+    ) -> _Walk:
+        if newest_first:
+            if after_seq is not None:
+                raise ValueError("after_seq: newest_first pages go backwards; use before_seq")
+            return _paged(lambda cursor: self.messages(thread_id, page_size, cursor, None), before_seq, "next_before_seq")
+        if before_seq is not None:
+            raise ValueError("before_seq: oldest-first pages go forwards; use after_seq")
+        return _paged(lambda cursor: self.messages(thread_id, page_size, None, cursor), after_seq or 0, "next_after_seq")
+
+    def marker_pages(self, thread_id: str) -> _Walk:
+        return _paged(lambda cursor: self.markers(thread_id, MAX_PAGE, None, cursor), 0, "next_after_seq")
+
+    def run_event_pages(self, thread_id: str, run_id: str, event_types: list[str] | None) -> _Walk:
+        return _paged(
+            lambda cursor: self.run_events(thread_id, run_id, event_types, cursor, MAX_PAGE), None, "next_after_seq"
+        )
+
+
+def _paged(request: Callable[[int | None], _Request], cursor: int | None, next_cursor: str) -> _Walk:
+    """The pages from `cursor` on, each asked for at the cursor the page before it names."""
+    while True:
+        page = yield request(cursor)
+        if not page["has_more"]:
+            return
+        cursor = page[next_cursor]
+
 
 def _params(**values: Any) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
+
+
+def _next_request(walk: _Walk, page: dict[str, Any] | None) -> _Request | None:
+    """The walk's request after `page` (its first without one); None once it is done."""
+    try:
+        return next(walk) if page is None else walk.send(page)
+    except StopIteration:
+        return None
 
 
 def _check_cursors(before_seq: int | None, after_seq: int | None) -> None:
@@ -104,9 +148,16 @@ class JournalClient:
     async def aclose(self) -> None:
         await self.sdk.aclose()
 
-    async def _get(self, request: tuple[str, dict[str, Any]]) -> Any:
+    async def _get(self, request: _Request) -> Any:
         path, params = request
         return await self._http.get(path, params=params)
+
+    async def _walk(self, walk: _Walk) -> AsyncIterator[dict[str, Any]]:
+        request = _next_request(walk, None)
+        while request is not None:
+            page = await self._get(request)
+            yield page
+            request = _next_request(walk, page)
 
     async def page(
         self, thread_id: str, *, limit: int = 50, before_seq: int | None = None, after_seq: int | None = None
@@ -130,25 +181,9 @@ class JournalClient:
     ) -> AsyncIterator[dict[str, Any]]:
         """Pages in turn: oldest first from `after_seq` (default the start), or with
         `newest_first` from the newest item (or `before_seq`) back to the oldest."""
-        if newest_first:
-            if after_seq is not None:
-                raise ValueError("after_seq: newest_first pages go backwards; use before_seq")
-            cursor = before_seq
-            while True:
-                page = await self.page(thread_id, limit=page_size, before_seq=cursor)
-                yield page
-                if not page["has_more"]:
-                    return
-                cursor = page["next_before_seq"]
-        if before_seq is not None:
-            raise ValueError("before_seq: oldest-first pages go forwards; use after_seq")
-        cursor = after_seq or 0
-        while True:
-            page = await self.page(thread_id, limit=page_size, after_seq=cursor)
+        walk = self._requests.history_pages(thread_id, page_size, before_seq, after_seq, newest_first)
+        async for page in self._walk(walk):
             yield page
-            if not page["has_more"]:
-                return
-            cursor = page["next_after_seq"]
 
     async def iter_history(
         self, thread_id: str, *, after_seq: int | None = None, page_size: int = MAX_PAGE
@@ -164,14 +199,7 @@ class JournalClient:
 
     async def markers(self, thread_id: str) -> list[dict[str, Any]]:
         """Every summary marker of the thread, oldest first."""
-        found: list[dict[str, Any]] = []
-        cursor = 0
-        while True:
-            page = await self._get(self._requests.markers(thread_id, MAX_PAGE, None, cursor))
-            found += page["data"]
-            if not page["has_more"]:
-                return found
-            cursor = page["next_after_seq"]
+        return [marker async for page in self._walk(self._requests.marker_pages(thread_id)) for marker in page["data"]]
 
     async def run_events(
         self,
@@ -190,14 +218,9 @@ class JournalClient:
     ) -> AsyncIterator[dict[str, Any]]:
         """All of a run's raw records, ascending seq."""
         types = list(event_types) if event_types is not None else None
-        cursor = None
-        while True:
-            page = await self.run_events(thread_id, run_id, event_types=types, after_seq=cursor)
+        async for page in self._walk(self._requests.run_event_pages(thread_id, run_id, types)):
             for record in page["data"]:
                 yield record
-            if not page["has_more"]:
-                return
-            cursor = page["next_after_seq"]
 
     async def runs(self, thread_id: str, run_ids: Iterable[str]) -> list[dict[str, Any]]:
         """Status, start, end, duration and error of each run."""
@@ -225,9 +248,16 @@ class SyncJournalClient:
     def close(self) -> None:
         self.sdk.close()
 
-    def _get(self, request: tuple[str, dict[str, Any]]) -> Any:
+    def _get(self, request: _Request) -> Any:
         path, params = request
         return self._http.get(path, params=params)
+
+    def _walk(self, walk: _Walk) -> Iterator[dict[str, Any]]:
+        request = _next_request(walk, None)
+        while request is not None:
+            page = self._get(request)
+            yield page
+            request = _next_request(walk, page)
 
     def page(
         self, thread_id: str, *, limit: int = 50, before_seq: int | None = None, after_seq: int | None = None
@@ -247,25 +277,7 @@ class SyncJournalClient:
         after_seq: int | None = None,
         newest_first: bool = False,
     ) -> Iterator[dict[str, Any]]:
-        if newest_first:
-            if after_seq is not None:
-                raise ValueError("after_seq: newest_first pages go backwards; use before_seq")
-            cursor = before_seq
-            while True:
-                page = self.page(thread_id, limit=page_size, before_seq=cursor)
-                yield page
-                if not page["has_more"]:
-                    return
-                cursor = page["next_before_seq"]
-        if before_seq is not None:
-            raise ValueError("before_seq: oldest-first pages go forwards; use after_seq")
-        cursor = after_seq or 0
-        while True:
-            page = self.page(thread_id, limit=page_size, after_seq=cursor)
-            yield page
-            if not page["has_more"]:
-                return
-            cursor = page["next_after_seq"]
+        yield from self._walk(self._requests.history_pages(thread_id, page_size, before_seq, after_seq, newest_first))
 
     def iter_history(
         self, thread_id: str, *, after_seq: int | None = None, page_size: int = MAX_PAGE
@@ -277,14 +289,7 @@ class SyncJournalClient:
         return list(self.iter_history(thread_id, page_size=page_size))
 
     def markers(self, thread_id: str) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = []
-        cursor = 0
-        while True:
-            page = self._get(self._requests.markers(thread_id, MAX_PAGE, None, cursor))
-            found += page["data"]
-            if not page["has_more"]:
-                return found
-            cursor = page["next_after_seq"]
+        return [marker for page in self._walk(self._requests.marker_pages(thread_id)) for marker in page["data"]]
 
     def run_events(
         self,
@@ -301,13 +306,8 @@ class SyncJournalClient:
         self, thread_id: str, run_id: str, *, event_types: Iterable[str] | None = None
     ) -> Iterator[dict[str, Any]]:
         types = list(event_types) if event_types is not None else None
-        cursor = None
-        while True:
-            page = self.run_events(thread_id, run_id, event_types=types, after_seq=cursor)
+        for page in self._walk(self._requests.run_event_pages(thread_id, run_id, types)):
             yield from page["data"]
-            if not page["has_more"]:
-                return
-            cursor = page["next_after_seq"]
 
     def runs(self, thread_id: str, run_ids: Iterable[str]) -> list[dict[str, Any]]:
         return self._get(self._requests.runs(thread_id, run_ids))["data"]

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 __all__ = [
     "DEFAULT_MAX_CONTENT_BYTES",
@@ -157,6 +157,37 @@ class RunEvent:
         )
 
 
+_T = TypeVar("_T")
+
+
+class _Key(Generic[_T]):
+    """An envelope key of an `EventRecord` read as the attribute of that name.
+
+    A key every record has is read as `record[name]`, so a dict missing it
+    fails as a dict does; an optional one (`seq`, `source_key`, `user_id`)
+    reads as None when it is absent.
+    """
+
+    def __init__(self, *, optional: bool = False) -> None:
+        self._optional = optional
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, record: None, owner: type) -> _Key[_T]: ...
+    @overload
+    def __get__(self, record: dict[str, Any], owner: type) -> _T: ...
+    def __get__(self, record: dict[str, Any] | None, owner: type) -> Any:
+        if record is None:
+            return self
+        return record.get(self._name) if self._optional else record[self._name]
+
+    def __set__(self, record: dict[str, Any], value: Any) -> None:
+        raise AttributeError(f"{self._name}: a record's envelope is set by its keys")
+
+
 class EventRecord(dict[str, Any]):
     """A stored record as a plain dict: the form deer-flow's `RunEventStore` reads and writes.
 
@@ -180,46 +211,20 @@ class EventRecord(dict[str, Any]):
         """A plain copy of the envelope."""
         return dict(self)
 
-    @property
-    def thread_id(self) -> str:
-        return self["thread_id"]
-
-    @property
-    def run_id(self) -> str:
-        return self["run_id"]
-
-    @property
-    def event_type(self) -> str:
-        return self["event_type"]
-
-    @property
-    def category(self) -> str:
-        return self["category"]
-
-    @property
-    def content(self) -> Any:
-        return self["content"]
-
-    @property
-    def metadata(self) -> dict[str, Any]:
-        return self["metadata"]
+    thread_id: _Key[str] = _Key()
+    run_id: _Key[str] = _Key()
+    event_type: _Key[str] = _Key()
+    category: _Key[str] = _Key()
+    content: _Key[Any] = _Key()
+    metadata: _Key[dict[str, Any]] = _Key()
+    seq: _Key[int | None] = _Key(optional=True)
+    source_key: _Key[str | None] = _Key(optional=True)
+    user_id: _Key[str | None] = _Key(optional=True)
 
     @property
     def created_at(self) -> datetime:
         value = self["created_at"]
         return datetime.fromisoformat(value) if isinstance(value, str) else value
-
-    @property
-    def seq(self) -> int | None:
-        return self.get("seq")
-
-    @property
-    def source_key(self) -> str | None:
-        return self.get("source_key")
-
-    @property
-    def user_id(self) -> str | None:
-        return self.get("user_id")
 
 
 def make_event(

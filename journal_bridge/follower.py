@@ -68,6 +68,7 @@ from journal_bridge.modes import EVENTS_MODE, requested_modes
 from journal_bridge.reader import RunSource
 from journal_bridge.spool import spool_path
 from journal_bridge.store import RunEventStore
+from journal_bridge.timestamps import parse_time
 
 logger = logging.getLogger(__name__)
 
@@ -103,16 +104,6 @@ def default_cursor_path(store_url: str) -> Path:
 
         return Path(f"{sqlite_path_from_url(store_url)}.follow.json")
     return Path.cwd() / "journal-bridge-follow.json"
-
-
-def parse_time(value: Any) -> datetime | None:
-    """A server timestamp (datetime or ISO-8601 text) as a datetime; None if it is neither."""
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            return datetime.fromisoformat(value)
-    return None
 
 
 async def threads_updated_since(

@@ -230,50 +230,41 @@ def _markers_only(events: Iterable[RunEvent]) -> list[dict[str, Any]]:
     return [item for item in project(events) if item["type"] == MARKER_TYPE]
 
 
-async def _read_backward(
+async def _read(
     store: Any,
     thread_id: str,
     categories: Sequence[str],
     projector: Any,
     want: int,
-    before_seq: int | None,
+    *,
+    before_seq: int | None = None,
+    after_seq: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Up to `want` newest items below `before_seq`."""
+    """Up to `want` items next to a cursor, ascending seq: the newest below
+    `before_seq` (the newest of all without a cursor), or the oldest above `after_seq`.
+
+    A record may project to no item (or several), so the store is read in
+    batches until enough items came or the records ran out.
+    """
+    backward = after_seq is None
     items: list[dict[str, Any]] = []
-    cursor = before_seq
+    cursor = before_seq if backward else after_seq
     while len(items) < want:
         batch = max(want - len(items), _MIN_READ)
         records = await store.list_timeline(
-            thread_id, categories=tuple(categories), limit=batch, before_seq=cursor
-        )
-        if not records:
-            return items
-        items = projector(records) + items
-        cursor = records[0].seq
-        if len(records) < batch:
-            return items
-    return items
-
-
-async def _read_forward(
-    store: Any,
-    thread_id: str,
-    categories: Sequence[str],
-    projector: Any,
-    want: int,
-    after_seq: int,
-) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    cursor = after_seq
-    while len(items) < want:
-        batch = max(want - len(items), _MIN_READ)
-        records = await store.list_timeline(
-            thread_id, categories=tuple(categories), limit=batch, after_seq=cursor
+            thread_id,
+            categories=tuple(categories),
+            limit=batch,
+            **({"before_seq": cursor} if backward else {"after_seq": cursor}),
         )
         if not records:
             break
-        items.extend(projector(records))
-        cursor = records[-1].seq
+        if backward:
+            items = projector(records) + items
+            cursor = records[0].seq
+        else:
+            items.extend(projector(records))
+            cursor = records[-1].seq
         if len(records) < batch:
             break
     return items
@@ -342,21 +333,13 @@ async def _ordered_page(
         cursor = _order_key(after_seq, displaced)
         # In-place items after the cursor: from its anchor on when it is displaced.
         start = cursor[0] if cursor[1] == 1 else cursor[0] - 1
-        items = (await _read_forward(store, thread_id, categories, in_place, limit + 1, start))[: limit + 1]
+        items = (await _read(store, thread_id, categories, in_place, limit + 1, after_seq=start))[: limit + 1]
         ceiling = items[-1]["seq"] if len(items) > limit else None
         items += [m for m in moved if key(m) > cursor and (ceiling is None or displaced[m["seq"]] <= ceiling)]
-        items = sorted(items, key=key)[: limit + 1]
-        has_more = len(items) > limit
-        data = items[:limit]
-        return {
-            "data": data,
-            "has_more": has_more,
-            "next_before_seq": data[0]["seq"] if data and after_seq > 0 else None,
-            "next_after_seq": data[-1]["seq"] if data else after_seq,
-        }
+        return _forward_page(sorted(items, key=key), limit, after_seq)
     cursor = _order_key(before_seq, displaced) if before_seq is not None else None
-    items = await _read_backward(
-        store, thread_id, categories, in_place, limit + 1, cursor[0] if cursor else None
+    items = await _read(
+        store, thread_id, categories, in_place, limit + 1, before_seq=cursor[0] if cursor else None
     )
     items = items[-(limit + 1):]
     floor = items[0]["seq"] if len(items) > limit else None
@@ -385,22 +368,22 @@ async def _page(
             before_seq=before_seq, after_seq=after_seq, displaced=displaced,
         )
     if after_seq is not None:
-        items = await _read_forward(
-            store, thread_id, categories, projector, limit + 1, after_seq
-        )
-        has_more = len(items) > limit
-        data = items[:limit]
-        return {
-            "data": data,
-            "has_more": has_more,
-            # Items older than a forward page exist only past the cursor given.
-            "next_before_seq": data[0]["seq"] if data and after_seq > 0 else None,
-            "next_after_seq": data[-1]["seq"] if data else after_seq,
-        }
-    items = await _read_backward(
-        store, thread_id, categories, projector, limit + 1, before_seq
-    )
+        items = await _read(store, thread_id, categories, projector, limit + 1, after_seq=after_seq)
+        return _forward_page(items, limit, after_seq)
+    items = await _read(store, thread_id, categories, projector, limit + 1, before_seq=before_seq)
     return _backward_page(items, limit)
+
+
+def _forward_page(items: list[dict[str, Any]], limit: int, after_seq: int) -> dict[str, Any]:
+    """The page of the first `limit` of `items` (oldest first), the items after `after_seq`."""
+    data = items[:limit]
+    return {
+        "data": data,
+        "has_more": len(items) > limit,
+        # Items older than a forward page exist only past the cursor given.
+        "next_before_seq": data[0]["seq"] if data and after_seq > 0 else None,
+        "next_after_seq": data[-1]["seq"] if data else after_seq,
+    }
 
 
 def _backward_page(items: list[dict[str, Any]], limit: int) -> dict[str, Any]:

@@ -17,16 +17,16 @@ from typing import Any
 
 __all__ = [
     "HEALTH",
+    "MARKERS",
     "MAX_LIMIT",
     "MAX_RUN_IDS",
     "MAX_SEQ",
+    "MESSAGES",
+    "REPAIR",
+    "RUNS",
+    "RUN_EVENTS",
+    "THREADS",
     "describe",
-    "markers_operation",
-    "messages_operation",
-    "repair_operation",
-    "run_events_operation",
-    "runs_operation",
-    "threads_operation",
     "viewer_operation",
 ]
 
@@ -66,40 +66,45 @@ _BAD_PARAMETER = _error("a bad parameter; the detail starts with its name (`limi
 _UNAVAILABLE = _error("the journal store (or the access check) is unavailable; retry later", retry=True)
 _INTERNAL = _error("the journal failed; the reason is in the server log")
 
-_THREAD_ID = {
-    "name": "thread_id",
-    "in": "path",
-    "required": True,
-    "description": "the thread's id (one with a NUL character is refused with 422)",
-    "schema": {"type": "string"},
-}
-_RUN_ID = {
-    "name": "run_id",
-    "in": "path",
-    "required": True,
-    "description": "the run's id",
-    "schema": {"type": "string"},
-}
+def _parameter(
+    name: str, description: str, schema: dict[str, Any], *, in_path: bool = False, **more: Any
+) -> dict[str, Any]:
+    """A route parameter: a path segment, which is always there, or an optional query parameter."""
+    return {
+        "name": name,
+        "in": "path" if in_path else "query",
+        "required": in_path,
+        "description": description,
+        "schema": schema,
+        **more,
+    }
+
+
+_THREAD_ID = _parameter(
+    "thread_id", "the thread's id (one with a NUL character is refused with 422)", {"type": "string"}, in_path=True
+)
+_RUN_ID = _parameter("run_id", "the run's id", {"type": "string"}, in_path=True)
 
 
 def _limit(default: int) -> dict[str, Any]:
-    return {
-        "name": "limit",
-        "in": "query",
-        "required": False,
-        "description": "items per page",
-        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": default},
-    }
+    return _parameter(
+        "limit", "items per page", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": default}
+    )
 
 
 def _seq(name: str, description: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": "query",
-        "required": False,
-        "description": description,
-        "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ},
-    }
+    return _parameter(name, description, {"type": "integer", "minimum": 0, "maximum": MAX_SEQ})
+
+
+def _text(name: str, description: str) -> dict[str, Any]:
+    return _parameter(name, description, {"type": "string"})
+
+
+def _names(name: str, description: str) -> dict[str, Any]:
+    """A query parameter of several names: comma-separated, or the parameter repeated."""
+    return _parameter(
+        name, description, {"type": "array", "items": {"type": "string"}}, style="form", explode=True
+    )
 
 
 _BEFORE_SEQ = _seq("before_seq", "cursor: the page of items with a seq below it (older items); not with after_seq")
@@ -243,150 +248,96 @@ def _operation(
     }
 
 
-def messages_operation() -> dict[str, Any]:
-    return _operation(
-        "journal_thread_messages",
-        [_THREAD_ID, _limit(50), _BEFORE_SEQ, _AFTER_SEQ],
+def _api(
+    operation_id: str,
+    parameters: list[dict[str, Any]],
+    ok: dict[str, Any],
+    *,
+    not_found: str | None = None,
+    conflict: str | None = None,
+) -> dict[str, Any]:
+    """An API route's operation: its 200, the errors every API route may answer
+    (see `journal_bridge.routes`), and the 404 and 409 of the routes that have them."""
+    responses = {"200": ok, "401": _UNAUTHENTICATED}
+    if not_found is not None:
+        responses["404"] = _error(not_found)
+    if conflict is not None:
+        responses["409"] = _error(conflict, retry=True)
+    responses.update({"422": _BAD_PARAMETER, "500": _INTERNAL, "503": _UNAVAILABLE})
+    return _operation(operation_id, parameters, responses)
+
+
+def _list_of(item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "required": ["data"], "properties": {"data": {"type": "array", "items": item}}}
+
+
+_UNKNOWN_THREAD = "the thread is unknown to the journal, or the caller may not read it"
+
+THREADS = _api(
+    "journal_threads",
+    [_limit(50), _text("q", "only threads whose messages contain this text (any ASCII case)")],
+    _ok("journaled threads the caller may read, most recently appended to first", _list_of(_THREAD)),
+)
+MESSAGES = _api(
+    "journal_thread_messages",
+    [_THREAD_ID, _limit(50), _BEFORE_SEQ, _AFTER_SEQ],
+    _ok(
+        "message rows, summary markers and run statuses, ascending seq",
+        _page({"anyOf": [_MESSAGE_ROW, _SUMMARY_MARKER, _RUN_STATUS]}),
+    ),
+    not_found=_UNKNOWN_THREAD,
+)
+MARKERS = _api(
+    "journal_thread_markers",
+    [_THREAD_ID, _limit(MAX_LIMIT), _BEFORE_SEQ, _AFTER_SEQ],
+    _ok("the summary markers, ascending seq", _page(_SUMMARY_MARKER)),
+    not_found=_UNKNOWN_THREAD,
+)
+REPAIR = _api(
+    "journal_thread_repair",
+    [
+        {**_THREAD_ID, "description": "the thread's id: a UUID, as every thread of the server has"},
+        _text("since_checkpoint", "ignore checkpoints older than this one, as if they had been pruned"),
+    ],
+    _ok("what the backfill did", _BACKFILL),
+    not_found="the server has no such thread, or the caller may not read it",
+    conflict="a run is in progress on the thread, or its journal is still catching up",
+)
+RUNS = _api(
+    "journal_thread_runs",
+    [
+        _THREAD_ID,
+        _names(
+            "run_ids",
+            f"the runs to describe; comma-separated, or the parameter repeated; at most {MAX_RUN_IDS}",
+        ),
+    ],
+    _ok("a summary of each run asked for, in the order asked", _list_of(_RUN_SUMMARY)),
+    not_found=_UNKNOWN_THREAD,
+)
+RUN_EVENTS = _api(
+    "journal_run_events",
+    [
+        _THREAD_ID,
+        _RUN_ID,
+        _names("event_types", "only these event types; comma-separated, or the parameter repeated"),
+        _AFTER_SEQ,
+        _limit(MAX_LIMIT),
+    ],
+    _ok(
+        "the run's records, ascending seq",
         {
-            "200": _ok(
-                "message rows, summary markers and run statuses, ascending seq",
-                _page({"anyOf": [_MESSAGE_ROW, _SUMMARY_MARKER, _RUN_STATUS]}),
-            ),
-            "401": _UNAUTHENTICATED,
-            "404": _error("the thread is unknown to the journal, or the caller may not read it"),
-            "422": _BAD_PARAMETER,
-            "500": _INTERNAL,
-            "503": _UNAVAILABLE,
-        },
-    )
-
-
-def markers_operation() -> dict[str, Any]:
-    operation = messages_operation()
-    operation["operationId"] = "journal_thread_markers"
-    operation["parameters"] = [_THREAD_ID, _limit(MAX_LIMIT), _BEFORE_SEQ, _AFTER_SEQ]
-    operation["responses"]["200"] = _ok("the summary markers, ascending seq", _page(_SUMMARY_MARKER))
-    return operation
-
-
-def run_events_operation() -> dict[str, Any]:
-    return _operation(
-        "journal_run_events",
-        [
-            _THREAD_ID,
-            _RUN_ID,
-            {
-                "name": "event_types",
-                "in": "query",
-                "required": False,
-                "description": "only these event types; comma-separated, or the parameter repeated",
-                "schema": {"type": "array", "items": {"type": "string"}},
-                "style": "form",
-                "explode": True,
+            "type": "object",
+            "required": ["data", "has_more", "next_after_seq"],
+            "properties": {
+                "data": {"type": "array", "items": _RUN_EVENT},
+                "has_more": {"type": "boolean"},
+                "next_after_seq": _NULLABLE_INT,
             },
-            _AFTER_SEQ,
-            _limit(MAX_LIMIT),
-        ],
-        {
-            "200": _ok(
-                "the run's records, ascending seq",
-                {
-                    "type": "object",
-                    "required": ["data", "has_more", "next_after_seq"],
-                    "properties": {
-                        "data": {"type": "array", "items": _RUN_EVENT},
-                        "has_more": {"type": "boolean"},
-                        "next_after_seq": _NULLABLE_INT,
-                    },
-                },
-            ),
-            "401": _UNAUTHENTICATED,
-            "404": _error("the thread is unknown to the journal, or the caller may not read it"),
-            "422": _BAD_PARAMETER,
-            "500": _INTERNAL,
-            "503": _UNAVAILABLE,
         },
-    )
-
-
-def runs_operation() -> dict[str, Any]:
-    return _operation(
-        "journal_thread_runs",
-        [
-            _THREAD_ID,
-            {
-                "name": "run_ids",
-                "in": "query",
-                "required": False,
-                "description": f"the runs to describe; comma-separated, or the parameter repeated; at most {MAX_RUN_IDS}",
-                "schema": {"type": "array", "items": {"type": "string"}},
-                "style": "form",
-                "explode": True,
-            },
-        ],
-        {
-            "200": _ok(
-                "a summary of each run asked for, in the order asked",
-                {"type": "object", "required": ["data"], "properties": {"data": {"type": "array", "items": _RUN_SUMMARY}}},
-            ),
-            "401": _UNAUTHENTICATED,
-            "404": _error("the thread is unknown to the journal, or the caller may not read it"),
-            "422": _BAD_PARAMETER,
-            "500": _INTERNAL,
-            "503": _UNAVAILABLE,
-        },
-    )
-
-
-def threads_operation() -> dict[str, Any]:
-    return _operation(
-        "journal_threads",
-        [
-            _limit(50),
-            {
-                "name": "q",
-                "in": "query",
-                "required": False,
-                "description": "only threads whose messages contain this text (any ASCII case)",
-                "schema": {"type": "string"},
-            },
-        ],
-        {
-            "200": _ok(
-                "journaled threads the caller may read, most recently appended to first",
-                {"type": "object", "required": ["data"], "properties": {"data": {"type": "array", "items": _THREAD}}},
-            ),
-            "401": _UNAUTHENTICATED,
-            "422": _BAD_PARAMETER,
-            "500": _INTERNAL,
-            "503": _UNAVAILABLE,
-        },
-    )
-
-
-def repair_operation() -> dict[str, Any]:
-    return _operation(
-        "journal_thread_repair",
-        [
-            {**_THREAD_ID, "description": "the thread's id: a UUID, as every thread of the server has"},
-            {
-                "name": "since_checkpoint",
-                "in": "query",
-                "required": False,
-                "description": "ignore checkpoints older than this one, as if they had been pruned",
-                "schema": {"type": "string"},
-            },
-        ],
-        {
-            "200": _ok("what the backfill did", _BACKFILL),
-            "401": _UNAUTHENTICATED,
-            "404": _error("the server has no such thread, or the caller may not read it"),
-            "409": _error("a run is in progress on the thread, or its journal is still catching up", retry=True),
-            "422": _BAD_PARAMETER,
-            "500": _INTERNAL,
-            "503": _UNAVAILABLE,
-        },
-    )
+    ),
+    not_found=_UNKNOWN_THREAD,
+)
 
 
 def viewer_operation(operation_id: str, thread: bool) -> dict[str, Any]:

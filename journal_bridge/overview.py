@@ -20,7 +20,7 @@ journaled (a backfilled thread).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +37,7 @@ from journal_bridge.events import (
     RunEvent,
 )
 from journal_bridge.store.base import supports
+from journal_bridge.timestamps import parse_time
 
 __all__ = [
     "TITLE_LENGTH",
@@ -53,8 +54,13 @@ _MARKER_PAGE = 500
 _RUN_BOUNDS = (RUN_START, RUN_END, RUN_ERROR, RUN_INTERRUPT)
 
 
-def message_text(content: Any) -> str:
-    """The readable text of LangChain message content (a string or a list of blocks)."""
+def message_text(content: Any, *, other: Callable[[Any], str] | None = None) -> str:
+    """The readable text of LangChain message content (a string or a list of blocks).
+
+    What is not text (a tool-use block, a dict, a number) is left out, or,
+    given `other`, shown as `other` renders it: a title wants only the words,
+    a printed conversation everything the message held.
+    """
     if content is None:
         return ""
     if isinstance(content, str):
@@ -66,7 +72,11 @@ def message_text(content: Any) -> str:
                 parts.append(block)
             elif isinstance(block, dict) and block.get("type") == "text":
                 parts.append(str(block.get("text", "")))
+            elif other is not None:
+                parts.append(other(block))
         return "\n".join(parts)
+    if other is not None:
+        return other(content)
     if isinstance(content, dict):
         return message_text(content.get("content"))
     return str(content)
@@ -75,17 +85,6 @@ def message_text(content: Any) -> str:
 def _shorten(text: str, length: int = TITLE_LENGTH) -> str:
     text = " ".join(text.split())
     return text if len(text) <= length else text[: length - 1].rstrip() + "…"
-
-
-def _time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    return None
 
 
 def _iso(value: Any) -> str | None:
@@ -160,7 +159,7 @@ def _summary(run_id: str, records: list[RunEvent]) -> dict[str, Any]:
         status = "running"
     else:
         status = "unknown"
-    started, ended = _time(start and start.created_at), _time(end and end.created_at)
+    started, ended = parse_time(start and start.created_at), parse_time(end and end.created_at)
     duration = None
     if started is not None and ended is not None:
         duration = max(0, round((ended - started).total_seconds() * 1000))

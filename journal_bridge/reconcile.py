@@ -48,10 +48,11 @@ from journal_bridge.backfill import BUSY, backfill_thread
 from journal_bridge.bridge import EVENTS_CAPTURE, Bridge
 from journal_bridge.capture import Capture
 from journal_bridge.events import RUN_END, RUN_ERROR
-from journal_bridge.follower import parse_time, threads_updated_since
+from journal_bridge.follower import threads_updated_since
 from journal_bridge.modes import EVENTS_MODE, requested_modes
 from journal_bridge.reader import RunSource
 from journal_bridge.store import RunEventStore
+from journal_bridge.timestamps import parse_time
 
 logger = logging.getLogger(__name__)
 

@@ -360,10 +360,16 @@ async def thread_runs(request: Request) -> Response:
     return _JSON({"data": await overview.run_summaries(store, thread_id, run_ids)})
 
 
-def _viewer_page(name: str, prefix: str, summary: str) -> Any:
+def _viewer_page(name: str, title: str, prefix: str, summary: str) -> Any:
     # Read once, when the routes are built: a request never touches the disk.
+    # Every page is the same document around its own title and body
+    # (`viewer/page.html`), so the pages load the same stylesheet and script.
+    viewer = resources.files("journal_bridge").joinpath("viewer")
     template = (
-        resources.files("journal_bridge").joinpath("viewer", name).read_text("utf-8")
+        viewer.joinpath("page.html")
+        .read_text("utf-8")
+        .replace("__TITLE__", html.escape(title))
+        .replace("__BODY__\n", viewer.joinpath(name).read_text("utf-8"))
     )
 
     async def page(request: Request) -> Response:
@@ -389,57 +395,51 @@ def _viewer_page(name: str, prefix: str, summary: str) -> Any:
     return page
 
 
+# The API: path under the prefix, method, endpoint and OpenAPI operation of each route.
+_API = (
+    ("/threads", "GET", threads_index, openapi.THREADS),
+    ("/threads/{thread_id}/messages", "GET", thread_messages, openapi.MESSAGES),
+    ("/threads/{thread_id}/markers", "GET", thread_markers, openapi.MARKERS),
+    ("/threads/{thread_id}/repair", "POST", thread_repair, openapi.REPAIR),
+    ("/threads/{thread_id}/runs", "GET", thread_runs, openapi.RUNS),
+    ("/threads/{thread_id}/runs/{run_id}/events", "GET", run_events, openapi.RUN_EVENTS),
+)
+# The viewer's pages: path under the prefix, the page's body, its title, and
+# the summary the OpenAPI document gives it.
+_VIEWER = (
+    ("/ui", "index.html", "Journal: recent threads", "The viewer: the journaled threads."),
+    (
+        "/ui/threads/{thread_id}",
+        "thread.html",
+        "Journal: thread",
+        "The viewer: a thread's conversation, compactions marked inline.",
+    ),
+)
+
+
 def journal_routes(prefix: str | None = None) -> list[BaseRoute]:
     """The journal's routes under `prefix` (default /journal; "" or "/" for the root)."""
     prefix = route_prefix(DEFAULT_ROUTE_PREFIX if prefix is None else prefix)
-    static_dir = resources.files("journal_bridge").joinpath("viewer")
+    files = resources.files("journal_bridge")
     return [
-        Route(f"{prefix}/threads", _handler(threads_index, openapi.threads_operation()), methods=["GET"]),
-        Route(
-            f"{prefix}/threads/{{thread_id}}/messages",
-            _handler(thread_messages, openapi.messages_operation()),
-            methods=["GET"],
+        *(
+            Route(f"{prefix}{path}", _handler(endpoint, operation), methods=[method])
+            for path, method, endpoint, operation in _API
         ),
-        Route(
-            f"{prefix}/threads/{{thread_id}}/markers",
-            _handler(thread_markers, openapi.markers_operation()),
-            methods=["GET"],
-        ),
-        Route(
-            f"{prefix}/threads/{{thread_id}}/repair",
-            _handler(thread_repair, openapi.repair_operation()),
-            methods=["POST"],
-        ),
-        Route(
-            f"{prefix}/threads/{{thread_id}}/runs",
-            _handler(thread_runs, openapi.runs_operation()),
-            methods=["GET"],
-        ),
-        Route(
-            f"{prefix}/threads/{{thread_id}}/runs/{{run_id}}/events",
-            _handler(run_events, openapi.run_events_operation()),
-            methods=["GET"],
-        ),
-        Route(
-            f"{prefix}/ui",
-            _viewer_page("index.html", prefix, "The viewer: the journaled threads."),
-            methods=["GET"],
-        ),
-        Route(
-            f"{prefix}/ui/threads/{{thread_id}}",
-            _viewer_page("thread.html", prefix, "The viewer: a thread's conversation, compactions marked inline."),
-            methods=["GET"],
+        *(
+            Route(f"{prefix}{path}", _viewer_page(name, title, prefix, summary), methods=["GET"])
+            for path, name, title, summary in _VIEWER
         ),
         Mount(
             f"{prefix}/ui/static",
-            app=StaticFiles(directory=str(static_dir)),
+            app=StaticFiles(directory=str(files.joinpath("viewer"))),
             name="journal-viewer-static",
         ),
         # Modules other apps' pages import (history.js); cross-origin loads follow
         # the server's CORS setting, as the API does.
         Mount(
             f"{prefix}/static",
-            app=StaticFiles(directory=str(resources.files("journal_bridge").joinpath("static"))),
+            app=StaticFiles(directory=str(files.joinpath("static"))),
             name="journal-static",
         ),
     ]
