@@ -9,9 +9,7 @@ so the port is read back from what the server prints, never assumed.
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -64,12 +62,6 @@ def journaled_cancel_reason(reason: str) -> str:
     return reason if kept else "the run was cancelled"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def project_config(*, plugin: bool = True, **extra: Any) -> dict[str, Any]:
     """This project's langgraph.json, with absolute paths so it works from any directory."""
     config = json.loads((PROJECT_ROOT / "langgraph.json").read_text())
@@ -120,31 +112,12 @@ class LanggraphDevServer(ServerProcess):
         )
 
     def start(self) -> LanggraphDevServer:
-        config_path = self.workdir / "langgraph.json"
-        config_path.write_text(json.dumps(self.config, indent=2))
-        port = free_port()
-        env = {
-            **os.environ,
-            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-            "LANGSMITH_TRACING": "false",
-            "JOURNAL_BRIDGE_STORE_URL": self.store_url,
-            **self.env,
-        }
-        cmd = [
-            str(self.langgraph),
-            "dev",
-            "--config",
-            str(config_path),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-browser",
-            "--no-reload",
-            "--n-jobs-per-worker",
-            str(self.n_jobs_per_worker),
-        ]
-        self._launch(cmd, env)
+        self._launch(
+            [str(self.langgraph), "dev"],
+            self.config,
+            ["--no-browser", "--no-reload", "--n-jobs-per-worker", str(self.n_jobs_per_worker)],
+            {"JOURNAL_BRIDGE_STORE_URL": self.store_url, **self.env},
+        )
         self.url = self._wait_until_ready()
         return self
 

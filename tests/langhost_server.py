@@ -12,14 +12,12 @@ directory; several of them on one database form one deployment.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import subprocess
 import venv
 from pathlib import Path
 from typing import Any
 
-from langgraph_server import PROJECT_ROOT, free_port, project_config
+from langgraph_server import PROJECT_ROOT, project_config
 from server_process import ServerProcess, answers_ok
 
 PG_RUNTIME = ["langgraph-runtime-pg==0.11.1.post1", "langhost==0.11.1.post1"]
@@ -72,32 +70,20 @@ class LanghostServer(ServerProcess):
         self.env = env or {}
 
     def start(self, config: dict[str, Any] | None = None) -> LanghostServer:
-        config_path = self.workdir / "langgraph.json"
-        config_path.write_text(json.dumps(config or project_config(), indent=2))
-        port = free_port()
         env = {
-            **os.environ,
-            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-            "LANGSMITH_TRACING": "false",
             "DATABASE_URI": self.database_url,
             "REDIS_URI": self.redis_url,
             "JOURNAL_BRIDGE_STORE_URL": self.store_url,
             **self.env,
         }
-        cmd = [
-            str(self.bin_dir / "langhost"),
-            "serve",
-            "--config",
-            str(config_path),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n-jobs-per-worker",
-            str(self.n_jobs),
-        ]
         # Started again in the same directory, it keeps the earlier output in its log.
-        self._launch(cmd, env, append_log=True)
+        port = self._launch(
+            [str(self.bin_dir / "langhost"), "serve"],
+            config or project_config(),
+            ["--n-jobs-per-worker", str(self.n_jobs)],
+            env,
+            append_log=True,
+        )
         self.url = f"http://127.0.0.1:{port}"
         self._wait_until(lambda: answers_ok(f"{self.url}/journal/health"))
         return self

@@ -1,4 +1,4 @@
-"""A server run as a child process for end-to-end tests: started, waited for, read and stopped.
+"""A LangGraph server run as a child process for end-to-end tests: started, waited for, read and stopped.
 
 The process runs in a session of its own, so stopping it signals that process
 group, which holds only the processes started here. Its output goes to a log
@@ -7,14 +7,23 @@ file in its working directory, quoted when it exits early or never gets ready.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def answers_ok(url: str) -> bool:
@@ -39,7 +48,21 @@ class ServerProcess:
         self.url: str | None = None
         self.log_path = self.workdir / "server.log"
 
-    def _launch(self, cmd: list[str], env: dict[str, str], *, append_log: bool = False) -> None:
+    def _launch(
+        self,
+        program: list[str],
+        config: dict[str, Any],
+        options: list[str],
+        env: dict[str, str],
+        *,
+        append_log: bool = False,
+    ) -> int:
+        """Start `program` serving `config` on a free port of 127.0.0.1, `env` over this environment; the port."""
+        config_path = self.workdir / "langgraph.json"
+        config_path.write_text(json.dumps(config, indent=2))
+        port = free_port()
+        cmd = [*program, "--config", str(config_path), "--host", "127.0.0.1", "--port", str(port), *options]
+        env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false", **env}
         with open(self.log_path, "ab" if append_log else "wb") as log:
             self.process = subprocess.Popen(
                 cmd,
@@ -49,6 +72,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        return port
 
     def _wait_until(self, ready: Callable[[], bool]) -> None:
         """Poll `ready` until it holds; stop the server and raise with its log if it never does."""

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from langgraph_server import _API_LINE, PROJECT_ROOT, foreign_tracebacks, free_port, project_config
-from server_process import answers_ok
+from langgraph_server import _API_LINE, PROJECT_ROOT, foreign_tracebacks, project_config
+from server_process import answers_ok, free_port
 
 PYTHON_BIN = Path(sys.executable).parent
 
