@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
+from compaction_lag import turn_compaction_lags  # noqa: E402
 from conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle  # noqa: E402
 from langgraph_sdk import get_client  # noqa: E402
 from langgraph_server import LanggraphDevServer  # noqa: E402
@@ -289,18 +290,8 @@ async def measure_lag(compactions: int) -> None:
                 while len(lags) < compactions:
                     text = TURNS[turn % len(TURNS)]
                     turn += 1
-                    async for part in client.runs.stream(thread_id, assistant["assistant_id"], input=human(text),
-                                                         stream_mode=modes):
-                        if part.event != "custom" or not isinstance(part.data, dict):
-                            continue
-                        seen = time.perf_counter()
-                        summary_id = part.data.get("summary_message_id")
-                        while True:
-                            markers = await store.list_timeline(thread_id, categories=("middleware",), limit=500)
-                            if any(m.content["changes"].get("summary_message_id") == summary_id for m in markers):
-                                lags.append(time.perf_counter() - seen)
-                                break
-                            await asyncio.sleep(0.002)
+                    lags.extend(await turn_compaction_lags(client, store, thread_id, assistant["assistant_id"], text,
+                                                           modes, poll=0.002))
             print(f"compaction -> marker readable, {label}, {len(lags)} compactions: "
                   f"p50 {pct(lags, .5) * 1000:.1f} ms, p99 {pct(lags, .99) * 1000:.1f} ms")
     finally:

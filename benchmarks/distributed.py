@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle  # noqa: E402
+from compaction_lag import turn_compaction_lags  # noqa: E402
+from conversation import EARLY_SUMMARIZATION, TURNS, wait_journal_idle  # noqa: E402
 from langgraph_sdk import get_client  # noqa: E402
 from langhost_server import LanghostServer, ensure_pg_runtime_venv  # noqa: E402
 from services import create_database, postgres_server, redis_server  # noqa: E402
@@ -65,19 +66,8 @@ async def run_size(size: int, postgres_url: str, redis_url: str, threads: int, t
                 thread_id = (await clients[offset % size].threads.create())["thread_id"]
                 for turn in range(turns):
                     client = clients[(offset + turn) % size]
-                    async for part in client.runs.stream(thread_id, assistant["assistant_id"],
-                                                         input=human(TURNS[turn % len(TURNS)]),
-                                                         stream_mode=["custom"]):
-                        if part.event != "custom" or not isinstance(part.data, dict):
-                            continue
-                        seen = time.perf_counter()
-                        summary_id = part.data.get("summary_message_id")
-                        while True:
-                            markers = await store.list_timeline(thread_id, categories=("middleware",), limit=500)
-                            if any(m.content["changes"].get("summary_message_id") == summary_id for m in markers):
-                                lags.append(time.perf_counter() - seen)
-                                break
-                            await asyncio.sleep(0.005)
+                    lags.extend(await turn_compaction_lags(client, store, thread_id, assistant["assistant_id"],
+                                                           TURNS[turn % len(TURNS)], ["custom"], poll=0.005))
 
             started = time.perf_counter()
             await asyncio.gather(*(conversation(i) for i in range(threads)))

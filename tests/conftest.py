@@ -1,4 +1,4 @@
-"""Shared fixtures: real `langgraph dev` servers of this project.
+"""Shared fixtures: real `langgraph dev` servers of this project, a served agent thread, an API key to send.
 
 The policy for suites that need a service (Postgres, Chromium) is in `suites.py`.
 """
@@ -39,3 +39,23 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LanggraphDe
     workdir = tmp_path_factory.mktemp("dev-server")
     with LanggraphDevServer(workdir=workdir) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def compacted_twice(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """A real agent's thread `compacted-twice`, compacted more than once, served; and its records."""
+    from seed import ServedApp, journal_app, seed_agent_file
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('agent') / 'journal.db'}"
+    records = seed_agent_file(url, "compacted-twice")
+    with ServedApp(journal_app(url)) as served:
+        yield served, records
+
+
+@pytest.fixture
+def api_key_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two API keys in the environment: LANGGRAPH_API_KEY (`from-env`, padded and quoted) is the one to send."""
+    for name in ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANGSMITH_API_KEY", "second-choice")
+    monkeypatch.setenv("LANGGRAPH_API_KEY", ' "from-env" ')

@@ -9,18 +9,13 @@ so the port is read back from what the server prints, never assumed.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+from server_process import ServerProcess, answers_ok
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
@@ -67,12 +62,6 @@ def journaled_cancel_reason(reason: str) -> str:
     return reason if kept else "the run was cancelled"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def project_config(*, plugin: bool = True, **extra: Any) -> dict[str, Any]:
     """This project's langgraph.json, with absolute paths so it works from any directory."""
     config = json.loads((PROJECT_ROOT / "langgraph.json").read_text())
@@ -91,8 +80,11 @@ def project_config(*, plugin: bool = True, **extra: Any) -> dict[str, Any]:
     return config
 
 
-class LanggraphDevServer:
+class LanggraphDevServer(ServerProcess):
     """Starts `langgraph dev` as a child process and stops exactly that process."""
+
+    name = "langgraph dev"
+    stop_timeout = 20.0
 
     def __init__(
         self,
@@ -105,16 +97,13 @@ class LanggraphDevServer:
         startup_timeout: float = 90.0,
         langgraph: Path = LANGGRAPH,
     ) -> None:
+        super().__init__(
+            Path(workdir or tempfile.mkdtemp(prefix="journal-bridge-dev-")), startup_timeout=startup_timeout
+        )
         self.langgraph = langgraph
         self.config = config if config is not None else project_config(plugin=plugin)
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="journal-bridge-dev-"))
-        self.workdir.mkdir(parents=True, exist_ok=True)
         self.env = env or {}
         self.n_jobs_per_worker = n_jobs_per_worker
-        self.startup_timeout = startup_timeout
-        self.process: subprocess.Popen[bytes] | None = None
-        self.url: str | None = None
-        self.log_path = self.workdir / "server.log"
 
     @property
     def store_url(self) -> str:
@@ -123,87 +112,27 @@ class LanggraphDevServer:
         )
 
     def start(self) -> LanggraphDevServer:
-        config_path = self.workdir / "langgraph.json"
-        config_path.write_text(json.dumps(self.config, indent=2))
-        port = free_port()
-        env = {
-            **os.environ,
-            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-            "LANGSMITH_TRACING": "false",
-            "JOURNAL_BRIDGE_STORE_URL": self.store_url,
-            **self.env,
-        }
-        cmd = [
-            str(self.langgraph),
-            "dev",
-            "--config",
-            str(config_path),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-browser",
-            "--no-reload",
-            "--n-jobs-per-worker",
-            str(self.n_jobs_per_worker),
-        ]
-        log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
-        self.process = subprocess.Popen(
-            cmd,
-            cwd=self.workdir,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        self._launch(
+            [str(self.langgraph), "dev"],
+            self.config,
+            ["--no-browser", "--no-reload", "--n-jobs-per-worker", str(self.n_jobs_per_worker)],
+            {"JOURNAL_BRIDGE_STORE_URL": self.store_url, **self.env},
         )
-        log.close()
         self.url = self._wait_until_ready()
         return self
 
     def _wait_until_ready(self) -> str:
-        assert self.process is not None
-        deadline = time.monotonic() + self.startup_timeout
         url = None
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"langgraph dev exited with {self.process.returncode}:\n{self.read_log()[-4000:]}"
-                )
-            if url is None:
-                match = _API_LINE.search(self.read_log())
-                if match:
-                    url = match.group(1).rstrip("/")
-            if url is not None:
-                try:
-                    if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                        return url
-                except httpx.HTTPError:
-                    pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"langgraph dev did not become ready:\n{self.read_log()[-4000:]}")
 
-    def read_log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        def ready() -> bool:
+            nonlocal url
+            if url is None and (match := _API_LINE.search(self.read_log())):
+                url = match.group(1).rstrip("/")
+            return url is not None and answers_ok(f"{url}/ok")
 
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        # The server was started in its own session: signal that group, which
-        # holds only the processes this helper started.
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+        self._wait_until(ready)
+        assert url is not None
+        return url
 
     def __enter__(self) -> LanggraphDevServer:
         return self.start()

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from langgraph_server import free_port
+from server_process import free_port
 from suites import require_or_skip
 
 POSTGRES_URL_ENV = "JOURNAL_BRIDGE_TEST_POSTGRES_URL"

@@ -8,14 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from seed import (
-    SUMMARY_TEXT,
-    THREAD_ID,
-    ServedApp,
-    journal_app,
-    seed_agent_file,
-    seed_file,
-)
+from seed import SUMMARY_TEXT, THREAD_ID, ServedApp, journal_app, seed_file
 
 from journal_bridge.cli import main
 
@@ -43,14 +36,12 @@ def test_history_prints_messages_and_the_marker_inline(store_url, capsys):
 
 
 def test_a_later_marker_says_how_many_conversation_messages_it_condensed(
-    tmp_path, capsys
+    compacted_twice, capsys
 ):
-    url = f"sqlite:///{tmp_path / 'agent.db'}"
-    records = seed_agent_file(url, "compacted-twice")
+    served, records = compacted_twice
     changes = [r.content["changes"] for r in records if r.event_type == "middleware:summarize"]
     assert len(changes) >= 2 and changes[1]["previous_summary_ids"]
-    with ServedApp(journal_app(url)) as served:
-        assert main(["history", "compacted-twice", "--url", served.url]) == 0
+    assert main(["history", "compacted-twice", "--url", served.url]) == 0
     headers = [block.splitlines()[0] for block in _blocks(capsys.readouterr().out)]
     labels = [h.split("── ")[1] for h in headers if "condensed" in h]
     assert labels[1] == f"{changes[1]['replaced_count'] - 1} messages condensed ──"
@@ -192,14 +183,6 @@ class _HeaderRecorder:
             Route("/threads/search", search, methods=["POST"]),
             Route("/{path:path}", anything, methods=["GET", "POST"]),
         ])
-
-
-@pytest.fixture
-def api_key_env(monkeypatch):
-    for name in ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("LANGSMITH_API_KEY", "second-choice")
-    monkeypatch.setenv("LANGGRAPH_API_KEY", ' "from-env" ')
 
 
 def _follow(url, tmp_path, *extra):

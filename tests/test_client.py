@@ -110,14 +110,6 @@ def recorder():
         yield served, seen
 
 
-@pytest.fixture
-def api_key_env(monkeypatch):
-    for name in ("LANGGRAPH_API_KEY", "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("LANGSMITH_API_KEY", "second-choice")
-    monkeypatch.setenv("LANGGRAPH_API_KEY", ' "from-env" ')
-
-
 async def test_the_api_key_and_headers_are_sent_as_langgraph_sdk_sends_them(recorder, api_key_env):
     served, seen = recorder
     async with get_journal_client(url=served.url, headers={"X-Tenant": "blue"}) as journal:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import sqlite3
 import time
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -17,29 +16,44 @@ from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e
 
+OUTAGE_TURNS = ("add 3 and 4", "weather in Kyiv", "still there?")
+
+
+async def _first_turn_journaled(server):
+    """A client of `server` and a thread of one turn, journaled; and that turn's frames."""
+    client = get_client(url=server.url)
+    thread_id = (await client.threads.create())["thread_id"]
+    frames = await stream_turn(client, thread_id, "agent", "hello before the outage", "values")
+    await wait_journal_idle(server.url)
+    return client, thread_id, frames
+
+
+@contextmanager
+def _locked(db):
+    """Hold an exclusive lock on the SQLite journal `db`: the store is away until the block ends."""
+    blocker = sqlite3.connect(db, timeout=0, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        yield
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+
 
 async def test_runs_go_on_while_the_store_is_locked_and_the_journal_catches_up(start_dev_server, tmp_path):
     db = tmp_path / "journal.db"
     # A short busy timeout turns the held lock into write failures rather than waits.
     server = start_dev_server(env={"JOURNAL_BRIDGE_STORE_URL": f"sqlite:///{db}?busy_timeout=0.2"})
-    client = get_client(url=server.url)
-    thread_id = (await client.threads.create())["thread_id"]
-    frames = await stream_turn(client, thread_id, "agent", "hello before the outage", "values")
-    await wait_journal_idle(server.url)
+    client, thread_id, frames = await _first_turn_journaled(server)
 
-    blocker = sqlite3.connect(db, timeout=0, isolation_level=None)
-    blocker.execute("BEGIN EXCLUSIVE")
-    try:
-        for text in ("add 3 and 4", "weather in Kyiv", "still there?"):
+    with _locked(db):
+        for text in OUTAGE_TURNS:
             turn = await stream_turn(client, thread_id, "agent", text, "values")
             assert [e for e, _ in turn][0] == "metadata" and turn[-1][0] == "values"
             assert all(event != "error" for event, _ in turn)
             frames += turn
         response = httpx.get(f"{server.url}/journal/health")
         during = response.json()
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
     assert during["retried"] > 0 and during["backlog"] > 0, during
     assert "locked" in (during["last_error"] or "")
     assert response.status_code == 503
@@ -86,23 +100,14 @@ async def test_records_of_a_server_killed_during_a_store_outage_are_journaled_by
         "JOURNAL_BRIDGE_SPOOL_DIR": str(tmp_path / "spool"),
     }
     server = start_dev_server(env=env)
-    client = get_client(url=server.url)
-    thread_id = (await client.threads.create())["thread_id"]
-    frames = await stream_turn(client, thread_id, "agent", "hello before the outage", "values")
-    await wait_journal_idle(server.url)
+    client, thread_id, frames = await _first_turn_journaled(server)
 
-    blocker = sqlite3.connect(db, timeout=0, isolation_level=None)
-    blocker.execute("BEGIN EXCLUSIVE")
-    try:
-        for text in ("add 3 and 4", "weather in Kyiv", "still there?"):
+    with _locked(db):
+        for text in OUTAGE_TURNS:
             frames += await stream_turn(client, thread_id, "agent", text, "values")
         during = await _wait_runs_read(server.url)
         metrics = httpx.get(f"{server.url}/journal/metrics")
-        os.killpg(server.process.pid, signal.SIGKILL)
-        server.process.wait()
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
+        server.kill()
     assert during["backlog"] > 0 and during["status"] == "unavailable", during
     assert metrics.status_code == 200 and metrics.headers["content-type"].startswith("text/plain")
     assert f"journal_bridge_backlog_records {during['backlog']}" in metrics.text.splitlines()

@@ -213,7 +213,8 @@ def test_summarizer_call_gets_a_summary(model):
     assert model.invoke(prompt, config=SUMMARIZER_CONFIG).text == summary
 
 
-def test_summarizer_call_through_upstream_middleware_summarises_the_conversation():
+def _summarizing_agent():
+    """An agent on the offline model whose middleware summarises at 6 messages, keeping 2; and a new thread's config."""
     model = OfflineChatModel()
     graph = create_agent(
         model,
@@ -221,7 +222,11 @@ def test_summarizer_call_through_upstream_middleware_summarises_the_conversation
         middleware=[SummarizationMiddleware(model, trigger=("messages", 6), keep=("messages", 2))],
         checkpointer=InMemorySaver(),
     )
-    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    return graph, {"configurable": {"thread_id": str(uuid.uuid4())}}
+
+
+def test_summarizer_call_through_upstream_middleware_summarises_the_conversation():
+    graph, config = _summarizing_agent()
     for text in ["hello", "add 2 and 3", "weather in Paris"]:
         graph.invoke({"messages": [{"role": "user", "content": text}]}, config)
 
@@ -234,14 +239,7 @@ def test_summarizer_call_through_upstream_middleware_summarises_the_conversation
 
 async def test_summarizer_call_is_recognised_when_streamed_by_astream_events():
     # Under astream_events the model streams, and `_stream` gets no run manager.
-    model = OfflineChatModel()
-    graph = create_agent(
-        model,
-        tools=[add, get_weather],
-        middleware=[SummarizationMiddleware(model, trigger=("messages", 6), keep=("messages", 2))],
-        checkpointer=InMemorySaver(),
-    )
-    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    graph, config = _summarizing_agent()
     streamed = 0
     for text in ["hello", "add 2 and 3", "weather in Paris"]:
         async for event in graph.astream_events(

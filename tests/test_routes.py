@@ -29,15 +29,22 @@ async def records(store_url):
 async def client(store_url, records):
     app = journal_app(store_url)
     async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://test"
-        ) as http:
+        async with _http(app) as http:
             yield http
+
+
+def _http(app) -> httpx.AsyncClient:
+    """A client that sends its requests to `app` in this process."""
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
 
 
 def _messages(thread_id: str = THREAD_ID) -> str:
     return f"/journal/threads/{thread_id}/messages"
+
+
+async def _get_messages(app) -> httpx.Response:
+    async with _http(app) as http:
+        return await http.get(_messages())
 
 
 async def test_messages_returns_items_with_the_marker_in_place(client, records):
@@ -211,7 +218,7 @@ async def test_a_store_that_cannot_search_matches_titles_and_ids():
     app = Starlette(routes=journal_routes("/journal"))
     app.state.journal_store = store = NoSearch()
     await seed_conversation(store)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+    async with _http(app) as http:
         by_title = (await http.get("/journal/threads", params={"q": "paris"})).json()["data"]
         by_id = (await http.get("/journal/threads", params={"q": "HISTORY"})).json()["data"]
         by_later_text = (await http.get("/journal/threads", params={"q": "Lima"})).json()["data"]
@@ -255,17 +262,19 @@ async def test_the_history_module_is_served_for_other_apps(client):
 UNAVAILABLE = "the journal store is unavailable; retry shortly"
 
 
+def _assert_unavailable(response: httpx.Response) -> None:
+    """A 503 that says only that the store is unavailable."""
+    assert response.status_code == 503
+    assert response.json() == {"detail": UNAVAILABLE}
+
+
 async def test_store_down_is_503_with_the_reason_in_the_log_not_the_body(caplog):
     app = journal_app("memory://")
     async with app.router.lifespan_context(app):
         await seed_conversation(app.state.journal_store)
         await app.state.journal_store.close()
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test"
-        ) as http:
-            response = await http.get(_messages())
-    assert response.status_code == 503
-    assert response.json() == {"detail": UNAVAILABLE}
+        response = await _get_messages(app)
+    _assert_unavailable(response)
     assert response.headers["Retry-After"] == "5"
     assert "memory store is closed" in caplog.text
 
@@ -284,12 +293,8 @@ async def test_sqlite_journal_gone_is_503_naming_no_file_and_no_sql(store_url, r
             ).fetchall()
             for (name,) in tables:
                 conn.execute(f'DROP TABLE "{name}"')
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test"
-        ) as http:
-            response = await http.get(_messages())
-    assert response.status_code == 503
-    assert response.json() == {"detail": UNAVAILABLE}
+        response = await _get_messages(app)
+    _assert_unavailable(response)
 
 
 async def test_no_store_open_yet_is_503_saying_so_without_internals():
@@ -298,21 +303,16 @@ async def test_no_store_open_yet_is_503_saying_so_without_internals():
     from journal_bridge.routes import journal_routes
 
     app = Starlette(routes=journal_routes())
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
-    ) as http:
-        response = await http.get(_messages())
-    assert response.status_code == 503
-    assert response.json() == {"detail": UNAVAILABLE}
+    response = await _get_messages(app)
+    _assert_unavailable(response)
     assert response.headers["content-type"] == "application/json"
 
 
 async def test_routes_live_under_the_given_prefix(store_url, records):
     app = journal_app(store_url, prefix="/history-api")
-    transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://test") as http,
+        _http(app) as http,
     ):
         moved = await http.get(f"/history-api/threads/{THREAD_ID}/messages")
         assert moved.status_code == 200
@@ -325,7 +325,7 @@ async def test_the_plugin_mounts_its_routes_under_the_prefix_of_the_environment(
     monkeypatch.setenv("JOURNAL_BRIDGE_ROUTE_PREFIX", "/history-api/")
     monkeypatch.setenv("JOURNAL_BRIDGE_ENABLED", "0")
     app = create_app()
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+    async with _http(app) as http:
         assert (await http.get("/history-api/health")).json() == {"enabled": False}
         assert (await http.get(f"/history-api/threads/{THREAD_ID}/messages")).status_code == 503
         assert (await http.get("/journal/health")).status_code == 404
@@ -407,7 +407,7 @@ async def test_access_check_under_a_mount_asks_what_the_callers_own_request_woul
     server = Starlette(routes=[Mount("/api", app=app)])
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=server), base_url="http://test") as http,
+        _http(server) as http,
     ):
         direct = await http.get(f"/api/threads/{THREAD_ID}", headers={"Authorization": "Bearer a"})
         owner = await http.get(f"/api/journal/threads/{THREAD_ID}/messages", headers={"Authorization": "Bearer a"})
@@ -451,9 +451,7 @@ async def on_every_store(request, tmp_path):
         await seed_conversation(store)
         app = Starlette(routes=journal_routes())
         app.state.journal_store = store
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test"
-        ) as http:
+        async with _http(app) as http:
             yield http
     if "schema" in options:
         import psycopg
@@ -575,7 +573,7 @@ async def test_a_dot_thread_id_is_checked_against_the_thread_route_not_the_serve
     ]
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+        _http(app) as http,
     ):
         response = await http.get(f"/journal/threads/{encoded}/messages")
 
@@ -595,10 +593,7 @@ async def test_an_unexpected_failure_is_a_json_500_with_the_reason_in_the_log(ca
 
     app = Starlette(routes=journal_routes())
     app.state.journal_store = BrokenStore()
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test"
-    ) as http:
-        response = await http.get(_messages())
+    response = await _get_messages(app)
     assert response.status_code == 500
     assert response.json() == {"detail": "the journal failed; the reason is in the server log"}
     assert "secret internals" in caplog.text

@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
-from langgraph_server import _API_LINE, PROJECT_ROOT, foreign_tracebacks, free_port, project_config
+from langgraph_server import _API_LINE, PROJECT_ROOT, foreign_tracebacks, project_config
+from server_process import answers_ok, free_port
 
 PYTHON_BIN = Path(sys.executable).parent
 
@@ -68,12 +68,7 @@ def test_ctrl_c_on_dev_lets_the_server_stop_and_ends_quietly(tmp_path):
                 break
         else:
             pytest.fail("".join(output))
-        while True:
-            try:
-                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
+        while not answers_ok(f"{url}/ok"):
             time.sleep(0.1)
         os.killpg(dev.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         output.append(dev.stdout.read().decode(errors="replace"))

@@ -18,7 +18,6 @@ from seed import (
     THREAD_ID,
     ServedApp,
     journal_app,
-    seed_agent_file,
     seed_file,
 )
 from suites import require_or_skip
@@ -132,15 +131,6 @@ def test_marker_card_sits_where_the_compaction_happened(page, served):
     )
     assert previous == ["14", "human"]
     assert following == ["17", "ai"]
-
-
-@pytest.fixture(scope="module")
-def compacted_twice(tmp_path_factory):
-    """A real agent's thread, compacted more than once, served; and its records."""
-    url = f"sqlite:///{tmp_path_factory.mktemp('viewer-agent') / 'journal.db'}"
-    records = seed_agent_file(url, "compacted-twice")
-    with ServedApp(journal_app(url)) as app:
-        yield app, records
 
 
 def test_a_later_marker_card_counts_only_the_conversation_it_condensed(

@@ -13,6 +13,8 @@
 
 import { Client } from "@langchain/langgraph-sdk";
 
+import { EARLY_SUMMARIZATION, sleep } from "./common.mjs";
+
 const TURNS = [
   "hello there",
   "what is 2+3",
@@ -21,19 +23,7 @@ const TURNS = [
   "what did I ask first",
 ];
 
-// Compacts early, so every conversation below goes through summarization.
-const EARLY_SUMMARIZATION = {
-  configurable: {
-    summarization: {
-      enabled: true,
-      trigger: [{ type: "messages", value: 6 }],
-      keep: { type: "messages", value: 3 },
-    },
-  },
-};
-
 const human = (text) => ({ messages: [{ role: "user", content: text }] });
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 class Transcript {
   constructor(url) {

@@ -5,18 +5,10 @@
 
 import { Client } from "@langchain/langgraph-sdk";
 
-const EARLY_SUMMARIZATION = {
-  configurable: {
-    summarization: {
-      enabled: true,
-      trigger: [{ type: "messages", value: 6 }],
-      keep: { type: "messages", value: 3 },
-    },
-  },
-};
+import { EARLY_SUMMARIZATION, sleep } from "./common.mjs";
+
 const CHANNELS = ["values", "updates", "messages", "tools", "lifecycle", "custom", "tasks", "checkpoints"];
 const TERMINAL = new Set(["completed", "failed", "interrupted", "cancelled"]);
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function isRootEnd(event) {
   const data = event?.params?.data ?? event?.data;
