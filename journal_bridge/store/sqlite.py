@@ -12,10 +12,11 @@ so it reads back as a str and never as the JSON it might look like.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -416,6 +417,23 @@ class SqliteRunEventStore(RunEventStore):
             raise _not_open()
         return self._reader
 
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """The writer connection in a write transaction of its own: committed when
+        the block ends, rolled back when it raises. Driver errors pass through
+        untranslated, so a caller can tell a unique key's objection apart."""
+        if self._writer is None:
+            raise _not_open()
+        conn = self._writer
+        async with self._write_lock:
+            try:
+                await _begin(conn)
+                yield conn
+                await conn.execute("COMMIT")
+            except BaseException:
+                await _rollback(conn)
+                raise
+
     async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
         try:
             return list(await self._read_conn().execute_fetchall(sql, tuple(params)))
@@ -476,8 +494,6 @@ class SqliteRunEventStore(RunEventStore):
     async def _append(
         self, groups: dict[str, list[PreparedEvent]]
     ) -> dict[str, list[RunEvent]]:
-        if self._writer is None:
-            raise _not_open()
         # Source keys are nearly always new: insert assuming so, and only when the
         # unique index objects redo the append looking the keys up first.
         try:
@@ -494,17 +510,8 @@ class SqliteRunEventStore(RunEventStore):
     async def _append_once(
         self, groups: dict[str, list[PreparedEvent]], *, look_up_keys: bool
     ) -> dict[str, list[RunEvent]]:
-        conn = self._writer
-        assert conn is not None
-        async with self._write_lock:
-            try:
-                await _begin(conn)
-                result = await self._append_in(conn, groups, look_up_keys=look_up_keys)
-                await conn.execute("COMMIT")
-            except BaseException:
-                await _rollback(conn)
-                raise
-        return result
+        async with self._write() as conn:
+            return await self._append_in(conn, groups, look_up_keys=look_up_keys)
 
     async def _append_in(
         self,
@@ -536,35 +543,24 @@ class SqliteRunEventStore(RunEventStore):
         return result
 
     async def _put_if_absent(self, item: PreparedEvent) -> tuple[RunEvent, bool]:
-        if self._writer is None:
-            raise _not_open()
-        conn = self._writer
         event = item.event
         try:
-            async with self._write_lock:
-                try:
-                    await _begin(conn)
-                    rows = list(
-                        await conn.execute_fetchall(
-                            f"{self._select} WHERE thread_id = ? AND run_id = ?"
-                            " AND event_type = ? ORDER BY seq LIMIT 1",
-                            (event.thread_id, event.run_id, event.event_type),
-                        )
+            async with self._write() as conn:
+                rows = list(
+                    await conn.execute_fetchall(
+                        f"{self._select} WHERE thread_id = ? AND run_id = ?"
+                        " AND event_type = ? ORDER BY seq LIMIT 1",
+                        (event.thread_id, event.run_id, event.event_type),
                     )
-                    if rows:
-                        found, created = self._decode(rows[0]), False
-                    else:
-                        stored = await self._append_in(
-                            conn, {event.thread_id: [item]}, look_up_keys=False
-                        )
-                        found, created = stored[event.thread_id][0], True
-                    await conn.execute("COMMIT")
-                except BaseException:
-                    await _rollback(conn)
-                    raise
+                )
+                if rows:
+                    return self._decode(rows[0]), False
+                stored = await self._append_in(
+                    conn, {event.thread_id: [item]}, look_up_keys=False
+                )
         except sqlite3.Error as exc:
             raise _translate(exc, "append") from exc
-        return found, created
+        return stored[event.thread_id][0], True
 
     async def _existing(
         self, conn: aiosqlite.Connection, thread_id: str, items: list[PreparedEvent]
@@ -702,34 +698,23 @@ class SqliteRunEventStore(RunEventStore):
     async def _delete(self, thread_id: str, where: str, params: tuple[Any, ...]) -> int:
         """Delete the thread's events matching `where` in one write transaction,
         keeping its counters right; return how many went."""
-        if self._writer is None:
-            raise _not_open()
-        conn = self._writer
-        async with self._write_lock:
-            try:
-                await _begin(conn)
-                try:
-                    # Counted through the same index the delete uses, so the
-                    # cost is that of the deleted records, not of the thread.
-                    rows = list(
-                        await conn.execute_fetchall(
-                            "SELECT COUNT(*), COALESCE(SUM(category = ?), 0)"
-                            f" FROM {self._events} WHERE {where}",
-                            (MESSAGE, *params),
-                        )
+        try:
+            async with self._write() as conn:
+                # Counted through the same index the delete uses, so the cost
+                # is that of the deleted records, not of the thread.
+                rows = list(
+                    await conn.execute_fetchall(
+                        "SELECT COUNT(*), COALESCE(SUM(category = ?), 0)"
+                        f" FROM {self._events} WHERE {where}",
+                        (MESSAGE, *params),
                     )
-                    deleted, messages = rows[0]
-                    if deleted:
-                        await conn.execute(
-                            f"DELETE FROM {self._events} WHERE {where}", params
-                        )
-                        await self._count_deleted(conn, thread_id, deleted, messages)
-                    await conn.execute("COMMIT")
-                except BaseException:
-                    await _rollback(conn)
-                    raise
-            except sqlite3.Error as exc:
-                raise _translate(exc, "delete") from exc
+                )
+                deleted, messages = rows[0]
+                if deleted:
+                    await conn.execute(f"DELETE FROM {self._events} WHERE {where}", params)
+                    await self._count_deleted(conn, thread_id, deleted, messages)
+        except sqlite3.Error as exc:
+            raise _translate(exc, "delete") from exc
         return deleted
 
     async def delete_by_thread(self, thread_id: str, *, user_id: str | None = None) -> int:
@@ -737,26 +722,17 @@ class SqliteRunEventStore(RunEventStore):
             return await self._delete(
                 thread_id, "thread_id = ? AND user_id = ?", (thread_id, user_id)
             )
-        if self._writer is None:
-            raise _not_open()
-        conn = self._writer
-        async with self._write_lock:
-            try:
-                await _begin(conn)
-                try:
-                    cursor = await conn.execute(
-                        f"DELETE FROM {self._events} WHERE thread_id = ?", (thread_id,)
-                    )
-                    deleted = cursor.rowcount
-                    await conn.execute(
-                        f"DELETE FROM {self._threads} WHERE thread_id = ?", (thread_id,)
-                    )
-                    await conn.execute("COMMIT")
-                except BaseException:
-                    await _rollback(conn)
-                    raise
-            except sqlite3.Error as exc:
-                raise _translate(exc, "delete") from exc
+        try:
+            async with self._write() as conn:
+                cursor = await conn.execute(
+                    f"DELETE FROM {self._events} WHERE thread_id = ?", (thread_id,)
+                )
+                deleted = cursor.rowcount
+                await conn.execute(
+                    f"DELETE FROM {self._threads} WHERE thread_id = ?", (thread_id,)
+                )
+        except sqlite3.Error as exc:
+            raise _translate(exc, "delete") from exc
         return deleted
 
     async def delete_by_run(
