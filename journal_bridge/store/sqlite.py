@@ -29,80 +29,33 @@ from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     SCHEMA_VERSION,
     VISIBLE_AI_EVENT_TYPES,
-    Page,
-    RunEventStore,
-    RunEventsQuery,
     StoreError,
     StoreUnavailable,
     _check_limit,
     event_from_row,
-    page_query,
     plan_append,
-    run_events_query,
     take_layout,
 )
+from journal_bridge.store.journal_tables import COLUMNS, ColumnTypes, migrations
+from journal_bridge.store.sql import SqlRunEventStore
 
 __all__ = ["LAYOUTS", "SqliteRunEventStore", "from_url", "sqlite_path_from_url"]
 
 # Parameters per IN (...) list; far below SQLite's host parameter limit.
 _CHUNK = 500
 
-_COLUMNS = (
-    "thread_id, seq, run_id, event_type, category, content, metadata, created_at,"
-    " source_key, user_id"
+# See `journal_tables.migrations`; `journal_schema` records how many steps have run.
+MIGRATIONS: list[tuple[str, ...]] = migrations(
+    ColumnTypes(
+        integer="INTEGER",
+        counter="INTEGER",
+        text="TEXT",
+        event_type="TEXT",
+        category="TEXT",
+        json="TEXT",
+        time="TEXT",
+    )
 )
-
-# Position i holds the statements that bring a version-i database to version
-# i + 1; `journal_schema` records how many have run. Table names are filled in
-# per store (`{events}`, `{threads}`, `{version}`). Never edit a released step:
-# append a new one.
-MIGRATIONS: list[tuple[str, ...]] = [
-    (
-        "CREATE TABLE IF NOT EXISTS {version} (version INTEGER NOT NULL)",
-        """CREATE TABLE IF NOT EXISTS {events} (
-            thread_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            run_id TEXT NOT NULL,
-            event_type TEXT NOT NULL,
-            category TEXT NOT NULL,
-            content TEXT NOT NULL,
-            metadata TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            source_key TEXT,
-            PRIMARY KEY (thread_id, seq)
-        )""",
-        (
-            "CREATE INDEX IF NOT EXISTS journal_events_category"
-            " ON {events} (thread_id, category, seq)"
-        ),
-        "CREATE INDEX IF NOT EXISTS journal_events_run ON {events} (thread_id, run_id, seq)",
-        (
-            "CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
-            " ON {events} (thread_id, source_key) WHERE source_key IS NOT NULL"
-        ),
-        # One row per thread: the seq counter (never reused while the thread exists)
-        # and what the thread index needs without scanning events.
-        """CREATE TABLE IF NOT EXISTS {threads} (
-            thread_id TEXT PRIMARY KEY,
-            last_seq INTEGER NOT NULL,
-            event_count INTEGER NOT NULL,
-            updated_at TEXT NOT NULL,
-            write_order INTEGER NOT NULL
-        )""",
-        "CREATE INDEX IF NOT EXISTS journal_threads_write_order ON {threads} (write_order)",
-    ),
-    (
-        # Who wrote a record, for user-scoped reads and deletes.
-        "ALTER TABLE {events} ADD COLUMN user_id TEXT",
-        # count_messages reads a counter instead of scanning the thread.
-        "ALTER TABLE {threads} ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0",
-        """UPDATE {threads} SET message_count = (
-            SELECT COUNT(*) FROM {events}
-            WHERE {events}.thread_id = {threads}.thread_id
-            AND {events}.category = 'message'
-        )""",
-    ),
-]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # `ALTER TABLE t ADD COLUMN IF NOT EXISTS c ...` in a migration: SQLite has no
@@ -234,7 +187,7 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
         pass
 
 
-class SqliteRunEventStore(RunEventStore):
+class SqliteRunEventStore(SqlRunEventStore):
     """A `RunEventStore` in one SQLite file (`sqlite:///path.db`).
 
     The class attributes and the hooks after them describe the table layout; a
@@ -249,7 +202,7 @@ class SqliteRunEventStore(RunEventStore):
     }
     migrations: ClassVar[list[tuple[str, ...]]] = MIGRATIONS
     # Selected in this order by every read; `_decode` reads them by position.
-    columns = _COLUMNS
+    columns = COLUMNS
     # The column holding the metadata as JSON text.
     metadata_column = "metadata"
     # An expression: the text of the message record `e`, NULL when it has none
@@ -259,6 +212,7 @@ class SqliteRunEventStore(RunEventStore):
         " WHEN 'object' THEN json_extract(e.content, '$.content')"
         " WHEN 'text' THEN json_extract(e.content, '$') END"
     )
+    mark = "?"
 
     def __init__(
         self,
@@ -291,6 +245,8 @@ class SqliteRunEventStore(RunEventStore):
             f"COALESCE(json_extract({self.metadata_column}, '$.caller'), '')"
             f" NOT GLOB '{MIDDLEWARE_CALLER_PREFIX}*'"
         )
+        # A JSON number never equals the text parameter: only strings match.
+        self.task_id_match = f"json_extract({self.metadata_column}, '$.task_id') = ?"
 
     async def _connect(self) -> aiosqlite.Connection:
         parent = Path(self.path).parent
@@ -440,9 +396,6 @@ class SqliteRunEventStore(RunEventStore):
         except sqlite3.Error as exc:
             raise _translate(exc, "read") from exc
 
-    async def ping(self) -> None:
-        await self._fetch("SELECT 1", ())
-
     # -- layout hooks ------------------------------------------------------------
 
     def _decode(self, row: tuple[Any, ...]) -> RunEvent:
@@ -581,21 +534,9 @@ class SqliteRunEventStore(RunEventStore):
 
     # -- reading -----------------------------------------------------------------
 
-    async def _page(self, page: Page) -> list[RunEvent]:
-        sql, params, descending = page_query(self._select, page, mark="?")
-        rows = await self._fetch(sql, params)
-        return [self._decode(row) for row in (reversed(rows) if descending else rows)]
-
-    async def _list_events(self, query: RunEventsQuery) -> list[RunEvent]:
-        sql, params = run_events_query(
-            self._select,
-            query,
-            mark="?",
-            types=lambda types: (f"event_type IN ({', '.join('?' * len(types))})", list(types)),
-            # A JSON number never equals the text parameter: only strings match.
-            task_id_match=f"json_extract({self.metadata_column}, '$.task_id') = ?",
-        )
-        return [self._decode(row) for row in await self._fetch(sql, params)]
+    @staticmethod
+    def _one_of(column: str, values: tuple[str, ...]) -> tuple[str, list[Any]]:
+        return f"{column} IN ({', '.join('?' * len(values))})", list(values)
 
     async def _last_visible_ai_seqs(
         self, thread_id: str, run_ids: tuple[str, ...], user_id: str | None
@@ -618,48 +559,6 @@ class SqliteRunEventStore(RunEventStore):
             found.update((run_id, seq) for run_id, seq in rows)
         return found
 
-    async def count_messages(self, thread_id: str, *, user_id: str | None = None) -> int:
-        if user_id is not None:
-            rows = await self._fetch(
-                f"SELECT COUNT(*) FROM {self._events}"
-                " WHERE thread_id = ? AND category = ? AND user_id = ?",
-                (thread_id, MESSAGE, user_id),
-            )
-            return rows[0][0]
-        rows = await self._fetch(
-            f"SELECT message_count FROM {self._threads} WHERE thread_id = ?", (thread_id,)
-        )
-        return rows[0][0] if rows else 0
-
-    async def last_seq(self, thread_id: str) -> int:
-        rows = await self._fetch(
-            f"SELECT last_seq FROM {self._threads} WHERE thread_id = ?", (thread_id,)
-        )
-        return rows[0][0] if rows else 0
-
-    async def has_thread(self, thread_id: str) -> bool:
-        rows = await self._fetch(
-            f"SELECT 1 FROM {self._threads} WHERE thread_id = ? AND event_count > 0",
-            (thread_id,),
-        )
-        return bool(rows)
-
-    async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
-        rows = await self._fetch(
-            f"SELECT thread_id, last_seq, event_count, updated_at FROM {self._threads}"
-            " WHERE event_count > 0 ORDER BY write_order DESC LIMIT ?",
-            (limit,),
-        )
-        return [
-            {
-                "thread_id": r[0],
-                "last_seq": r[1],
-                "event_count": r[2],
-                "updated_at": r[3],
-            }
-            for r in rows
-        ]
-
     async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
         _check_limit(limit)
         # Matched against the message's text as stored: a string content as is, a
@@ -675,10 +574,7 @@ class SqliteRunEventStore(RunEventStore):
             " ORDER BY write_order DESC LIMIT ?",
             (MESSAGE, raw, escaped, limit),
         )
-        return [
-            {"thread_id": r[0], "last_seq": r[1], "event_count": r[2], "updated_at": r[3]}
-            for r in rows
-        ]
+        return self._thread_entries(rows)
 
     async def has_source_keys(self, thread_id: str, keys: Iterable[str]) -> set[str]:
         wanted = list(dict.fromkeys(keys))
@@ -696,8 +592,6 @@ class SqliteRunEventStore(RunEventStore):
     # -- deleting ----------------------------------------------------------------
 
     async def _delete(self, thread_id: str, where: str, params: tuple[Any, ...]) -> int:
-        """Delete the thread's events matching `where` in one write transaction,
-        keeping its counters right; return how many went."""
         try:
             async with self._write() as conn:
                 # Counted through the same index the delete uses, so the cost
@@ -717,11 +611,7 @@ class SqliteRunEventStore(RunEventStore):
             raise _translate(exc, "delete") from exc
         return deleted
 
-    async def delete_by_thread(self, thread_id: str, *, user_id: str | None = None) -> int:
-        if user_id is not None:
-            return await self._delete(
-                thread_id, "thread_id = ? AND user_id = ?", (thread_id, user_id)
-            )
+    async def _forget_thread(self, thread_id: str) -> int:
         try:
             async with self._write() as conn:
                 cursor = await conn.execute(
@@ -734,11 +624,3 @@ class SqliteRunEventStore(RunEventStore):
         except sqlite3.Error as exc:
             raise _translate(exc, "delete") from exc
         return deleted
-
-    async def delete_by_run(
-        self, thread_id: str, run_id: str, *, user_id: str | None = None
-    ) -> int:
-        where, params = "thread_id = ? AND run_id = ?", (thread_id, run_id)
-        if user_id is not None:
-            where, params = f"{where} AND user_id = ?", (*params, user_id)
-        return await self._delete(thread_id, where, params)
