@@ -12,13 +12,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["COLUMNS", "ColumnTypes", "migrations"]
+__all__ = ["COLUMNS", "TABLES", "ColumnTypes", "migrations"]
 
 # Selected and inserted in the order of `plan_append` rows.
 COLUMNS = (
     "thread_id, seq, run_id, event_type, category, content, metadata, created_at,"
     " source_key, user_id"
 )
+
+# The tables' names, the `{name}` placeholders of `migrations`.
+TABLES = {
+    "events": "journal_events",
+    "threads": "journal_threads",
+    "version": "journal_schema",
+}
 
 
 @dataclass(frozen=True)

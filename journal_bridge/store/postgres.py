@@ -31,7 +31,7 @@ from journal_bridge.store.base import (
     plan_append,
     take_layout,
 )
-from journal_bridge.store.journal_tables import COLUMNS, ColumnTypes, migrations
+from journal_bridge.store.journal_tables import COLUMNS, TABLES, ColumnTypes, migrations
 from journal_bridge.store.sql import SqlRunEventStore
 
 __all__ = ["LAYOUTS", "PostgresRunEventStore", "from_url"]
@@ -99,15 +99,8 @@ class PostgresRunEventStore(SqlRunEventStore):
     subclass with other tables overrides them and shares everything else.
     """
 
-    # Table names as `{name}` placeholders of `migrations`.
-    tables: ClassVar[dict[str, str]] = {
-        "events": "journal_events",
-        "threads": "journal_threads",
-        "version": "journal_schema",
-        "writes": "journal_thread_writes",
-    }
-    migrations: ClassVar[list[tuple[str, ...]]] = MIGRATIONS
-    # Selected in this order by every read; `_decode` reads them by position.
+    tables: ClassVar[dict[str, str]] = {**TABLES, "writes": "journal_thread_writes"}
+    migrations = MIGRATIONS
     columns = COLUMNS
     # Compared as JSON: only a string task_id matches.
     task_id_match = "metadata -> 'task_id' = to_jsonb(%s::text)"
@@ -264,26 +257,10 @@ class PostgresRunEventStore(SqlRunEventStore):
     ) -> None:
         """Add `(thread_id, last_seq, added, messages_added)` to the thread counters."""
         await cursor.executemany(
-            f"INSERT INTO {self._threads} (thread_id, last_seq, event_count,"
-            " message_count, updated_at, write_order) VALUES"
-            f" (%s, %s, %s, %s, clock_timestamp(), nextval('{self._writes}'))"
-            " ON CONFLICT (thread_id) DO UPDATE SET"
-            " last_seq = EXCLUDED.last_seq,"
-            f" event_count = {self._threads}.event_count + EXCLUDED.event_count,"
-            f" message_count = {self._threads}.message_count + EXCLUDED.message_count,"
-            " updated_at = EXCLUDED.updated_at,"
-            " write_order = EXCLUDED.write_order",
+            self._add_to_counters(
+                f"%s, %s, %s, %s, clock_timestamp(), nextval('{self._writes}')"
+            ),
             counters,
-        )
-
-    async def _count_deleted(
-        self, conn: psycopg.AsyncConnection, thread_id: str, deleted: int, messages: int
-    ) -> None:
-        """Take deleted records off the thread counters."""
-        await conn.execute(
-            f"UPDATE {self._threads} SET event_count = event_count - %s,"
-            " message_count = message_count - %s WHERE thread_id = %s",
-            (deleted, messages, thread_id),
         )
 
     # -- writing -----------------------------------------------------------------

@@ -30,6 +30,12 @@ class SqlRunEventStore(RunEventStore):
     (`_decode`) and deletes (`_delete`, `_forget_thread`).
     """
 
+    # Table names as `{name}` placeholders of `migrations`.
+    tables: ClassVar[dict[str, str]]
+    # Position i holds the statements that bring a version-i schema to version i + 1.
+    migrations: ClassVar[list[tuple[str, ...]]]
+    # Selected in this order by every read; `_decode` reads them by position.
+    columns: ClassVar[str]
     # The driver's parameter placeholder.
     mark: ClassVar[str]
     # A WHERE term: `metadata["task_id"]` is the string parameter (a JSON
@@ -80,6 +86,36 @@ class SqlRunEventStore(RunEventStore):
 
     async def ping(self) -> None:
         await self._fetch("SELECT 1", ())
+
+    # -- thread counters ---------------------------------------------------------
+
+    def _add_to_counters(self, values: str) -> str:
+        """The statement that adds an append to its thread's counters, `values`
+        being the dialect's terms for `thread_id, last_seq, event_count (added),
+        message_count (added), updated_at, write_order`."""
+        return (
+            f"INSERT INTO {self._threads}"
+            " (thread_id, last_seq, event_count, message_count, updated_at, write_order)"
+            f" VALUES ({values})"
+            " ON CONFLICT (thread_id) DO UPDATE SET"
+            " last_seq = EXCLUDED.last_seq,"
+            f" event_count = {self._threads}.event_count + EXCLUDED.event_count,"
+            f" message_count = {self._threads}.message_count + EXCLUDED.message_count,"
+            " updated_at = EXCLUDED.updated_at,"
+            " write_order = EXCLUDED.write_order"
+        )
+
+    async def _count_deleted(
+        self, conn: Any, thread_id: str, deleted: int, messages: int
+    ) -> None:
+        """Take deleted records off the thread counters, on the connection of
+        the delete's transaction."""
+        m = self.mark
+        await conn.execute(
+            f"UPDATE {self._threads} SET event_count = event_count - {m},"
+            f" message_count = message_count - {m} WHERE thread_id = {m}",
+            (deleted, messages, thread_id),
+        )
 
     # -- reading -----------------------------------------------------------------
 

@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import aiosqlite
@@ -36,7 +36,7 @@ from journal_bridge.store.base import (
     plan_append,
     take_layout,
 )
-from journal_bridge.store.journal_tables import COLUMNS, ColumnTypes, migrations
+from journal_bridge.store.journal_tables import COLUMNS, TABLES, ColumnTypes, migrations
 from journal_bridge.store.sql import SqlRunEventStore
 
 __all__ = ["LAYOUTS", "SqliteRunEventStore", "from_url", "sqlite_path_from_url"]
@@ -194,14 +194,8 @@ class SqliteRunEventStore(SqlRunEventStore):
     subclass with other tables overrides them and shares everything else.
     """
 
-    # Table names as `{name}` placeholders of `migrations`.
-    tables: ClassVar[dict[str, str]] = {
-        "events": "journal_events",
-        "threads": "journal_threads",
-        "version": "journal_schema",
-    }
-    migrations: ClassVar[list[tuple[str, ...]]] = MIGRATIONS
-    # Selected in this order by every read; `_decode` reads them by position.
+    tables = TABLES
+    migrations = MIGRATIONS
     columns = COLUMNS
     # The column holding the metadata as JSON text.
     metadata_column = "metadata"
@@ -419,27 +413,11 @@ class SqliteRunEventStore(SqlRunEventStore):
         """Add `(thread_id, last_seq, added, messages_added)` to the thread counters."""
         now = datetime.now(UTC).isoformat(timespec="microseconds")
         await conn.executemany(
-            f"INSERT INTO {self._threads}"
-            " (thread_id, last_seq, event_count, message_count, updated_at, write_order)"
-            " VALUES (?, ?, ?, ?, ?,"
-            f" (SELECT COALESCE(MAX(write_order), 0) + 1 FROM {self._threads}))"
-            " ON CONFLICT (thread_id) DO UPDATE SET"
-            " last_seq = excluded.last_seq,"
-            f" event_count = {self._threads}.event_count + excluded.event_count,"
-            f" message_count = {self._threads}.message_count + excluded.message_count,"
-            " updated_at = excluded.updated_at,"
-            " write_order = excluded.write_order",
+            self._add_to_counters(
+                "?, ?, ?, ?, ?,"
+                f" (SELECT COALESCE(MAX(write_order), 0) + 1 FROM {self._threads})"
+            ),
             [(*counter, now) for counter in counters],
-        )
-
-    async def _count_deleted(
-        self, conn: aiosqlite.Connection, thread_id: str, deleted: int, messages: int
-    ) -> None:
-        """Take deleted records off the thread counters."""
-        await conn.execute(
-            f"UPDATE {self._threads} SET event_count = event_count - ?,"
-            " message_count = message_count - ? WHERE thread_id = ?",
-            (deleted, messages, thread_id),
         )
 
     # -- writing -----------------------------------------------------------------
