@@ -134,7 +134,9 @@ class SqlRunEventStore(RunEventStore):
         )
         return [self._decode(row) for row in await self._fetch(sql, params)]
 
-    async def count_messages(self, thread_id: str, *, user_id: str | None = None) -> int:
+    async def count_messages(
+        self, thread_id: str, *, user_id: str | None = None
+    ) -> int:
         m = self.mark
         if user_id is not None:
             rows = await self._fetch(
@@ -144,13 +146,15 @@ class SqlRunEventStore(RunEventStore):
             )
             return rows[0][0]
         rows = await self._fetch(
-            f"SELECT message_count FROM {self._threads} WHERE thread_id = {m}", (thread_id,)
+            f"SELECT message_count FROM {self._threads} WHERE thread_id = {m}",
+            (thread_id,),
         )
         return rows[0][0] if rows else 0
 
     async def last_seq(self, thread_id: str) -> int:
         rows = await self._fetch(
-            f"SELECT last_seq FROM {self._threads} WHERE thread_id = {self.mark}", (thread_id,)
+            f"SELECT last_seq FROM {self._threads} WHERE thread_id = {self.mark}",
+            (thread_id,),
         )
         return rows[0][0] if rows else 0
 
@@ -171,7 +175,9 @@ class SqlRunEventStore(RunEventStore):
 
     # -- deleting ----------------------------------------------------------------
 
-    async def delete_by_thread(self, thread_id: str, *, user_id: str | None = None) -> int:
+    async def delete_by_thread(
+        self, thread_id: str, *, user_id: str | None = None
+    ) -> int:
         if user_id is None:
             return await self._forget_thread(thread_id)
         m = self.mark
