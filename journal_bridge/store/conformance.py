@@ -89,6 +89,15 @@ def as_events(records: list[Any]) -> list[RunEvent]:
     return [r if isinstance(r, RunEvent) else r.to_event() for r in records]
 
 
+async def put(
+    store: RunEventStore, event_type: str, category: str, **fields: Any
+) -> Any:
+    """`store.put` of one event of THREAD's run `r`."""
+    return await store.put(
+        thread_id=THREAD, run_id="r", event_type=event_type, category=category, **fields
+    )
+
+
 async def seed_mixed_thread(store: RunEventStore, runs: int = 3) -> list[RunEvent]:
     """Runs of: start, human, ai, tool, ai, (marker on the second run), end."""
     batch: list[RunEvent] = []
@@ -132,20 +141,14 @@ class RunEventStoreConformance:
     # -- seq assignment ----------------------------------------------------------
 
     async def test_first_event_of_a_thread_gets_seq_1(self, store):
-        stored = await store.put(
-            thread_id=THREAD, run_id="r", event_type=RUN_START, category=TRACE
-        )
+        stored = await put(store, RUN_START, TRACE)
         assert stored.seq == 1
         assert await store.last_seq(THREAD) == 1
 
     async def test_seq_is_contiguous_across_puts_and_batches(self, store):
-        first = await store.put(
-            thread_id=THREAD, run_id="r", event_type="a", category=TRACE
-        )
+        first = await put(store, "a", TRACE)
         batch = await store.put_batch([event(content=i) for i in range(5)])
-        last = await store.put(
-            thread_id=THREAD, run_id="r", event_type="b", category=TRACE
-        )
+        last = await put(store, "b", TRACE)
         assert [first.seq, *seqs(batch), last.seq] == list(range(1, 8))
 
     async def test_each_thread_has_its_own_seq(self, store):
@@ -197,9 +200,7 @@ class RunEventStoreConformance:
 
     async def test_put_defaults_content_metadata_and_created_at(self, store):
         before = datetime.now(UTC)
-        stored = await store.put(
-            thread_id=THREAD, run_id="r", event_type=RUN_START, category=TRACE
-        )
+        stored = await put(store, RUN_START, TRACE)
         assert (
             stored.content == "" and stored.metadata == {} and stored.source_key is None
         )
@@ -247,13 +248,7 @@ class RunEventStoreConformance:
         ids=repr,
     )
     async def test_content_round_trips_exactly(self, store, content):
-        stored = await store.put(
-            thread_id=THREAD,
-            run_id="r",
-            event_type=LLM_HUMAN_INPUT,
-            category=MESSAGE,
-            content=content,
-        )
+        stored = await put(store, LLM_HUMAN_INPUT, MESSAGE, content=content)
         (read,) = await store.list_messages(THREAD)
         for got in (stored.content, read.content):
             assert got == content
@@ -265,35 +260,22 @@ class RunEventStoreConformance:
             def __str__(self) -> str:
                 return "<opaque thing>"
 
-        stored = await store.put(
-            thread_id=THREAD,
-            run_id="r",
-            event_type=RUN_END,
-            category=OUTPUTS,
-            content=Opaque(),
-        )
+        stored = await put(store, RUN_END, OUTPUTS, content=Opaque())
         (read,) = await store.list_events(THREAD, "r")
         for got in (stored, read):
             assert got.content == "<opaque thing>"
             assert got.metadata["content_coerced"] is True
 
     async def test_content_with_nan_is_stored_as_its_text(self, store):
-        stored = await store.put(
-            thread_id=THREAD,
-            run_id="r",
-            event_type=RUN_END,
-            category=OUTPUTS,
-            content={"x": math.nan},
-        )
+        stored = await put(store, RUN_END, OUTPUTS, content={"x": math.nan})
         assert stored.content == "{'x': nan}"
         assert stored.metadata["content_coerced"] is True
 
     async def test_nul_characters_become_replacement_characters(self, store):
-        stored = await store.put(
-            thread_id=THREAD,
-            run_id="r",
-            event_type=LLM_TOOL_RESULT,
-            category=MESSAGE,
+        stored = await put(
+            store,
+            LLM_TOOL_RESULT,
+            MESSAGE,
             content={"out": "bin\x00ary", "k\x00": ["\x00"]},
             metadata={"note": "a\x00b"},
         )
@@ -314,13 +296,7 @@ class RunEventStoreConformance:
             "usage": {"input_tokens": 3, "output_tokens": 4},
             "x": [1, None],
         }
-        await store.put(
-            thread_id=THREAD,
-            run_id="r",
-            event_type=LLM_AI_RESPONSE,
-            category=MESSAGE,
-            metadata=metadata,
-        )
+        await put(store, LLM_AI_RESPONSE, MESSAGE, metadata=metadata)
         (read,) = await store.list_messages(THREAD)
         assert read.metadata == metadata
 
@@ -353,11 +329,10 @@ class RunEventStoreConformance:
         self, small_store
     ):
         text = "é" * 5000
-        stored = await small_store.put(
-            thread_id=THREAD,
-            run_id="r",
-            event_type=LLM_AI_RESPONSE,
-            category=MESSAGE,
+        stored = await put(
+            small_store,
+            LLM_AI_RESPONSE,
+            MESSAGE,
             content=text,
             metadata={"caller": "agent"},
         )
@@ -376,13 +351,7 @@ class RunEventStoreConformance:
     ):
         content = {"items": [{"n": i, "text": "x" * 20} for i in range(200)]}
         full = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
-        stored = await small_store.put(
-            thread_id=THREAD,
-            run_id="r",
-            event_type=LLM_TOOL_RESULT,
-            category=MESSAGE,
-            content=content,
-        )
+        stored = await put(small_store, LLM_TOOL_RESULT, MESSAGE, content=content)
         (read,) = await small_store.list_messages(THREAD)
         assert read == stored
         assert isinstance(read.content, str) and full.startswith(read.content)
@@ -391,13 +360,7 @@ class RunEventStoreConformance:
 
     async def test_content_at_the_limit_is_kept_whole(self, small_store):
         text = "a" * 998  # 1000 bytes with its quotes
-        stored = await small_store.put(
-            thread_id=THREAD,
-            run_id="r",
-            event_type=LLM_AI_RESPONSE,
-            category=MESSAGE,
-            content=text,
-        )
+        stored = await put(small_store, LLM_AI_RESPONSE, MESSAGE, content=text)
         assert stored.content == text and "truncated" not in stored.metadata
 
     async def test_content_limit_comes_from_the_environment(
@@ -444,9 +407,7 @@ class RunEventStoreConformance:
 
     async def test_put_rejects_a_long_event_type(self, store):
         with pytest.raises(InvalidEvent, match="event_type"):
-            await store.put(
-                thread_id=THREAD, run_id="r", event_type="x" * 40, category=TRACE
-            )
+            await put(store, "x" * 40, TRACE)
 
     async def test_limits_are_inclusive(self, store):
         stored = await store.put_batch([event(event_type="e" * 32, category="c" * 16)])
@@ -925,11 +886,10 @@ class RunEventStoreConformance:
 
     async def test_put_returns_a_plain_json_dict_with_the_assigned_seq(self, store):
         await store.put_batch([event()])
-        record = await store.put(
-            thread_id=THREAD,
-            run_id="r",
-            event_type=LLM_HUMAN_INPUT,
-            category=MESSAGE,
+        record = await put(
+            store,
+            LLM_HUMAN_INPUT,
+            MESSAGE,
             content={"type": "human", "content": "hi"},
             created_at="2025-05-06T07:08:09+00:00",
         )
@@ -994,9 +954,7 @@ class RunEventStoreConformance:
         assert await store.last_seq(THREAD) == 0
 
     async def test_records_read_as_run_events_too(self, store):
-        stored = await store.put(
-            thread_id=THREAD, run_id="r", event_type=RUN_START, category=TRACE
-        )
+        stored = await put(store, RUN_START, TRACE)
         (read,) = await store.list_events(THREAD, "r")
         for record in (stored, read):
             assert (record.seq, record.run_id, record.category) == (1, "r", TRACE)
@@ -1231,9 +1189,7 @@ class RunEventStoreConformance:
     async def test_records_keep_the_user_who_wrote_them(self, store, two_users):
         page = await store.list_messages(THREAD, limit=100)
         assert [r.get("user_id") for r in page] == ["alice", "bob"] * 4 + [None]
-        record = await store.put(
-            thread_id=THREAD, run_id="r", event_type=RUN_START, category=TRACE, user_id="carol"
-        )
+        record = await put(store, RUN_START, TRACE, user_id="carol")
         assert record["user_id"] == "carol"
 
     async def test_reads_filter_by_user(self, store, two_users):

@@ -25,72 +25,35 @@ from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     SCHEMA_VERSION,
     VISIBLE_AI_EVENT_TYPES,
-    Page,
-    RunEventStore,
-    RunEventsQuery,
     StoreError,
     StoreUnavailable,
     event_from_row,
-    page_query,
     plan_append,
-    run_events_query,
     take_layout,
 )
+from journal_bridge.store.journal_tables import COLUMNS, TABLES, ColumnTypes, migrations
+from journal_bridge.store.sql import SqlRunEventStore
 
 __all__ = ["LAYOUTS", "PostgresRunEventStore", "from_url"]
 
-_COLUMNS = (
-    "thread_id, seq, run_id, event_type, category, content, metadata, created_at,"
-    " source_key, user_id"
+_STEPS = migrations(
+    ColumnTypes(
+        integer="integer",
+        counter="bigint",
+        text="text",
+        event_type="varchar(32)",
+        category="varchar(16)",
+        json="jsonb",
+        time="timestamptz",
+    )
 )
-
-# Position i holds the statements that bring a version-i schema to version
-# i + 1; `journal_schema` records how many have run. Table names are filled in
-# per store (`{events}`, `{threads}`, `{version}`, `{writes}`). Never edit a
-# released step: append a new one.
+# See `journal_tables.migrations`; `journal_schema` records how many steps have
+# run. The first step also creates the sequence that numbers the threads'
+# writes (`{writes}`): PostgreSQL's writers to different threads run in
+# parallel, so none can take MAX(write_order) + 1 as SQLite's do.
 MIGRATIONS: list[tuple[str, ...]] = [
-    (
-        "CREATE TABLE IF NOT EXISTS {version} (version integer NOT NULL)",
-        """CREATE TABLE IF NOT EXISTS {events} (
-            thread_id text NOT NULL,
-            seq bigint NOT NULL,
-            run_id text NOT NULL,
-            event_type varchar(32) NOT NULL,
-            category varchar(16) NOT NULL,
-            content jsonb NOT NULL,
-            metadata jsonb NOT NULL,
-            created_at timestamptz NOT NULL,
-            source_key text,
-            PRIMARY KEY (thread_id, seq)
-        )""",
-        "CREATE INDEX IF NOT EXISTS journal_events_category ON {events} (thread_id, category, seq)",
-        "CREATE INDEX IF NOT EXISTS journal_events_run ON {events} (thread_id, run_id, seq)",
-        (
-            "CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
-            " ON {events} (thread_id, source_key) WHERE source_key IS NOT NULL"
-        ),
-        # The seq counter (never reused while the thread exists) and what the
-        # thread index needs without scanning events.
-        """CREATE TABLE IF NOT EXISTS {threads} (
-            thread_id text PRIMARY KEY,
-            last_seq bigint NOT NULL,
-            event_count bigint NOT NULL,
-            updated_at timestamptz NOT NULL,
-            write_order bigint NOT NULL
-        )""",
-        "CREATE INDEX IF NOT EXISTS journal_threads_write_order ON {threads} (write_order)",
-        "CREATE SEQUENCE IF NOT EXISTS {writes}",
-    ),
-    (
-        # Who wrote a record, for user-scoped reads and deletes.
-        "ALTER TABLE {events} ADD COLUMN IF NOT EXISTS user_id text",
-        # count_messages reads a counter instead of scanning the thread.
-        "ALTER TABLE {threads} ADD COLUMN IF NOT EXISTS message_count bigint NOT NULL DEFAULT 0",
-        """UPDATE {threads} AS t SET message_count = (
-            SELECT COUNT(*) FROM {events} AS e
-            WHERE e.thread_id = t.thread_id AND e.category = 'message'
-        )""",
-    ),
+    (*_STEPS[0], "CREATE SEQUENCE IF NOT EXISTS {writes}"),
+    *_STEPS[1:],
 ]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
@@ -125,7 +88,7 @@ async def _copy_rows(
             await copy.write_row(row)
 
 
-class PostgresRunEventStore(RunEventStore):
+class PostgresRunEventStore(SqlRunEventStore):
     """A `RunEventStore` in PostgreSQL (`postgresql://...`).
 
     `schema`: the schema holding the tables (created if missing); default: the
@@ -136,20 +99,14 @@ class PostgresRunEventStore(RunEventStore):
     subclass with other tables overrides them and shares everything else.
     """
 
-    # Table names as `{name}` placeholders of `migrations`.
-    tables: ClassVar[dict[str, str]] = {
-        "events": "journal_events",
-        "threads": "journal_threads",
-        "version": "journal_schema",
-        "writes": "journal_thread_writes",
-    }
-    migrations: ClassVar[list[tuple[str, ...]]] = MIGRATIONS
-    # Selected in this order by every read; `_decode` reads them by position.
-    columns = _COLUMNS
-    # A WHERE term: `metadata["task_id"]` is the string parameter.
+    tables: ClassVar[dict[str, str]] = {**TABLES, "writes": "journal_thread_writes"}
+    migrations = MIGRATIONS
+    columns = COLUMNS
+    # Compared as JSON: only a string task_id matches.
     task_id_match = "metadata -> 'task_id' = to_jsonb(%s::text)"
     # An expression: `metadata["caller"]` as text, NULL when absent.
     caller_text = "metadata ->> 'caller'"
+    mark = "%s"
 
     def __init__(
         self,
@@ -273,9 +230,6 @@ class PostgresRunEventStore(RunEventStore):
         except psycopg.Error as exc:
             raise _translate(exc, "read") from exc
 
-    async def ping(self) -> None:
-        await self._fetch("SELECT 1", ())
-
     # -- layout hooks ------------------------------------------------------------
 
     async def _lock_threads(
@@ -296,33 +250,17 @@ class PostgresRunEventStore(RunEventStore):
         self, cursor: psycopg.AsyncCursor[Any], rows: list[tuple[Any, ...]]
     ) -> None:
         """Insert the event rows `plan_append` made."""
-        await _copy_rows(cursor, self._events, _COLUMNS, rows)
+        await _copy_rows(cursor, self._events, COLUMNS, rows)
 
     async def _count_appended(
         self, cursor: psycopg.AsyncCursor[Any], counters: list[tuple[str, int, int, int]]
     ) -> None:
         """Add `(thread_id, last_seq, added, messages_added)` to the thread counters."""
         await cursor.executemany(
-            f"INSERT INTO {self._threads} (thread_id, last_seq, event_count,"
-            " message_count, updated_at, write_order) VALUES"
-            f" (%s, %s, %s, %s, clock_timestamp(), nextval('{self._writes}'))"
-            " ON CONFLICT (thread_id) DO UPDATE SET"
-            " last_seq = EXCLUDED.last_seq,"
-            f" event_count = {self._threads}.event_count + EXCLUDED.event_count,"
-            f" message_count = {self._threads}.message_count + EXCLUDED.message_count,"
-            " updated_at = EXCLUDED.updated_at,"
-            " write_order = EXCLUDED.write_order",
+            self._add_to_counters(
+                f"%s, %s, %s, %s, clock_timestamp(), nextval('{self._writes}')"
+            ),
             counters,
-        )
-
-    async def _count_deleted(
-        self, conn: psycopg.AsyncConnection, thread_id: str, deleted: int, messages: int
-    ) -> None:
-        """Take deleted records off the thread counters."""
-        await conn.execute(
-            f"UPDATE {self._threads} SET event_count = event_count - %s,"
-            " message_count = message_count - %s WHERE thread_id = %s",
-            (deleted, messages, thread_id),
         )
 
     # -- writing -----------------------------------------------------------------
@@ -419,21 +357,9 @@ class PostgresRunEventStore(RunEventStore):
 
     # -- reading -----------------------------------------------------------------
 
-    async def _page(self, page: Page) -> list[RunEvent]:
-        sql, params, descending = page_query(self._select, page, mark="%s")
-        rows = await self._fetch(sql, params)
-        return [self._decode(row) for row in (reversed(rows) if descending else rows)]
-
-    async def _list_events(self, query: RunEventsQuery) -> list[RunEvent]:
-        sql, params = run_events_query(
-            self._select,
-            query,
-            mark="%s",
-            types=lambda types: ("event_type = ANY(%s)", [list(types)]),
-            # Compared as JSON: only a string task_id matches.
-            task_id_match=self.task_id_match,
-        )
-        return [self._decode(row) for row in await self._fetch(sql, params)]
+    @staticmethod
+    def _one_of(column: str, values: tuple[str, ...]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY(%s)", [list(values)]
 
     async def _last_visible_ai_seqs(
         self, thread_id: str, run_ids: tuple[str, ...], user_id: str | None
@@ -456,48 +382,9 @@ class PostgresRunEventStore(RunEventStore):
         rows = await self._fetch(sql + " GROUP BY run_id", params)
         return {run_id: seq for run_id, seq in rows}
 
-    async def count_messages(self, thread_id: str, *, user_id: str | None = None) -> int:
-        if user_id is not None:
-            rows = await self._fetch(
-                f"SELECT COUNT(*) FROM {self._events}"
-                " WHERE thread_id = %s AND category = %s AND user_id = %s",
-                (thread_id, MESSAGE, user_id),
-            )
-            return rows[0][0]
-        rows = await self._fetch(
-            f"SELECT message_count FROM {self._threads} WHERE thread_id = %s",
-            (thread_id,),
-        )
-        return rows[0][0] if rows else 0
-
-    async def last_seq(self, thread_id: str) -> int:
-        rows = await self._fetch(
-            f"SELECT last_seq FROM {self._threads} WHERE thread_id = %s", (thread_id,)
-        )
-        return rows[0][0] if rows else 0
-
-    async def has_thread(self, thread_id: str) -> bool:
-        rows = await self._fetch(
-            f"SELECT 1 FROM {self._threads} WHERE thread_id = %s AND event_count > 0",
-            (thread_id,),
-        )
-        return bool(rows)
-
-    async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
-        rows = await self._fetch(
-            f"SELECT thread_id, last_seq, event_count, updated_at FROM {self._threads}"
-            " WHERE event_count > 0 ORDER BY write_order DESC LIMIT %s",
-            (limit,),
-        )
-        return [
-            {
-                "thread_id": r[0],
-                "last_seq": r[1],
-                "event_count": r[2],
-                "updated_at": r[3].astimezone(UTC).isoformat(timespec="microseconds"),
-            }
-            for r in rows
-        ]
+    @staticmethod
+    def _thread_time(value: Any) -> str:
+        return value.astimezone(UTC).isoformat(timespec="microseconds")
 
     async def has_source_keys(self, thread_id: str, keys: Iterable[str]) -> set[str]:
         wanted = list(dict.fromkeys(keys))
@@ -513,8 +400,7 @@ class PostgresRunEventStore(RunEventStore):
     # -- deleting ----------------------------------------------------------------
 
     async def _delete(self, thread_id: str, where: str, params: tuple[Any, ...]) -> int:
-        """Delete the thread's events matching `where` under the thread's lock,
-        keeping its counters right; return how many went."""
+        # Under the thread's lock, as appends are.
         try:
             async with self._get_pool().connection() as conn, conn.transaction():
                 await self._lock_threads(conn, [thread_id])
@@ -531,11 +417,7 @@ class PostgresRunEventStore(RunEventStore):
             raise _translate(exc, "delete") from exc
         return deleted
 
-    async def delete_by_thread(self, thread_id: str, *, user_id: str | None = None) -> int:
-        if user_id is not None:
-            return await self._delete(
-                thread_id, "thread_id = %s AND user_id = %s", (thread_id, user_id)
-            )
+    async def _forget_thread(self, thread_id: str) -> int:
         try:
             async with self._get_pool().connection() as conn, conn.transaction():
                 await self._lock_threads(conn, [thread_id])
@@ -549,14 +431,6 @@ class PostgresRunEventStore(RunEventStore):
         except psycopg.Error as exc:
             raise _translate(exc, "delete") from exc
         return deleted
-
-    async def delete_by_run(
-        self, thread_id: str, run_id: str, *, user_id: str | None = None
-    ) -> int:
-        where, params = "thread_id = %s AND run_id = %s", (thread_id, run_id)
-        if user_id is not None:
-            where, params = f"{where} AND user_id = %s", (*params, user_id)
-        return await self._delete(thread_id, where, params)
 
 
 # `?layout=NAME` of a PostgreSQL URL: which tables hold the journal.

@@ -100,7 +100,7 @@ class DeerflowPostgresRunEventStore(PostgresRunEventStore):
         "writes": "journal_bridge_thread_writes",
         "count_function": "journal_bridge_count_run_events",
     }
-    migrations: ClassVar[list[tuple[str, ...]]] = MIGRATIONS
+    migrations = MIGRATIONS
     columns = COLUMNS
     task_id_match = (
         "(json_typeof(event_metadata -> 'task_id') = 'string'"

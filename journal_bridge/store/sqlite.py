@@ -12,13 +12,14 @@ so it reads back as a str and never as the JSON it might look like.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import aiosqlite
@@ -28,80 +29,33 @@ from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     SCHEMA_VERSION,
     VISIBLE_AI_EVENT_TYPES,
-    Page,
-    RunEventStore,
-    RunEventsQuery,
     StoreError,
     StoreUnavailable,
     _check_limit,
     event_from_row,
-    page_query,
     plan_append,
-    run_events_query,
     take_layout,
 )
+from journal_bridge.store.journal_tables import COLUMNS, TABLES, ColumnTypes, migrations
+from journal_bridge.store.sql import SqlRunEventStore
 
 __all__ = ["LAYOUTS", "SqliteRunEventStore", "from_url", "sqlite_path_from_url"]
 
 # Parameters per IN (...) list; far below SQLite's host parameter limit.
 _CHUNK = 500
 
-_COLUMNS = (
-    "thread_id, seq, run_id, event_type, category, content, metadata, created_at,"
-    " source_key, user_id"
+# See `journal_tables.migrations`; `journal_schema` records how many steps have run.
+MIGRATIONS: list[tuple[str, ...]] = migrations(
+    ColumnTypes(
+        integer="INTEGER",
+        counter="INTEGER",
+        text="TEXT",
+        event_type="TEXT",
+        category="TEXT",
+        json="TEXT",
+        time="TEXT",
+    )
 )
-
-# Position i holds the statements that bring a version-i database to version
-# i + 1; `journal_schema` records how many have run. Table names are filled in
-# per store (`{events}`, `{threads}`, `{version}`). Never edit a released step:
-# append a new one.
-MIGRATIONS: list[tuple[str, ...]] = [
-    (
-        "CREATE TABLE IF NOT EXISTS {version} (version INTEGER NOT NULL)",
-        """CREATE TABLE IF NOT EXISTS {events} (
-            thread_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            run_id TEXT NOT NULL,
-            event_type TEXT NOT NULL,
-            category TEXT NOT NULL,
-            content TEXT NOT NULL,
-            metadata TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            source_key TEXT,
-            PRIMARY KEY (thread_id, seq)
-        )""",
-        (
-            "CREATE INDEX IF NOT EXISTS journal_events_category"
-            " ON {events} (thread_id, category, seq)"
-        ),
-        "CREATE INDEX IF NOT EXISTS journal_events_run ON {events} (thread_id, run_id, seq)",
-        (
-            "CREATE UNIQUE INDEX IF NOT EXISTS journal_events_source_key"
-            " ON {events} (thread_id, source_key) WHERE source_key IS NOT NULL"
-        ),
-        # One row per thread: the seq counter (never reused while the thread exists)
-        # and what the thread index needs without scanning events.
-        """CREATE TABLE IF NOT EXISTS {threads} (
-            thread_id TEXT PRIMARY KEY,
-            last_seq INTEGER NOT NULL,
-            event_count INTEGER NOT NULL,
-            updated_at TEXT NOT NULL,
-            write_order INTEGER NOT NULL
-        )""",
-        "CREATE INDEX IF NOT EXISTS journal_threads_write_order ON {threads} (write_order)",
-    ),
-    (
-        # Who wrote a record, for user-scoped reads and deletes.
-        "ALTER TABLE {events} ADD COLUMN user_id TEXT",
-        # count_messages reads a counter instead of scanning the thread.
-        "ALTER TABLE {threads} ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0",
-        """UPDATE {threads} SET message_count = (
-            SELECT COUNT(*) FROM {events}
-            WHERE {events}.thread_id = {threads}.thread_id
-            AND {events}.category = 'message'
-        )""",
-    ),
-]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # `ALTER TABLE t ADD COLUMN IF NOT EXISTS c ...` in a migration: SQLite has no
@@ -233,22 +187,16 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
         pass
 
 
-class SqliteRunEventStore(RunEventStore):
+class SqliteRunEventStore(SqlRunEventStore):
     """A `RunEventStore` in one SQLite file (`sqlite:///path.db`).
 
     The class attributes and the hooks after them describe the table layout; a
     subclass with other tables overrides them and shares everything else.
     """
 
-    # Table names as `{name}` placeholders of `migrations`.
-    tables: ClassVar[dict[str, str]] = {
-        "events": "journal_events",
-        "threads": "journal_threads",
-        "version": "journal_schema",
-    }
-    migrations: ClassVar[list[tuple[str, ...]]] = MIGRATIONS
-    # Selected in this order by every read; `_decode` reads them by position.
-    columns = _COLUMNS
+    tables = TABLES
+    migrations = MIGRATIONS
+    columns = COLUMNS
     # The column holding the metadata as JSON text.
     metadata_column = "metadata"
     # An expression: the text of the message record `e`, NULL when it has none
@@ -258,6 +206,7 @@ class SqliteRunEventStore(RunEventStore):
         " WHEN 'object' THEN json_extract(e.content, '$.content')"
         " WHEN 'text' THEN json_extract(e.content, '$') END"
     )
+    mark = "?"
 
     def __init__(
         self,
@@ -290,6 +239,8 @@ class SqliteRunEventStore(RunEventStore):
             f"COALESCE(json_extract({self.metadata_column}, '$.caller'), '')"
             f" NOT GLOB '{MIDDLEWARE_CALLER_PREFIX}*'"
         )
+        # A JSON number never equals the text parameter: only strings match.
+        self.task_id_match = f"json_extract({self.metadata_column}, '$.task_id') = ?"
 
     async def _connect(self) -> aiosqlite.Connection:
         parent = Path(self.path).parent
@@ -416,14 +367,28 @@ class SqliteRunEventStore(RunEventStore):
             raise _not_open()
         return self._reader
 
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """The writer connection in a write transaction of its own: committed when
+        the block ends, rolled back when it raises. Driver errors pass through
+        untranslated, so a caller can tell a unique key's objection apart."""
+        if self._writer is None:
+            raise _not_open()
+        conn = self._writer
+        async with self._write_lock:
+            try:
+                await _begin(conn)
+                yield conn
+                await conn.execute("COMMIT")
+            except BaseException:
+                await _rollback(conn)
+                raise
+
     async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
         try:
             return list(await self._read_conn().execute_fetchall(sql, tuple(params)))
         except sqlite3.Error as exc:
             raise _translate(exc, "read") from exc
-
-    async def ping(self) -> None:
-        await self._fetch("SELECT 1", ())
 
     # -- layout hooks ------------------------------------------------------------
 
@@ -448,27 +413,11 @@ class SqliteRunEventStore(RunEventStore):
         """Add `(thread_id, last_seq, added, messages_added)` to the thread counters."""
         now = datetime.now(UTC).isoformat(timespec="microseconds")
         await conn.executemany(
-            f"INSERT INTO {self._threads}"
-            " (thread_id, last_seq, event_count, message_count, updated_at, write_order)"
-            " VALUES (?, ?, ?, ?, ?,"
-            f" (SELECT COALESCE(MAX(write_order), 0) + 1 FROM {self._threads}))"
-            " ON CONFLICT (thread_id) DO UPDATE SET"
-            " last_seq = excluded.last_seq,"
-            f" event_count = {self._threads}.event_count + excluded.event_count,"
-            f" message_count = {self._threads}.message_count + excluded.message_count,"
-            " updated_at = excluded.updated_at,"
-            " write_order = excluded.write_order",
+            self._add_to_counters(
+                "?, ?, ?, ?, ?,"
+                f" (SELECT COALESCE(MAX(write_order), 0) + 1 FROM {self._threads})"
+            ),
             [(*counter, now) for counter in counters],
-        )
-
-    async def _count_deleted(
-        self, conn: aiosqlite.Connection, thread_id: str, deleted: int, messages: int
-    ) -> None:
-        """Take deleted records off the thread counters."""
-        await conn.execute(
-            f"UPDATE {self._threads} SET event_count = event_count - ?,"
-            " message_count = message_count - ? WHERE thread_id = ?",
-            (deleted, messages, thread_id),
         )
 
     # -- writing -----------------------------------------------------------------
@@ -476,8 +425,6 @@ class SqliteRunEventStore(RunEventStore):
     async def _append(
         self, groups: dict[str, list[PreparedEvent]]
     ) -> dict[str, list[RunEvent]]:
-        if self._writer is None:
-            raise _not_open()
         # Source keys are nearly always new: insert assuming so, and only when the
         # unique index objects redo the append looking the keys up first.
         try:
@@ -494,17 +441,8 @@ class SqliteRunEventStore(RunEventStore):
     async def _append_once(
         self, groups: dict[str, list[PreparedEvent]], *, look_up_keys: bool
     ) -> dict[str, list[RunEvent]]:
-        conn = self._writer
-        assert conn is not None
-        async with self._write_lock:
-            try:
-                await _begin(conn)
-                result = await self._append_in(conn, groups, look_up_keys=look_up_keys)
-                await conn.execute("COMMIT")
-            except BaseException:
-                await _rollback(conn)
-                raise
-        return result
+        async with self._write() as conn:
+            return await self._append_in(conn, groups, look_up_keys=look_up_keys)
 
     async def _append_in(
         self,
@@ -536,35 +474,24 @@ class SqliteRunEventStore(RunEventStore):
         return result
 
     async def _put_if_absent(self, item: PreparedEvent) -> tuple[RunEvent, bool]:
-        if self._writer is None:
-            raise _not_open()
-        conn = self._writer
         event = item.event
         try:
-            async with self._write_lock:
-                try:
-                    await _begin(conn)
-                    rows = list(
-                        await conn.execute_fetchall(
-                            f"{self._select} WHERE thread_id = ? AND run_id = ?"
-                            " AND event_type = ? ORDER BY seq LIMIT 1",
-                            (event.thread_id, event.run_id, event.event_type),
-                        )
+            async with self._write() as conn:
+                rows = list(
+                    await conn.execute_fetchall(
+                        f"{self._select} WHERE thread_id = ? AND run_id = ?"
+                        " AND event_type = ? ORDER BY seq LIMIT 1",
+                        (event.thread_id, event.run_id, event.event_type),
                     )
-                    if rows:
-                        found, created = self._decode(rows[0]), False
-                    else:
-                        stored = await self._append_in(
-                            conn, {event.thread_id: [item]}, look_up_keys=False
-                        )
-                        found, created = stored[event.thread_id][0], True
-                    await conn.execute("COMMIT")
-                except BaseException:
-                    await _rollback(conn)
-                    raise
+                )
+                if rows:
+                    return self._decode(rows[0]), False
+                stored = await self._append_in(
+                    conn, {event.thread_id: [item]}, look_up_keys=False
+                )
         except sqlite3.Error as exc:
             raise _translate(exc, "append") from exc
-        return found, created
+        return stored[event.thread_id][0], True
 
     async def _existing(
         self, conn: aiosqlite.Connection, thread_id: str, items: list[PreparedEvent]
@@ -585,21 +512,9 @@ class SqliteRunEventStore(RunEventStore):
 
     # -- reading -----------------------------------------------------------------
 
-    async def _page(self, page: Page) -> list[RunEvent]:
-        sql, params, descending = page_query(self._select, page, mark="?")
-        rows = await self._fetch(sql, params)
-        return [self._decode(row) for row in (reversed(rows) if descending else rows)]
-
-    async def _list_events(self, query: RunEventsQuery) -> list[RunEvent]:
-        sql, params = run_events_query(
-            self._select,
-            query,
-            mark="?",
-            types=lambda types: (f"event_type IN ({', '.join('?' * len(types))})", list(types)),
-            # A JSON number never equals the text parameter: only strings match.
-            task_id_match=f"json_extract({self.metadata_column}, '$.task_id') = ?",
-        )
-        return [self._decode(row) for row in await self._fetch(sql, params)]
+    @staticmethod
+    def _one_of(column: str, values: tuple[str, ...]) -> tuple[str, list[Any]]:
+        return f"{column} IN ({', '.join('?' * len(values))})", list(values)
 
     async def _last_visible_ai_seqs(
         self, thread_id: str, run_ids: tuple[str, ...], user_id: str | None
@@ -622,48 +537,6 @@ class SqliteRunEventStore(RunEventStore):
             found.update((run_id, seq) for run_id, seq in rows)
         return found
 
-    async def count_messages(self, thread_id: str, *, user_id: str | None = None) -> int:
-        if user_id is not None:
-            rows = await self._fetch(
-                f"SELECT COUNT(*) FROM {self._events}"
-                " WHERE thread_id = ? AND category = ? AND user_id = ?",
-                (thread_id, MESSAGE, user_id),
-            )
-            return rows[0][0]
-        rows = await self._fetch(
-            f"SELECT message_count FROM {self._threads} WHERE thread_id = ?", (thread_id,)
-        )
-        return rows[0][0] if rows else 0
-
-    async def last_seq(self, thread_id: str) -> int:
-        rows = await self._fetch(
-            f"SELECT last_seq FROM {self._threads} WHERE thread_id = ?", (thread_id,)
-        )
-        return rows[0][0] if rows else 0
-
-    async def has_thread(self, thread_id: str) -> bool:
-        rows = await self._fetch(
-            f"SELECT 1 FROM {self._threads} WHERE thread_id = ? AND event_count > 0",
-            (thread_id,),
-        )
-        return bool(rows)
-
-    async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
-        rows = await self._fetch(
-            f"SELECT thread_id, last_seq, event_count, updated_at FROM {self._threads}"
-            " WHERE event_count > 0 ORDER BY write_order DESC LIMIT ?",
-            (limit,),
-        )
-        return [
-            {
-                "thread_id": r[0],
-                "last_seq": r[1],
-                "event_count": r[2],
-                "updated_at": r[3],
-            }
-            for r in rows
-        ]
-
     async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
         _check_limit(limit)
         # Matched against the message's text as stored: a string content as is, a
@@ -679,10 +552,7 @@ class SqliteRunEventStore(RunEventStore):
             " ORDER BY write_order DESC LIMIT ?",
             (MESSAGE, raw, escaped, limit),
         )
-        return [
-            {"thread_id": r[0], "last_seq": r[1], "event_count": r[2], "updated_at": r[3]}
-            for r in rows
-        ]
+        return self._thread_entries(rows)
 
     async def has_source_keys(self, thread_id: str, keys: Iterable[str]) -> set[str]:
         wanted = list(dict.fromkeys(keys))
@@ -700,69 +570,35 @@ class SqliteRunEventStore(RunEventStore):
     # -- deleting ----------------------------------------------------------------
 
     async def _delete(self, thread_id: str, where: str, params: tuple[Any, ...]) -> int:
-        """Delete the thread's events matching `where` in one write transaction,
-        keeping its counters right; return how many went."""
-        if self._writer is None:
-            raise _not_open()
-        conn = self._writer
-        async with self._write_lock:
-            try:
-                await _begin(conn)
-                try:
-                    # Counted through the same index the delete uses, so the
-                    # cost is that of the deleted records, not of the thread.
-                    rows = list(
-                        await conn.execute_fetchall(
-                            "SELECT COUNT(*), COALESCE(SUM(category = ?), 0)"
-                            f" FROM {self._events} WHERE {where}",
-                            (MESSAGE, *params),
-                        )
+        try:
+            async with self._write() as conn:
+                # Counted through the same index the delete uses, so the cost
+                # is that of the deleted records, not of the thread.
+                rows = list(
+                    await conn.execute_fetchall(
+                        "SELECT COUNT(*), COALESCE(SUM(category = ?), 0)"
+                        f" FROM {self._events} WHERE {where}",
+                        (MESSAGE, *params),
                     )
-                    deleted, messages = rows[0]
-                    if deleted:
-                        await conn.execute(
-                            f"DELETE FROM {self._events} WHERE {where}", params
-                        )
-                        await self._count_deleted(conn, thread_id, deleted, messages)
-                    await conn.execute("COMMIT")
-                except BaseException:
-                    await _rollback(conn)
-                    raise
-            except sqlite3.Error as exc:
-                raise _translate(exc, "delete") from exc
+                )
+                deleted, messages = rows[0]
+                if deleted:
+                    await conn.execute(f"DELETE FROM {self._events} WHERE {where}", params)
+                    await self._count_deleted(conn, thread_id, deleted, messages)
+        except sqlite3.Error as exc:
+            raise _translate(exc, "delete") from exc
         return deleted
 
-    async def delete_by_thread(self, thread_id: str, *, user_id: str | None = None) -> int:
-        if user_id is not None:
-            return await self._delete(
-                thread_id, "thread_id = ? AND user_id = ?", (thread_id, user_id)
-            )
-        if self._writer is None:
-            raise _not_open()
-        conn = self._writer
-        async with self._write_lock:
-            try:
-                await _begin(conn)
-                try:
-                    cursor = await conn.execute(
-                        f"DELETE FROM {self._events} WHERE thread_id = ?", (thread_id,)
-                    )
-                    deleted = cursor.rowcount
-                    await conn.execute(
-                        f"DELETE FROM {self._threads} WHERE thread_id = ?", (thread_id,)
-                    )
-                    await conn.execute("COMMIT")
-                except BaseException:
-                    await _rollback(conn)
-                    raise
-            except sqlite3.Error as exc:
-                raise _translate(exc, "delete") from exc
+    async def _forget_thread(self, thread_id: str) -> int:
+        try:
+            async with self._write() as conn:
+                cursor = await conn.execute(
+                    f"DELETE FROM {self._events} WHERE thread_id = ?", (thread_id,)
+                )
+                deleted = cursor.rowcount
+                await conn.execute(
+                    f"DELETE FROM {self._threads} WHERE thread_id = ?", (thread_id,)
+                )
+        except sqlite3.Error as exc:
+            raise _translate(exc, "delete") from exc
         return deleted
-
-    async def delete_by_run(
-        self, thread_id: str, run_id: str, *, user_id: str | None = None
-    ) -> int:
-        where, params = "thread_id = ? AND run_id = ?", (thread_id, run_id)
-        if user_id is not None:
-            where, params = f"{where} AND user_id = ?", (*params, user_id)
-        return await self._delete(thread_id, where, params)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any
 
 import aiosqlite
 
@@ -98,8 +98,8 @@ class DeerflowSqliteRunEventStore(SqliteRunEventStore):
     """A `SqliteRunEventStore` in deer-flow's `run_events` table
     (`sqlite:///path.db?layout=deerflow`)."""
 
-    tables: ClassVar[dict[str, str]] = TABLES
-    migrations: ClassVar[list[tuple[str, ...]]] = MIGRATIONS
+    tables = TABLES
+    migrations = MIGRATIONS
     columns = COLUMNS
     metadata_column = "event_metadata"
     # A str content is the text itself; a dict's text is its `content`.

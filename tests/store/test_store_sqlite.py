@@ -6,10 +6,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from version_1_journal import CREATED_AT, ROWS, check_upgraded, version_1_statements
+from version_1_journal import THREAD as V1_THREAD
 
 from journal_bridge.store import StoreError, StoreUnavailable, open_store
 from journal_bridge.store.base import SCHEMA_VERSION
 from journal_bridge.store.conformance import THREAD, SharedStorageConformance, event
+from journal_bridge.store.sqlite import MIGRATIONS, SqliteRunEventStore
 
 
 class TestSqliteRunEventStore(SharedStorageConformance):
@@ -117,62 +120,22 @@ async def test_appends_cancelled_at_any_point_leave_the_store_writable(tmp_path)
         assert seqs == list(range(1, len(seqs) + 1))
 
 
-# The tables as journal-bridge created them at schema version 1, written out
-# here so the upgrade is tested against the old layout, not today's first step.
-_VERSION_1_SCHEMA = [
-    "CREATE TABLE journal_schema (version INTEGER NOT NULL)",
-    """CREATE TABLE journal_events (
-        thread_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        run_id TEXT NOT NULL,
-        event_type TEXT NOT NULL,
-        category TEXT NOT NULL,
-        content TEXT NOT NULL,
-        metadata TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        source_key TEXT,
-        PRIMARY KEY (thread_id, seq)
-    )""",
-    "CREATE INDEX journal_events_category ON journal_events (thread_id, category, seq)",
-    "CREATE INDEX journal_events_run ON journal_events (thread_id, run_id, seq)",
-    (
-        "CREATE UNIQUE INDEX journal_events_source_key"
-        " ON journal_events (thread_id, source_key) WHERE source_key IS NOT NULL"
-    ),
-    """CREATE TABLE journal_threads (
-        thread_id TEXT PRIMARY KEY,
-        last_seq INTEGER NOT NULL,
-        event_count INTEGER NOT NULL,
-        updated_at TEXT NOT NULL,
-        write_order INTEGER NOT NULL
-    )""",
-    "CREATE INDEX journal_threads_write_order ON journal_threads (write_order)",
-]
-
-
 def _version_1_file(path: Path) -> None:
-    """A journal as version 1 left it: thread `t` with 3 messages among 5 events."""
-    rows = [
-        (1, "r1", "run.start", "trace", '{"run":1}', None),
-        (2, "r1", "llm.human.input", "message", '"hi"', "human-1"),
-        (3, "r1", "llm.ai.response", "message", '"hello"', "ai-1"),
-        (4, "r2", "llm.ai.response", "message", '"again"', None),
-        (5, "r2", "run.end", "outputs", "null", None),
-    ]
+    """A journal as version 1 left it (see `version_1_journal`)."""
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA journal_mode = WAL")
-        for statement in _VERSION_1_SCHEMA:
+        for statement in version_1_statements(MIGRATIONS, SqliteRunEventStore.tables):
             conn.execute(statement)
         conn.execute("INSERT INTO journal_schema (version) VALUES (1)")
         conn.executemany(
             "INSERT INTO journal_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                ("t", seq, run, etype, cat, content, "{}", "2025-01-01T00:00:00+00:00", key)
-                for seq, run, etype, cat, content, key in rows
+                (V1_THREAD, seq, run, etype, cat, content, "{}", CREATED_AT, key)
+                for seq, run, etype, cat, content, key in ROWS
             ],
         )
         conn.execute(
-            "INSERT INTO journal_threads VALUES ('t', 5, 5, '2025-01-01T00:00:00+00:00', 1)"
+            "INSERT INTO journal_threads VALUES (?, 5, 5, ?, 1)", (V1_THREAD, CREATED_AT)
         )
     conn.close()
 
@@ -181,25 +144,7 @@ async def test_a_version_1_file_is_upgraded_and_keeps_its_records(tmp_path):
     path = tmp_path / "events.db"
     _version_1_file(path)
     async with open_store(f"sqlite:///{path}") as store:
-        assert await store.count_messages("t") == 3
-        assert [r["content"] for r in await store.list_messages("t")] == [
-            "hi",
-            "hello",
-            "again",
-        ]
-        assert all("user_id" not in r for r in await store.list_events("t", "r1"))
-        assert await store.get_last_visible_ai_seq_by_run("t", {"r1", "r2"}) == {
-            "r1": 3,
-            "r2": 4,
-        }
-        # appends continue the old sequence and keep the new counter
-        (again,) = await store.put_batch([event(thread_id="t", source_key="ai-1")])
-        assert again.seq == 3
-        (new,) = await store.put_batch([event(thread_id="t", user_id="u")])
-        assert new.seq == 6
-        assert await store.count_messages("t") == 4
-        assert await store.delete_by_run("t", "r1") == 3
-        assert await store.count_messages("t") == 2
+        await check_upgraded(store)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM journal_schema").fetchall() == [
             (SCHEMA_VERSION,)
@@ -213,5 +158,5 @@ async def test_an_upgraded_file_opens_again_without_changes(tmp_path):
     async with open_store(f"sqlite:///{path}"):
         pass
     async with open_store(f"sqlite:///{path}") as store:
-        assert await store.count_messages("t") == 3
-        assert await store.last_seq("t") == 5
+        assert await store.count_messages(V1_THREAD) == 3
+        assert await store.last_seq(V1_THREAD) == 5
