@@ -63,6 +63,7 @@ always resume from it, also to poll a live thread.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -309,18 +310,23 @@ def _order_key(seq: int, displaced: dict[int, int]) -> tuple[int, int, int]:
     return (anchor, 0, seq) if anchor is not None else (seq, 1, seq)
 
 
+@dataclass(frozen=True)
+class _PageQuery:
+    """One page asked of a thread: which records, how they are shown, and where."""
+
+    categories: Sequence[str]
+    projector: Any
+    limit: int
+    before_seq: int | None
+    after_seq: int | None
+
+
 async def _ordered_page(
-    store: Any,
-    thread_id: str,
-    *,
-    categories: Sequence[str],
-    projector: Any,
-    limit: int,
-    before_seq: int | None,
-    after_seq: int | None,
-    displaced: dict[int, int],
+    store: Any, thread_id: str, query: _PageQuery, displaced: dict[int, int]
 ) -> dict[str, Any]:
     """`_page` for a thread with displaced records: the same contract, in conversation order."""
+    categories, projector, limit = query.categories, query.projector, query.limit
+    before_seq, after_seq = query.before_seq, query.after_seq
     moved = await _read_seqs(store, thread_id, categories, projector, sorted(displaced))
 
     def in_place(records: list[RunEvent]) -> list[dict[str, Any]]:
@@ -347,26 +353,16 @@ async def _ordered_page(
     return _backward_page(sorted(items, key=key), limit)
 
 
-async def _page(
-    store: Any,
-    thread_id: str,
-    *,
-    categories: Sequence[str],
-    projector: Any,
-    limit: int,
-    before_seq: int | None,
-    after_seq: int | None,
-) -> dict[str, Any]:
+async def _page(store: Any, thread_id: str, query: _PageQuery) -> dict[str, Any]:
+    limit, before_seq, after_seq = query.limit, query.before_seq, query.after_seq
     if limit < 1:
         raise ValueError(f"limit: must be at least 1, got {limit}")
     if before_seq is not None and after_seq is not None:
         raise ValueError("before_seq and after_seq: give at most one cursor")
     displaced = await _displaced(store, thread_id)
     if displaced:
-        return await _ordered_page(
-            store, thread_id, categories=categories, projector=projector, limit=limit,
-            before_seq=before_seq, after_seq=after_seq, displaced=displaced,
-        )
+        return await _ordered_page(store, thread_id, query, displaced)
+    categories, projector = query.categories, query.projector
     if after_seq is not None:
         items = await _read(store, thread_id, categories, projector, limit + 1, after_seq=after_seq)
         return _forward_page(items, limit, after_seq)
@@ -411,15 +407,7 @@ async def history_page(
     Cursors as described in the module docstring; `ValueError` (naming the
     parameter) for a limit below 1 or both cursors at once.
     """
-    return await _page(
-        store,
-        thread_id,
-        categories=TIMELINE_CATEGORIES,
-        projector=project,
-        limit=limit,
-        before_seq=before_seq,
-        after_seq=after_seq,
-    )
+    return await _page(store, thread_id, _PageQuery(TIMELINE_CATEGORIES, project, limit, before_seq, after_seq))
 
 
 async def markers_page(
@@ -431,12 +419,4 @@ async def markers_page(
     after_seq: int | None = None,
 ) -> dict[str, Any]:
     """The same page contract as `history_page`, holding summary markers only."""
-    return await _page(
-        store,
-        thread_id,
-        categories=(MIDDLEWARE,),
-        projector=_markers_only,
-        limit=limit,
-        before_seq=before_seq,
-        after_seq=after_seq,
-    )
+    return await _page(store, thread_id, _PageQuery((MIDDLEWARE,), _markers_only, limit, before_seq, after_seq))
