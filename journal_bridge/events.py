@@ -320,31 +320,32 @@ def _bad_text(name: str, value: Any, max_length: int | None = None) -> InvalidEv
     )
 
 
+# The envelope's text fields: required ones with their length limit (None: any), optional ones.
+_REQUIRED_TEXT = (
+    ("thread_id", None),
+    ("run_id", None),
+    ("event_type", MAX_EVENT_TYPE_LENGTH),
+    ("category", MAX_CATEGORY_LENGTH),
+)
+_OPTIONAL_TEXT = ("source_key", "user_id")
+
+
+def _check_text(name: str, value: Any, max_length: int | None) -> None:
+    if (
+        not isinstance(value, str)
+        or not value
+        or (max_length is not None and len(value) > max_length)
+        or "\x00" in value
+    ):
+        raise _bad_text(name, value, max_length)
+
+
 def validate_event(event: RunEvent) -> None:
     """Raise `InvalidEvent` naming the first field that breaks the envelope contract."""
     if not isinstance(event, RunEvent):
         raise InvalidEvent(f"event: expected RunEvent, got {type(event).__name__}")
-    # Checked on every append, so written for speed: the common case is one test each.
-    value = event.thread_id
-    if not isinstance(value, str) or not value or "\x00" in value:
-        raise _bad_text("thread_id", value)
-    value = event.run_id
-    if not isinstance(value, str) or not value or "\x00" in value:
-        raise _bad_text("run_id", value)
-    value = event.event_type
-    if (
-        not isinstance(value, str)
-        or not 0 < len(value) <= MAX_EVENT_TYPE_LENGTH
-        or "\x00" in value
-    ):
-        raise _bad_text("event_type", value, MAX_EVENT_TYPE_LENGTH)
-    value = event.category
-    if (
-        not isinstance(value, str)
-        or not 0 < len(value) <= MAX_CATEGORY_LENGTH
-        or "\x00" in value
-    ):
-        raise _bad_text("category", value, MAX_CATEGORY_LENGTH)
+    for name, limit in _REQUIRED_TEXT:
+        _check_text(name, getattr(event, name), limit)
     if not isinstance(event.metadata, dict):
         raise InvalidEvent(
             f"metadata: must be a dict, got {type(event.metadata).__name__}"
@@ -359,16 +360,10 @@ def validate_event(event: RunEvent) -> None:
     seq = event.seq
     if seq is not None and (type(seq) is not int or seq < 1):
         raise InvalidEvent(f"seq: must be None or an int >= 1, got {seq!r}")
-    value = event.source_key
-    if value is not None and (
-        not isinstance(value, str) or not value or "\x00" in value
-    ):
-        raise _bad_text("source_key", value)
-    value = event.user_id
-    if value is not None and (
-        not isinstance(value, str) or not value or "\x00" in value
-    ):
-        raise _bad_text("user_id", value)
+    for name in _OPTIONAL_TEXT:
+        value = getattr(event, name)
+        if value is not None:
+            _check_text(name, value, None)
 
 
 # Built once: json.dumps with options would build an encoder per call.
