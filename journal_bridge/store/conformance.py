@@ -531,19 +531,25 @@ class RunEventStoreConformance:
         assert as_events(await store.list_messages(THREAD, limit=1000, after_seq=0)) == stored
         assert as_events(await store.list_messages(THREAD, limit=1000, before_seq=5)) == stored
 
-    async def test_before_seq_returns_the_last_limit_below_it(self, store):
+    @pytest.mark.parametrize(
+        ("side", "at", "limit", "wanted"),
+        [
+            pytest.param(
+                "before_seq", 7, 3, slice(4, 7), id="before_seq-the_last_limit_below_it"
+            ),
+            pytest.param(
+                "after_seq", 2, 4, slice(3, 7), id="after_seq-the_first_limit_above_it"
+            ),
+        ],
+    )
+    async def test_seq_cursor_pages_from_it(self, store, side, at, limit, wanted):
         await seed_mixed_thread(store, runs=3)
         all_messages = as_events(await store.list_messages(THREAD, limit=100))
-        cursor = all_messages[7].seq
-        page = as_events(await store.list_messages(THREAD, limit=3, before_seq=cursor))
-        assert page == all_messages[4:7]
-
-    async def test_after_seq_returns_the_first_limit_above_it(self, store):
-        await seed_mixed_thread(store, runs=3)
-        all_messages = as_events(await store.list_messages(THREAD, limit=100))
-        cursor = all_messages[2].seq
-        page = as_events(await store.list_messages(THREAD, limit=4, after_seq=cursor))
-        assert page == all_messages[3:7]
+        cursor = all_messages[at].seq
+        page = as_events(
+            await store.list_messages(THREAD, limit=limit, **{side: cursor})
+        )
+        assert page == all_messages[wanted]
 
     async def test_cursor_on_a_non_message_seq_works(self, store):
         stored = await seed_mixed_thread(store, runs=2)

@@ -107,6 +107,9 @@ class PostgresRunEventStore(SqlRunEventStore):
     # An expression: `metadata["caller"]` as text, NULL when absent.
     caller_text = "metadata ->> 'caller'"
     mark = "%s"
+    driver_error = psycopg.Error
+    duplicate_key = psycopg.errors.UniqueViolation
+    _translate = staticmethod(_translate)
 
     def __init__(
         self,
@@ -264,22 +267,6 @@ class PostgresRunEventStore(SqlRunEventStore):
         )
 
     # -- writing -----------------------------------------------------------------
-
-    async def _append(
-        self, groups: dict[str, list[PreparedEvent]]
-    ) -> dict[str, list[RunEvent]]:
-        # Source keys are nearly always new: insert assuming so, and only when the
-        # unique index objects redo the append looking the keys up first.
-        try:
-            return await self._append_once(groups, look_up_keys=False)
-        except psycopg.errors.UniqueViolation:
-            pass
-        except psycopg.Error as exc:
-            raise _translate(exc, "append") from exc
-        try:
-            return await self._append_once(groups, look_up_keys=True)
-        except psycopg.Error as exc:
-            raise _translate(exc, "append") from exc
 
     async def _append_once(
         self, groups: dict[str, list[PreparedEvent]], *, look_up_keys: bool

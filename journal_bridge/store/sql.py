@@ -1,7 +1,8 @@
 """What the SQL stores (PostgreSQL and SQLite, in either layout) ask in the
-same words: the reads of pages, runs and the thread index, and the deletes'
-arguments. The dialects differ only in the driver's placeholder here; what they
-do differently (appends, locking, JSON access) stays with each backend.
+same words: the reads of pages, runs and the thread index, the deletes'
+arguments, and when an append looks its source keys up. The dialects differ
+only in the driver's placeholder and exceptions here; what they do differently
+(transactions, locking, JSON access) stays with each backend.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import abc
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from journal_bridge.events import MESSAGE, RunEvent
+from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     Page,
     RunEventsQuery,
@@ -27,7 +28,9 @@ class SqlRunEventStore(RunEventStore):
 
     A subclass names the tables (`_events`, `_threads`) and the select of a
     record's columns (`_select`), runs a query (`_fetch`), decodes a row
-    (`_decode`) and deletes (`_delete`, `_forget_thread`).
+    (`_decode`), appends in one transaction (`_append_once`), deletes
+    (`_delete`, `_forget_thread`) and names its driver's errors
+    (`driver_error`, `duplicate_key`, `_translate`).
     """
 
     # Table names as `{name}` placeholders of `migrations`.
@@ -41,6 +44,9 @@ class SqlRunEventStore(RunEventStore):
     # A WHERE term: `metadata["task_id"]` is the string parameter (a JSON
     # number never equals the text given).
     task_id_match: str
+    # Every error the driver raises, and the one a unique index's objection raises.
+    driver_error: ClassVar[type[Exception]]
+    duplicate_key: ClassVar[type[Exception]]
 
     _events: str
     _threads: str
@@ -49,6 +55,11 @@ class SqlRunEventStore(RunEventStore):
     @abc.abstractmethod
     async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
         """The rows of one read."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def _translate(exc: Exception, what: str) -> Exception:
+        """The store's error for the driver's `exc` raised by `what` (e.g. "read")."""
 
     @abc.abstractmethod
     def _decode(self, row: tuple[Any, ...]) -> RunEvent:
@@ -116,6 +127,31 @@ class SqlRunEventStore(RunEventStore):
             f" message_count = message_count - {m} WHERE thread_id = {m}",
             (deleted, messages, thread_id),
         )
+
+    # -- writing -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _append_once(
+        self, groups: dict[str, list[PreparedEvent]], *, look_up_keys: bool
+    ) -> dict[str, list[RunEvent]]:
+        """The append in one write transaction, under the threads' locks; with
+        `look_up_keys`, stored source keys are read first and not written again."""
+
+    async def _append(
+        self, groups: dict[str, list[PreparedEvent]]
+    ) -> dict[str, list[RunEvent]]:
+        # Source keys are nearly always new: insert assuming so, and only when the
+        # unique index objects redo the append looking the keys up first.
+        try:
+            return await self._append_once(groups, look_up_keys=False)
+        except self.duplicate_key:
+            pass
+        except self.driver_error as exc:
+            raise self._translate(exc, "append") from exc
+        try:
+            return await self._append_once(groups, look_up_keys=True)
+        except self.driver_error as exc:
+            raise self._translate(exc, "append") from exc
 
     # -- reading -----------------------------------------------------------------
 

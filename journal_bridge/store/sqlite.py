@@ -207,6 +207,9 @@ class SqliteRunEventStore(SqlRunEventStore):
         " WHEN 'text' THEN json_extract(e.content, '$') END"
     )
     mark = "?"
+    driver_error = sqlite3.Error
+    duplicate_key = sqlite3.IntegrityError
+    _translate = staticmethod(_translate)
 
     def __init__(
         self,
@@ -421,22 +424,6 @@ class SqliteRunEventStore(SqlRunEventStore):
         )
 
     # -- writing -----------------------------------------------------------------
-
-    async def _append(
-        self, groups: dict[str, list[PreparedEvent]]
-    ) -> dict[str, list[RunEvent]]:
-        # Source keys are nearly always new: insert assuming so, and only when the
-        # unique index objects redo the append looking the keys up first.
-        try:
-            return await self._append_once(groups, look_up_keys=False)
-        except sqlite3.IntegrityError:
-            pass
-        except sqlite3.Error as exc:
-            raise _translate(exc, "append") from exc
-        try:
-            return await self._append_once(groups, look_up_keys=True)
-        except sqlite3.Error as exc:
-            raise _translate(exc, "append") from exc
 
     async def _append_once(
         self, groups: dict[str, list[PreparedEvent]], *, look_up_keys: bool
