@@ -12,8 +12,9 @@ back as a str. jsonb keeps values exactly but not the key order of objects.
 
 from __future__ import annotations
 
+import contextlib
 import zlib
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from datetime import UTC
 from typing import Any, ClassVar
 
@@ -196,21 +197,7 @@ class PostgresRunEventStore(SqlRunEventStore):
                 cursor = await conn.execute(f"SELECT version FROM {self._version}")
                 row = await cursor.fetchone()
                 version = row[0] if row else 0
-            latest = len(self.migrations)
-            if version > latest:
-                raise StoreError(
-                    f"PostgreSQL journal has schema version {version}, newer than this"
-                    f" journal-bridge supports ({latest})"
-                )
-            for statements in self.migrations[version:]:
-                for statement in statements:
-                    await conn.execute(statement.format(**self._names))
-            if version == 0:
-                await conn.execute(
-                    f"INSERT INTO {self._version} (version) VALUES (%s)", (latest,)
-                )
-            elif version < latest:
-                await conn.execute(f"UPDATE {self._version} SET version = %s", (latest,))
+            await self._migrate_from(conn, version, "PostgreSQL journal", self._names)
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -234,6 +221,12 @@ class PostgresRunEventStore(SqlRunEventStore):
             raise _translate(exc, "read") from exc
 
     # -- layout hooks ------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _writing(self, thread_ids: Iterable[str]) -> AsyncIterator[psycopg.AsyncConnection]:
+        async with self._get_pool().connection() as conn, conn.transaction():
+            await self._lock_threads(conn, thread_ids)
+            yield conn
 
     async def _lock_threads(
         self, conn: psycopg.AsyncConnection, thread_ids: Iterable[str]
@@ -319,8 +312,7 @@ class PostgresRunEventStore(SqlRunEventStore):
     async def _put_if_absent(self, item: PreparedEvent) -> tuple[RunEvent, bool]:
         event = item.event
         try:
-            async with self._get_pool().connection() as conn, conn.transaction():
-                await self._lock_threads(conn, [event.thread_id])
+            async with self._writing([event.thread_id]) as conn:
                 cursor = await conn.execute(
                     f"{self._select} WHERE thread_id = %s AND run_id = %s"
                     " AND event_type = %s ORDER BY seq LIMIT 1",
@@ -389,8 +381,7 @@ class PostgresRunEventStore(SqlRunEventStore):
     async def _delete(self, thread_id: str, where: str, params: tuple[Any, ...]) -> int:
         # Under the thread's lock, as appends are.
         try:
-            async with self._get_pool().connection() as conn, conn.transaction():
-                await self._lock_threads(conn, [thread_id])
+            async with self._writing([thread_id]) as conn:
                 cursor = await conn.execute(
                     f"WITH gone AS (DELETE FROM {self._events} WHERE {where}"
                     " RETURNING category)"
@@ -400,21 +391,6 @@ class PostgresRunEventStore(SqlRunEventStore):
                 deleted, messages = await cursor.fetchone()  # type: ignore[misc]
                 if deleted:
                     await self._count_deleted(conn, thread_id, deleted, messages)
-        except psycopg.Error as exc:
-            raise _translate(exc, "delete") from exc
-        return deleted
-
-    async def _forget_thread(self, thread_id: str) -> int:
-        try:
-            async with self._get_pool().connection() as conn, conn.transaction():
-                await self._lock_threads(conn, [thread_id])
-                cursor = await conn.execute(
-                    f"DELETE FROM {self._events} WHERE thread_id = %s", (thread_id,)
-                )
-                deleted = cursor.rowcount
-                await conn.execute(
-                    f"DELETE FROM {self._threads} WHERE thread_id = %s", (thread_id,)
-                )
         except psycopg.Error as exc:
             raise _translate(exc, "delete") from exc
         return deleted

@@ -8,7 +8,8 @@ only in the driver's placeholder and exceptions here; what they do differently
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
@@ -16,6 +17,7 @@ from journal_bridge.store.base import (
     Page,
     RunEventsQuery,
     RunEventStore,
+    StoreError,
     page_query,
     run_events_query,
 )
@@ -29,7 +31,7 @@ class SqlRunEventStore(RunEventStore):
     A subclass names the tables (`_events`, `_threads`) and the select of a
     record's columns (`_select`), runs a query (`_fetch`), decodes a row
     (`_decode`), appends in one transaction (`_append_once`), deletes
-    (`_delete`, `_forget_thread`) and names its driver's errors
+    (`_delete`), opens a write transaction (`_writing`) and names its driver's errors
     (`driver_error`, `duplicate_key`, `_translate`).
     """
 
@@ -51,6 +53,7 @@ class SqlRunEventStore(RunEventStore):
     _events: str
     _threads: str
     _select: str
+    _version: str
 
     @abc.abstractmethod
     async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
@@ -75,8 +78,22 @@ class SqlRunEventStore(RunEventStore):
         keeping its counters right; return how many went."""
 
     @abc.abstractmethod
+    def _writing(self, thread_ids: Iterable[str]) -> contextlib.AbstractAsyncContextManager[Any]:
+        """A connection in a write transaction holding these threads' write locks:
+        committed when the block ends, rolled back when it raises. Driver errors
+        pass through untranslated."""
+
     async def _forget_thread(self, thread_id: str) -> int:
         """Delete the thread's events and its counters; return how many events went."""
+        m = self.mark
+        try:
+            async with self._writing([thread_id]) as conn:
+                cursor = await conn.execute(f"DELETE FROM {self._events} WHERE thread_id = {m}", (thread_id,))
+                deleted = cursor.rowcount
+                await conn.execute(f"DELETE FROM {self._threads} WHERE thread_id = {m}", (thread_id,))
+        except self.driver_error as exc:
+            raise self._translate(exc, "delete") from exc
+        return deleted
 
     @staticmethod
     def _thread_time(value: Any) -> str:
@@ -127,6 +144,29 @@ class SqlRunEventStore(RunEventStore):
             f" message_count = message_count - {m} WHERE thread_id = {m}",
             (deleted, messages, thread_id),
         )
+
+    # -- schema ------------------------------------------------------------------
+
+    async def _migrate_from(self, conn: Any, version: int, journal: str, names: Mapping[str, str]) -> None:
+        """Bring `journal`'s version-`version` schema to the latest, in the caller's
+        write transaction (`names`: the tables' names for the statements)."""
+        latest = len(self.migrations)
+        if version > latest:
+            raise StoreError(
+                f"{journal} has schema version {version}, newer than this journal-bridge supports ({latest})"
+            )
+        for statements in self.migrations[version:]:
+            for statement in statements:
+                await self._run_migration_statement(conn, statement.format(**names))
+        m = self.mark
+        if version == 0:
+            await conn.execute(f"INSERT INTO {self._version} (version) VALUES ({m})", (latest,))
+        elif version < latest:
+            await conn.execute(f"UPDATE {self._version} SET version = {m}", (latest,))
+
+    @staticmethod
+    async def _run_migration_statement(conn: Any, statement: str) -> None:
+        await conn.execute(statement)
 
     # -- writing -----------------------------------------------------------------
 

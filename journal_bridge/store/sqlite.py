@@ -329,21 +329,7 @@ class SqliteRunEventStore(SqlRunEventStore):
     async def _migrate(self, conn: aiosqlite.Connection) -> None:
         """Bring the schema to the latest version; inside the write transaction."""
         version = await self._schema_version(conn) or 0
-        latest = len(self.migrations)
-        if version > latest:
-            raise StoreError(
-                f"SQLite journal at {self.path!r} has schema version {version},"
-                f" newer than this journal-bridge supports ({latest})"
-            )
-        for statements in self.migrations[version:]:
-            for statement in statements:
-                await self._run_migration_statement(conn, statement.format(**self.tables))
-        if version == 0:
-            await conn.execute(
-                f"INSERT INTO {self._version} (version) VALUES (?)", (latest,)
-            )
-        elif version < latest:
-            await conn.execute(f"UPDATE {self._version} SET version = ?", (latest,))
+        await self._migrate_from(conn, version, f"SQLite journal at {self.path!r}", self.tables)
 
     @staticmethod
     async def _run_migration_statement(conn: aiosqlite.Connection, statement: str) -> None:
@@ -369,6 +355,10 @@ class SqliteRunEventStore(SqlRunEventStore):
         if self._reader is None:
             raise _not_open()
         return self._reader
+
+    def _writing(self, thread_ids: Iterable[str]) -> contextlib.AbstractAsyncContextManager[Any]:
+        # One writer connection: its lock covers every thread.
+        return self._write()
 
     @contextlib.asynccontextmanager
     async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -572,20 +562,6 @@ class SqliteRunEventStore(SqlRunEventStore):
                 if deleted:
                     await conn.execute(f"DELETE FROM {self._events} WHERE {where}", params)
                     await self._count_deleted(conn, thread_id, deleted, messages)
-        except sqlite3.Error as exc:
-            raise _translate(exc, "delete") from exc
-        return deleted
-
-    async def _forget_thread(self, thread_id: str) -> int:
-        try:
-            async with self._write() as conn:
-                cursor = await conn.execute(
-                    f"DELETE FROM {self._events} WHERE thread_id = ?", (thread_id,)
-                )
-                deleted = cursor.rowcount
-                await conn.execute(
-                    f"DELETE FROM {self._threads} WHERE thread_id = ?", (thread_id,)
-                )
         except sqlite3.Error as exc:
             raise _translate(exc, "delete") from exc
         return deleted
