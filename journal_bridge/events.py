@@ -414,35 +414,18 @@ class PreparedEvent:
     def with_seq(self, seq: int) -> RunEvent:
         """The record as appended: content and metadata as given (after coercion or
         truncation), which a read returns as their JSON round trip."""
-        e = self.event
-        return RunEvent(
-            e.thread_id,
-            e.run_id,
-            e.event_type,
-            e.category,
-            e.content,
-            e.metadata,
-            e.created_at,
-            seq,
-            e.source_key,
-            e.user_id,
-        )
+        return self._appended(seq, self.event.content, self.event.metadata)
 
     def decoded(self, seq: int) -> RunEvent:
         """The record exactly as a read returns it: JSON-decoded, sharing nothing
         with the caller's objects."""
+        return self._appended(seq, json.loads(self.content_json), json.loads(self.metadata_json))
+
+    def _appended(self, seq: int, content: Any, metadata: dict[str, Any]) -> RunEvent:
         e = self.event
         return RunEvent(
-            e.thread_id,
-            e.run_id,
-            e.event_type,
-            e.category,
-            json.loads(self.content_json),
-            json.loads(self.metadata_json),
-            e.created_at,
-            seq,
-            e.source_key,
-            e.user_id,
+            e.thread_id, e.run_id, e.event_type, e.category, content, metadata,
+            e.created_at, seq, e.source_key, e.user_id,
         )
 
 
