@@ -16,10 +16,10 @@ import contextlib
 import json
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import aiosqlite
@@ -176,6 +176,36 @@ async def _begin(conn: aiosqlite.Connection) -> None:
     if conn.in_transaction:
         await _rollback(conn)
     await conn.execute("BEGIN IMMEDIATE")
+
+
+_T = TypeVar("_T")
+
+
+async def run_in_connection_thread(conn: aiosqlite.Connection, fn: Callable[..., _T], *args: Any) -> _T:
+    """`fn(sqlite3_connection, *args)` on `conn`'s own thread, as one of its operations.
+
+    aiosqlite 0.20-0.22 run every operation through `Connection._execute`
+    and keep the sqlite3 connection at `_conn`; both are private, so they
+    are used here only.
+    """
+    return await conn._execute(fn, conn._conn, *args)  # noqa: SLF001
+
+
+def _transaction(raw: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    if raw.in_transaction:
+        raw.execute("ROLLBACK")
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(raw)
+        raw.execute("COMMIT")
+    except BaseException:
+        if raw.in_transaction:
+            try:
+                raw.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+        raise
+    return result
 
 
 async def _rollback(conn: aiosqlite.Connection) -> None:
@@ -389,23 +419,19 @@ class SqliteRunEventStore(SqlRunEventStore):
         """A row of `columns` as a record."""
         return _row_to_event(row)
 
-    async def _insert_rows(
-        self, conn: aiosqlite.Connection, rows: list[tuple[Any, ...]]
-    ) -> None:
+    def _insert_rows(self, raw: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
         """Insert the event rows `plan_append` made (times as `_encode_time` wrote them)."""
-        await conn.executemany(self._insert_sql, rows)
+        raw.executemany(self._insert_sql, rows)
 
     @staticmethod
     def _encode_time(value: datetime) -> str:
         """`created_at` as stored."""
         return _encode_time(value)
 
-    async def _count_appended(
-        self, conn: aiosqlite.Connection, counters: list[tuple[str, int, int, int]]
-    ) -> None:
+    def _count_appended(self, raw: sqlite3.Connection, counters: list[tuple[str, int, int, int]]) -> None:
         """Add `(thread_id, last_seq, added, messages_added)` to the thread counters."""
         now = datetime.now(UTC).isoformat(timespec="microseconds")
-        await conn.executemany(
+        raw.executemany(
             self._add_to_counters(
                 "?, ?, ?, ?, ?,"
                 f" (SELECT COALESCE(MAX(write_order), 0) + 1 FROM {self._threads})"
@@ -415,15 +441,29 @@ class SqliteRunEventStore(SqlRunEventStore):
 
     # -- writing -----------------------------------------------------------------
 
+    async def _in_transaction(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run `work` in one write transaction on the writer connection's own thread.
+
+        One hand-over to that thread for the whole transaction, instead of one
+        per statement: each costs a thread switch both ways, which made an
+        append's statements cost several times their SQLite work. The
+        transaction is begun and ended in that thread too, so a caller
+        cancelled meanwhile never leaves it open. Driver errors pass through
+        untranslated.
+        """
+        if self._writer is None:
+            raise _not_open()
+        async with self._write_lock:
+            return await run_in_connection_thread(self._writer, _transaction, work)
+
     async def _append_once(
         self, groups: dict[str, list[PreparedEvent]], *, look_up_keys: bool
     ) -> dict[str, list[RunEvent]]:
-        async with self._write() as conn:
-            return await self._append_in(conn, groups, look_up_keys=look_up_keys)
+        return await self._in_transaction(lambda raw: self._append_in(raw, groups, look_up_keys=look_up_keys))
 
-    async def _append_in(
+    def _append_in(
         self,
-        conn: aiosqlite.Connection,
+        raw: sqlite3.Connection,
         groups: dict[str, list[PreparedEvent]],
         *,
         look_up_keys: bool,
@@ -432,55 +472,48 @@ class SqliteRunEventStore(SqlRunEventStore):
         thread_ids = list(groups)
         marks = ", ".join("?" * len(thread_ids))
         last_seqs = dict(
-            await conn.execute_fetchall(
-                f"SELECT thread_id, last_seq FROM {self._threads}"
-                f" WHERE thread_id IN ({marks})",
+            raw.execute(
+                f"SELECT thread_id, last_seq FROM {self._threads} WHERE thread_id IN ({marks})",
                 thread_ids,
-            )
+            ).fetchall()
         )
         existing = {}
         if look_up_keys:
             for thread_id, items in groups.items():
-                existing[thread_id] = await self._existing(conn, thread_id, items)
-        result, rows, counters = plan_append(
-            groups, last_seqs, existing, self._encode_time
-        )
+                existing[thread_id] = self._existing(raw, thread_id, items)
+        result, rows, counters = plan_append(groups, last_seqs, existing, self._encode_time)
         if rows:
-            await self._insert_rows(conn, rows)
-            await self._count_appended(conn, counters)
+            self._insert_rows(raw, rows)
+            self._count_appended(raw, counters)
         return result
 
     async def _put_if_absent(self, item: PreparedEvent) -> tuple[RunEvent, bool]:
         event = item.event
+
+        def put(raw: sqlite3.Connection) -> tuple[RunEvent, bool]:
+            row = raw.execute(
+                f"{self._select} WHERE thread_id = ? AND run_id = ? AND event_type = ? ORDER BY seq LIMIT 1",
+                (event.thread_id, event.run_id, event.event_type),
+            ).fetchone()
+            if row is not None:
+                return self._decode(row), False
+            stored = self._append_in(raw, {event.thread_id: [item]}, look_up_keys=False)
+            return stored[event.thread_id][0], True
+
         try:
-            async with self._write() as conn:
-                rows = list(
-                    await conn.execute_fetchall(
-                        f"{self._select} WHERE thread_id = ? AND run_id = ?"
-                        " AND event_type = ? ORDER BY seq LIMIT 1",
-                        (event.thread_id, event.run_id, event.event_type),
-                    )
-                )
-                if rows:
-                    return self._decode(rows[0]), False
-                stored = await self._append_in(
-                    conn, {event.thread_id: [item]}, look_up_keys=False
-                )
+            return await self._in_transaction(put)
         except sqlite3.Error as exc:
             raise _translate(exc, "append") from exc
-        return stored[event.thread_id][0], True
 
-    async def _existing(
-        self, conn: aiosqlite.Connection, thread_id: str, items: list[PreparedEvent]
+    def _existing(
+        self, raw: sqlite3.Connection, thread_id: str, items: list[PreparedEvent]
     ) -> dict[str, RunEvent]:
-        keys = [
-            item.event.source_key for item in items if item.event.source_key is not None
-        ]
+        keys = [item.event.source_key for item in items if item.event.source_key is not None]
         found: dict[str, RunEvent] = {}
         for start in range(0, len(keys), _CHUNK):
             chunk = keys[start : start + _CHUNK]
             marks = ", ".join("?" * len(chunk))
-            for row in await conn.execute_fetchall(
+            for row in raw.execute(
                 f"{self._select} WHERE thread_id = ? AND source_key IN ({marks})",
                 (thread_id, *chunk),
             ):

@@ -22,10 +22,10 @@ are never lost or reordered. After a delete deer-flow may reuse seqs ours would 
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
-import aiosqlite
 
 from journal_bridge.events import RunEvent
 from journal_bridge.store.deerflow import (
@@ -113,16 +113,14 @@ class DeerflowSqliteRunEventStore(SqliteRunEventStore):
     def _decode(self, row: tuple[Any, ...]) -> RunEvent:
         return decode_row(row, json.loads(row[6]) or {}, _decode_time(row[7]))
 
-    async def _insert_rows(
-        self, conn: aiosqlite.Connection, rows: list[tuple[Any, ...]]
-    ) -> None:
-        await conn.executemany(self._insert_sql, (encode_row(row) for row in rows))
+    def _insert_rows(self, raw: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+        raw.executemany(self._insert_sql, (encode_row(row) for row in rows))
 
     @staticmethod
     def _encode_time(value: datetime) -> str:
         return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
-    async def _count_appended(self, conn: Any, counters: Any) -> None:
+    def _count_appended(self, raw: Any, counters: Any) -> None:
         pass  # the trigger on run_events counts every insert
 
     async def _count_deleted(self, conn: Any, thread_id: str, deleted: int, messages: int) -> None:
