@@ -19,9 +19,11 @@ shows; paced like a hosted model): wall time per run (median), server
 CPU-seconds per run, server RSS after the workload, each with its ratio to
 `off` for the same client (to the `useStream + events` reference for
 `useStream` under `auto` and `events`). Then, with the instant model, a soak:
-a long conversation per thread, the on/off ratio of the run time at its first
-and last turns, and RSS growth per 100 runs; and the lag from a compaction's
-custom frame reaching a client to its marker being readable.
+a long conversation per thread, the ratio of the run's wall time and server
+CPU with the plugin to those without it (and to the client asking for
+`events` itself) at its first and last turns, and RSS growth per 100 runs;
+and the lag from a compaction's custom frame reaching a client to its marker
+being readable.
 
 Run: `.venv/bin/python benchmarks/bridge.py [--runs 40] [--threads 4] [--pace 0.02] [--soak-turns 50]`.
 """
@@ -232,47 +234,67 @@ async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int) 
 
 
 async def soak(turns: int, threads: int) -> None:
-    """Long conversations: does journaling cost grow with the thread?"""
+    """Long conversations: does journaling cost grow with the thread?
+
+    Three servers side by side: the useStream client without the plugin
+    (`off`), the same client asking for `events` itself without the plugin
+    (`off+events`: what capturing from `events` costs by nature, which grows
+    with the conversation too), and the useStream client with the plugin
+    (`auto`, which captures it from `events`).
+    """
     env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0"}
     servers = {
         "off": LanggraphDevServer(plugin=False, env=env).start(),
+        "off+events": LanggraphDevServer(plugin=False, env=env).start(),
         "auto": LanggraphDevServer(env={**env, "JOURNAL_BRIDGE_CAPTURE": "auto"}).start(),
     }
     try:
-        cells = {name: Cell(server, use_stream, name != "off") for name, server in servers.items()}
+        cells = {
+            "off": Cell(servers["off"], use_stream, False),
+            "off+events": Cell(servers["off+events"], use_stream_events, False),
+            "auto": Cell(servers["auto"], use_stream, True),
+        }
         for cell in cells.values():
             await cell.setup(threads)
-        by_turn: dict[str, list[list[float]]] = {name: [] for name in cells}
+        walls: dict[str, list[list[float]]] = {name: [] for name in cells}
+        cpus: dict[str, list[float]] = {name: [] for name in cells}
         rss_start = {name: rss_mib(s.process.pid) for name, s in servers.items()}
         for turn in range(turns):
             for name, cell in (cells.items() if turn % 2 == 0 else reversed(list(cells.items()))):
-                before = len(cell.durations)
+                before, cpu_before = len(cell.durations), cell.cpu
                 await cell.round(threads)
-                by_turn[name].append(cell.durations[before:])
+                walls[name].append(cell.durations[before:])
+                cpus[name].append((cell.cpu - cpu_before) / threads)
         rss_end = {name: rss_mib(s.process.pid) for name, s in servers.items()}
     finally:
         for server in servers.values():
             server.stop()
 
-    def median_of(name: str, first: int, last: int) -> float:
-        return statistics.median([d for turn in by_turn[name][first:last] for d in turn])
+    def wall(name: str, turns_: slice) -> float:
+        return statistics.median([d for turn in walls[name][turns_] for d in turn])
 
-    early = median_of("auto", 0, 5) / median_of("off", 0, 5)
-    late = median_of("auto", turns - 5, turns) / median_of("off", turns - 5, turns)
+    def cpu(name: str, turns_: slice) -> float:
+        return statistics.mean(cpus[name][turns_])
+
+    first, last = slice(0, 5), slice(turns - 5, turns)
     print()
     print(f"soak: {turns} turns in each of {threads} threads, useStream client, instant model")
-    print(f"  median run, turns 1-5:   off {median_of('off', 0, 5):.3f} s, auto {median_of('auto', 0, 5):.3f} s, "
-          f"ratio {early:.3f}")
-    print(f"  median run, turns {turns - 4}-{turns}: off {median_of('off', turns - 5, turns):.3f} s, "
-          f"auto {median_of('auto', turns - 5, turns):.3f} s, ratio {late:.3f}")
-    print(f"  ratio at the last turns / at the first: {late / early:.3f}   target within 10%")
-    growth = {}
+    for label, turns_ in (("turns 1-5", first), (f"turns {turns - 4}-{turns}", last)):
+        print(f"  {label:12} median wall s / server CPU ms per run: "
+              + ", ".join(f"{n} {wall(n, turns_):.3f} / {cpu(n, turns_) * 1000:.1f}" for n in cells))
+    for base in ("off", "off+events"):
+        for what, measure in (("wall", wall), ("CPU", cpu)):
+            early = measure("auto", first) / measure(base, first)
+            late = measure("auto", last) / measure(base, last)
+            print(f"  auto/{base} {what}: {early:.3f} at the first turns, {late:.3f} at the last;"
+                  f" last/first {late / early:.3f}   target within 10%")
     hundreds = turns * threads / 100
+    growth = {name: (rss_end[name] - rss_start[name]) / hundreds for name in servers}
     for name in servers:
-        growth[name] = (rss_end[name] - rss_start[name]) / hundreds
         print(f"  RSS {name}: {rss_start[name]:.1f} -> {rss_end[name]:.1f} MiB, {growth[name]:.2f} MiB per 100 runs")
-    if growth["off"] > 0:
-        print(f"  RSS growth auto/off: {growth['auto'] / growth['off']:.3f}")
+    for base in ("off", "off+events"):
+        if growth[base] > 0:
+            print(f"  RSS growth auto/{base}: {growth['auto'] / growth[base]:.3f}")
 
 
 async def measure_lag(compactions: int) -> None:
