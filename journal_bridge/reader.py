@@ -199,6 +199,12 @@ async def read_run(
 
     pending: list[RunEvent] = []
 
+    async def hand_over() -> None:
+        if pending:
+            batch = pending[:]
+            pending.clear()
+            await emit(batch)
+
     async def consume(parts: AsyncIterator[Part], more: Callable[[], bool] = lambda: False) -> None:
         # Records of frames that arrived together are handed over together: one
         # write to the spool and the store instead of one per frame.
@@ -206,12 +212,9 @@ async def read_run(
             if on_part is not None:
                 on_part()
             pending.extend(mapper.feed(part.event, part.data))
-            if pending and not (more() and len(pending) < _MAX_PENDING):
-                await emit(pending[:])
-                pending.clear()
-        if pending:
-            await emit(pending[:])
-            pending.clear()
+            if not (more() and len(pending) < _MAX_PENDING):
+                await hand_over()
+        await hand_over()
 
     tee = source.tee
     if tee is not None:

@@ -2,7 +2,7 @@
 
 - lifespan: opens the run event store (retrying in the background while it is
   unreachable, so the server starts regardless) and starts the bridge, which
-  reads runs through the in-process SDK client (`get_client()` with no URL);
+  reads runs through the in-process SDK client (`compat.in_process_client`);
 - ASGI middleware: `RunObserverMiddleware` makes every run observable and
   hands it to the bridge;
 - routes: the journal's history API and viewer, `/journal/health` (the
