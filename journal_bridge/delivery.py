@@ -5,11 +5,14 @@ tee, the follower sidecar. Producers `put` records; one writer takes them
 oldest first, in batches, and appends them to the store.
 
 Delivery contract:
-- Accepted means spooled: `put` returns once the records are committed to the
-  queue's spool file (`journal_bridge.spool`), so they survive a process stop,
-  a `kill -9` and a store outage spanning either; the next queue opened on the
-  same spool delivers them. Without a spool file (`spool=None`) records are
-  kept in memory only and a stop with the store down loses them (logged).
+- Accepted means durable: `put` returns once the records are in the store or
+  committed to the queue's spool file (`journal_bridge.spool`), so they survive
+  a process stop, a `kill -9` and a store outage spanning either; the next
+  queue opened on the same spool delivers them. While nothing waits and the
+  store keeps up, `put` appends straight to the store (write-through) and the
+  spool is not touched; a write-through that fails spools the records and the
+  writer retries them. Without a spool file (`spool=None`) records are kept in
+  memory only and a stop with the store down loses them (logged).
 - Order: records are written in the order they were accepted, across
   restarts too, so per thread the store's `seq` follows the producer's order.
 - Exactly once: a record leaves the spool only after the store holds it. A
@@ -66,6 +69,9 @@ class DeliveryQueue:
     wait before `put` waits too (0: unbounded). The backlog counts as growing
     when it is larger at the end of a `growing_after`-second window than at
     its start; `clock` is the time source of those windows and of record ages.
+    A write-through that the store has not finished within
+    `write_through_timeout` seconds is spooled as well (None: every record is
+    spooled first, the writer alone appends).
     """
 
     def __init__(
@@ -78,6 +84,7 @@ class DeliveryQueue:
         max_backoff: float = 5.0,
         failures_before_split: int = 5,
         growing_after: float = 60.0,
+        write_through_timeout: float | None = 0.2,
         stats: DeliveryStats | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -89,9 +96,14 @@ class DeliveryQueue:
         self._max_backoff = max_backoff
         self._failures_before_split = failures_before_split
         self._growing_after = growing_after
+        self._write_through_timeout = write_through_timeout
         self._clock = clock
         self._writer: asyncio.Task[None] | None = None
         self._start_lock = asyncio.Lock()
+        # Held by whoever appends to the store: the writer, or a write-through
+        # (until it ends, even when it missed its deadline: `_finishing`).
+        self._store_lock = asyncio.Lock()
+        self._finishing: asyncio.Future[None] | None = None
         self._wakeup = asyncio.Event()
         self._changed = asyncio.Condition()
         self._delivered_through = 0
@@ -153,10 +165,12 @@ class DeliveryQueue:
 
     async def _halt(self) -> None:
         writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
+        finishing, self._finishing = self._finishing, None
+        for task in (writer, finishing):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def drain(self) -> None:
         """Wait until every record accepted so far is in the store (or dropped)."""
@@ -172,11 +186,19 @@ class DeliveryQueue:
         await self.write((record,))
 
     async def write(self, records: Iterable[RunEvent]) -> None:
-        """Accept `records`, in order; returns once they are spooled.
+        """Accept `records`, in order; returns once they are in the store or spooled.
 
         A record the store could never accept (`InvalidEvent`) is dropped here,
         counted and logged, as the writer would.
         """
+        records = list(records)
+        if not records:
+            return
+        if self._writer is None:
+            await self.start()
+        slow = await self._write_through(records) if self._may_write_through(records) else None
+        if slow is True:
+            return
         accepted: list[RunEvent] = []
         encoded: list[str] = []
         for record in records:
@@ -186,28 +208,98 @@ class DeliveryQueue:
                 self._drop(record, exc)
                 continue
             accepted.append(record)
-        if not encoded:
-            return
-        if self._writer is None:
-            await self.start()
-        if self._queue_size:
-            async with self._changed:
-                await self._changed.wait_for(lambda: self._spool.size < self._queue_size)
-        await self._spool.append(accepted, encoded)
-        self.stats.records_enqueued += len(encoded)
-        self._track_growth()
+        if encoded:
+            if self._queue_size:
+                async with self._changed:
+                    await self._changed.wait_for(lambda: self._spool.size < self._queue_size)
+            await self._spool.append(accepted, encoded)
+            self.stats.records_enqueued += len(encoded)
+            self._track_growth()
+        if isinstance(slow, asyncio.Future):
+            self._finishing = asyncio.ensure_future(self._finish_slow_write(slow))
         self._wakeup.set()
+
+    def _may_write_through(self, records: list[RunEvent]) -> bool:
+        """Write-through keeps the order only while nothing waits before `records`."""
+        return (
+            self.store is not None
+            and not self._spool.size
+            and self._failing_since is None
+            and len(records) <= self._batch_size
+            and self._write_through_timeout is not None
+        )
+
+    async def _write_through(self, records: list[RunEvent]) -> bool | asyncio.Future[None]:
+        """Append `records` to the store, holding the store lock (the writer waits).
+
+        True when the store took them within `write_through_timeout`. False when
+        it refused them (they are spooled and the writer retries them, or drops
+        the invalid ones). Still pending at the deadline: the pending append,
+        which keeps the lock until it ends (`_finish_slow_write`); the records
+        are spooled too.
+        """
+        assert self.store is not None
+        timeout = self._write_through_timeout
+        assert timeout is not None
+        if self._store_lock.locked():
+            # Another write-through is under way: queue behind it, within the deadline.
+            began = time.monotonic()
+            try:
+                await asyncio.wait_for(self._store_lock.acquire(), timeout=timeout)
+            except TimeoutError:
+                return False
+            timeout = max(0.0, timeout - (time.monotonic() - began))
+            if not self._may_write_through(records):  # something was spooled meanwhile
+                self._store_lock.release()
+                return False
+        else:
+            await self._store_lock.acquire()
+        append = asyncio.ensure_future(self.store.put_batch(records))
+        try:
+            await asyncio.wait_for(asyncio.shield(append), timeout=timeout)
+        except TimeoutError:
+            return append
+        except asyncio.CancelledError:
+            self._finishing = asyncio.ensure_future(self._finish_slow_write(append))
+            raise
+        except InvalidEvent:
+            self._store_lock.release()
+            return False
+        except Exception as exc:  # noqa: BLE001 - StoreUnavailable, driver errors alike
+            self._store_lock.release()
+            self._failed(exc)
+            logger.warning("journal-bridge: store write failed (%s); %d records spooled, retrying", exc, len(records))
+            return False
+        self._store_lock.release()
+        self.stats.records_enqueued += len(records)
+        self._succeeded(len(records))
+        return True
+
+    async def _finish_slow_write(self, append: asyncio.Future[None]) -> None:
+        """Hold the store lock until a write-through that missed its deadline ends.
+
+        Its records are spooled as well, and the writer delivers those copies
+        after it: the store keeps one record per `source_key`.
+        """
+        try:
+            with contextlib.suppress(Exception):
+                await append
+            if (exc := append.exception()) is not None and not isinstance(exc, InvalidEvent):
+                self._failed(exc)
+        finally:
+            self._store_lock.release()
 
     # -- writing --------------------------------------------------------------
 
     async def _write_loop(self) -> None:
         while True:
-            batch = await self._spool.head(self._batch_size)
-            if not batch:
-                self._wakeup.clear()
-                await self._wakeup.wait()
-                continue
-            await self._deliver(batch)
+            async with self._store_lock:
+                batch = await self._spool.head(self._batch_size)
+                if batch:
+                    await self._deliver(batch)
+                    continue
+            self._wakeup.clear()
+            await self._wakeup.wait()
 
     async def _removed(self, last_id: int) -> None:
         await self._spool.remove_through(last_id)

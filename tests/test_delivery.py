@@ -239,7 +239,7 @@ async def test_health_says_degraded_with_503_when_the_backlog_grows_over_a_whole
     clock = _Clock()
     async with open_store(journal.url) as real:
         store = _GatedStore(real)
-        queue = DeliveryQueue(store, growing_after=30, clock=clock)
+        queue = DeliveryQueue(store, growing_after=30, clock=clock, write_through_timeout=None)
         await queue.write([_record(0)])
         (await store.waiting.get()).set()
         await queue.drain()
@@ -265,7 +265,7 @@ async def test_health_says_unavailable_when_no_write_completes_while_records_wai
     clock = _Clock()
     async with open_store(journal.url) as real:
         store = _GatedStore(real)  # a write that hangs, as over a broken network
-        queue = DeliveryQueue(store, growing_after=30, clock=clock)
+        queue = DeliveryQueue(store, growing_after=30, clock=clock, write_through_timeout=None)
         await queue.write([_record(0)])
         await store.waiting.get()
         clock.now += 31
@@ -310,3 +310,65 @@ async def test_records_beyond_what_the_queue_keeps_in_memory_are_read_back_from_
         await queue.stop()
     contents, seqs = await _contents(journal.url)
     assert contents == [f"m{n}" for n in range(15)] and seqs == list(range(1, 16))
+
+
+def _spooled_rows(path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM spool").fetchone()[0]
+    finally:
+        conn.close()
+
+
+async def test_a_store_that_keeps_up_takes_records_straight_away_without_the_spool(journal, tmp_path):
+    spool = tmp_path / "q.spool"
+    async with open_store(journal.url) as store:
+        queue = DeliveryQueue(store, spool=spool)
+        for start in range(0, 30, 10):
+            await queue.write([_record(n) for n in range(start, start + 10)])
+            # Returned means durable: already in the store, nothing waits.
+            contents, _ = await _contents(journal.url)
+            assert contents == [f"m{n}" for n in range(start + 10)]
+            assert queue.backlog == 0
+        report = queue.report()
+        await queue.stop()
+    assert report["records_enqueued"] == report["records_written"] == 30
+    assert _spooled_rows(queue.spool_path) == 0
+
+
+async def test_a_store_slower_than_the_deadline_gets_the_records_spooled_too_and_keeps_one_of_each(journal, tmp_path):
+    spool = tmp_path / "q.spool"
+    async with open_store(journal.url) as real:
+        store = _GatedStore(real)
+        queue = DeliveryQueue(store, spool=spool, write_through_timeout=0.05)
+        await queue.write([_record(n) for n in range(5)])  # the store has not answered: spooled
+        first = await store.waiting.get()
+        assert queue.backlog == 5
+        # Written meanwhile: behind the pending write, spooled, in their order.
+        await queue.write([_record(n) for n in range(5, 8)])
+        assert queue.backlog == 8
+        first.set()
+        (await store.waiting.get()).set()  # the writer delivers the spooled copies
+        await queue.drain()
+        await queue.stop()
+    contents, seqs = await _contents(journal.url)
+    assert contents == [f"m{n}" for n in range(8)], "each record once, in the order accepted"
+    assert seqs == list(range(1, 9))
+    assert queue.backlog == 0 and _spooled_rows(queue.spool_path) == 0
+
+
+async def test_a_write_through_the_store_refuses_is_spooled_and_delivered_once_the_store_is_back(journal, tmp_path):
+    await _create_schema(journal.url)
+    journal.lock()
+    async with open_store(journal.locked_url) as store:
+        queue = DeliveryQueue(store, spool=tmp_path / "q.spool", max_backoff=0.01)
+        await queue.write([_record(n) for n in range(4)])
+        assert queue.backlog == 4 and queue.stats.retried >= 1
+        assert "locked" in queue.stats.last_error
+        await queue.write([_record(n) for n in range(4, 6)])  # the store is failing: straight to the spool
+        assert queue.backlog == 6
+        journal.unlock()
+        await queue.drain()
+        await queue.stop()
+    contents, seqs = await _contents(journal.url)
+    assert contents == [f"m{n}" for n in range(6)] and seqs == list(range(1, 7))
