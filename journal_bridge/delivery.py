@@ -225,6 +225,7 @@ class DeliveryQueue:
             self.store is not None
             and not self._spool.size
             and self._failing_since is None
+            and (self._finishing is None or self._finishing.done())  # no append hangs
             and len(records) <= self._batch_size
             and self._write_through_timeout is not None
         )
