@@ -259,17 +259,17 @@ class DeliveryQueue:
         try:
             await asyncio.wait_for(asyncio.shield(append), timeout=timeout)
         except TimeoutError:
-            return append
+            return append  # the lock stays held: `write` hands it to `_finish_slow_write`
         except asyncio.CancelledError:
             self._finishing = asyncio.ensure_future(self._finish_slow_write(append))
             raise
-        except InvalidEvent:
-            self._store_lock.release()
-            return False
         except Exception as exc:  # noqa: BLE001 - StoreUnavailable, driver errors alike
             self._store_lock.release()
-            self._failed(exc)
-            logger.warning("journal-bridge: store write failed (%s); %d records spooled, retrying", exc, len(records))
+            if not isinstance(exc, InvalidEvent):  # invalid records are the spool path's to drop
+                self._failed(exc)
+                logger.warning(
+                    "journal-bridge: store write failed (%s); %d records spooled, retrying", exc, len(records)
+                )
             return False
         self._store_lock.release()
         self.stats.records_enqueued += len(records)
