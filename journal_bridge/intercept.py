@@ -103,7 +103,12 @@ class RunObserverMiddleware:
             self.plans.popitem(last=False)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or any(k == _READER_HEADER for k, _ in scope["headers"]):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if any(k == _READER_HEADER for k, _ in scope["headers"]):
+            if scope.get("method") == "GET" and _RUN_JOIN.match(route_path(scope)):
+                send = _WithoutLocation(send)
             await self.app(scope, receive, send)
             return
         method, path = scope.get("method", ""), route_path(scope)
@@ -251,6 +256,26 @@ class _FilteredSend:
                 if not body and more:
                     return
                 message = {**message, "body": body}
+        await self.send(message)
+
+
+class _WithoutLocation:
+    """The journal's own joins of a run's stream, without the `Location` header.
+
+    langgraph-sdk follows that header: it reconnects to a stream that closes
+    early and, when one closes without an `end` event (a join always does),
+    asks for the run's status. The reader asks for it itself once the stream
+    is over, and the bridge joins a run again when a join fails: without the
+    header a joined run costs one request less.
+    """
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"location"]
+            message = {**message, "headers": headers}
         await self.send(message)
 
 

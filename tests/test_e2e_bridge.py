@@ -29,6 +29,7 @@ from conversation import (
 )
 from langgraph_server import LanggraphDevServer
 
+from journal_bridge.intercept import READER_HEADER
 from journal_bridge.records import is_hidden
 from journal_bridge.store import open_store
 
@@ -170,6 +171,23 @@ async def test_background_and_wait_runs_are_journaled(dev_server):
     assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"] * 2
     runs = {r.run_id for r in timeline}
     assert len(runs) == 2 and run["run_id"] in runs
+
+
+async def test_only_the_journals_own_joins_lose_the_reconnect_location(dev_server):
+    """The journal's joins go without `Location`, so the SDK asks no run status of its own
+    when they end (the reader asks once); a client's join keeps the header."""
+    client = get_client(url=dev_server.url)
+    thread_id = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(thread_id, "agent", input=human("add 1 and 2"))
+    await client.runs.join(thread_id, run["run_id"])
+    path = f"/threads/{thread_id}/runs/{run['run_id']}/stream"
+    async with httpx.AsyncClient(base_url=dev_server.url, timeout=30) as http:
+        as_client = await http.get(path)
+        as_journal = await http.get(path, headers={READER_HEADER: "1"})
+    assert as_client.status_code == as_journal.status_code == 200
+    assert as_client.headers["location"] == path
+    assert "location" not in as_journal.headers
+    assert as_journal.headers["content-location"] == f"/threads/{thread_id}/runs/{run['run_id']}"
 
 
 async def test_concurrent_threads_keep_their_own_order(dev_server):
