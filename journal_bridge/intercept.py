@@ -21,6 +21,7 @@ Everything else passes through untouched.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections import OrderedDict
@@ -98,7 +99,9 @@ class RunObserverMiddleware:
     def _remember(self, run_id: str, plan: RunPlan) -> None:
         if not plan.changed:
             return
-        self.plans[run_id] = plan
+        # Later reads need what the client asked for and what was added, never
+        # the run's input: a remembered plan does not keep it alive.
+        self.plans[run_id] = dataclasses.replace(plan, assistant_id=None, run_input=None)
         while len(self.plans) > self._max_runs:
             self.plans.popitem(last=False)
 
