@@ -9,7 +9,6 @@ or nothing. A frame the callback fails on is passed on unchanged.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,7 +16,8 @@ __all__ = ["Frame", "SSEFrames"]
 
 logger = logging.getLogger(__name__)
 
-_FRAME_END = re.compile(rb"\r\n\r\n|\n\n")
+_CRLF_END = b"\r\n\r\n"
+_LF_END = b"\n\n"
 
 
 @dataclass(frozen=True)
@@ -69,12 +69,25 @@ class SSEFrames:
         self._buffer = b""
 
     def feed(self, chunk: bytes, final: bool) -> bytes:
-        data = self._buffer + chunk
+        data = self._buffer + chunk if self._buffer else chunk
         out: list[bytes] = []
         start = 0
-        for match in _FRAME_END.finditer(data):
-            out.append(self._frame(data[start : match.start()], match.group(0)))
-            start = match.end()
+        # A frame ends at the first blank line, `\r\n\r\n` or `\n\n` (the one
+        # never occurs inside the other). Literal searches, each looked up again
+        # only once the frames passed it: one scan of the chunk per terminator.
+        crlf = data.find(_CRLF_END)
+        lf = data.find(_LF_END)
+        while crlf >= 0 or lf >= 0:
+            if lf < 0 or 0 <= crlf < lf:
+                end, terminator = crlf, _CRLF_END
+            else:
+                end, terminator = lf, _LF_END
+            out.append(self._frame(data[start:end], terminator))
+            start = end + len(terminator)
+            if crlf >= 0 and crlf < start:
+                crlf = data.find(_CRLF_END, start)
+            if lf >= 0 and lf < start:
+                lf = data.find(_LF_END, start)
         self._buffer = data[start:]
         if final and self._buffer:
             out.append(self._frame(self._buffer, b""))

@@ -65,3 +65,32 @@ def test_a_callback_that_fails_passes_the_frame_through():
         raise RuntimeError("boom")
 
     assert _through(broken, 11) == FRAMES
+
+
+MIXED = (
+    b"event: values\ndata: 1\n\n"
+    b"event: values\r\ndata: 2\r\n\r\n\n"
+    b"event: custom\ndata: 3\n\n"
+    b": ping\r\n\r\n"
+    b"event: values\r\ndata: 4"
+)
+
+
+@pytest.mark.parametrize("split", range(len(MIXED) + 1))
+def test_frames_end_at_the_first_blank_line_of_either_kind_wherever_the_body_is_cut(split):
+    seen: list[tuple[bytes, bytes]] = []
+
+    def keep(frame: Frame) -> bytes:
+        seen.append((frame.raw, frame.terminator))
+        return frame.to_bytes()
+
+    frames = SSEFrames(keep)
+    out = frames.feed(MIXED[:split], final=False) + frames.feed(MIXED[split:], final=True)
+    assert out == MIXED
+    assert seen == [
+        (b"event: values\ndata: 1", b"\n\n"),
+        (b"event: values\r\ndata: 2", b"\r\n\r\n"),
+        (b"\nevent: custom\ndata: 3", b"\n\n"),
+        (b": ping", b"\r\n\r\n"),
+        (b"event: values\r\ndata: 4", b""),
+    ]
