@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["Frame", "SSEFrames"]
 
@@ -20,8 +20,7 @@ _CRLF_END = b"\r\n\r\n"
 _LF_END = b"\n\n"
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(NamedTuple):
     """One SSE frame: its raw lines and the fields the plugin reads."""
 
     raw: bytes
@@ -32,19 +31,17 @@ class Frame:
 
     @classmethod
     def parse(cls, raw: bytes, terminator: bytes) -> Frame:
-        lines = raw.splitlines()
-        event = data_lines = frame_id = None
-        for line in lines:
+        event = data = frame_id = None
+        for line in raw.splitlines():
             name, _, value = line.partition(b":")
-            if value.startswith(b" "):
+            if value[:1] == b" ":
                 value = value[1:]
-            if name == b"event":
+            if name == b"data":
+                data = value if data is None else data + b"\n" + value
+            elif name == b"event":
                 event = value.decode("utf-8", "replace").strip()
-            elif name == b"data":
-                data_lines = [*(data_lines or []), value]
             elif name == b"id":
                 frame_id = value.decode("utf-8", "replace").strip()
-        data = b"\n".join(data_lines) if data_lines is not None else None
         return cls(raw, terminator, event, data, frame_id)
 
     @property
