@@ -66,14 +66,19 @@ class SSEFrames:
         self._buffer = b""
 
     def feed(self, chunk: bytes, final: bool) -> bytes:
-        data = self._buffer + chunk if self._buffer else chunk
+        # What is held back has no blank line in it, except perhaps one its last
+        # three bytes begin: the search starts there, so a frame that arrives in
+        # many chunks is scanned once, not once per chunk.
+        held = len(self._buffer)
+        data = self._buffer + chunk if held else chunk
         out: list[bytes] = []
         start = 0
         # A frame ends at the first blank line, `\r\n\r\n` or `\n\n` (the one
         # never occurs inside the other). Literal searches, each looked up again
         # only once the frames passed it: one scan of the chunk per terminator.
-        crlf = data.find(_CRLF_END)
-        lf = data.find(_LF_END)
+        since = max(0, held - 3)
+        crlf = data.find(_CRLF_END, since)
+        lf = data.find(_LF_END, since)
         while crlf >= 0 or lf >= 0:
             if lf < 0 or 0 <= crlf < lf:
                 end, terminator = crlf, _CRLF_END

@@ -94,3 +94,31 @@ def test_frames_end_at_the_first_blank_line_of_either_kind_wherever_the_body_is_
         (b": ping", b"\r\n\r\n"),
         (b"event: values\r\ndata: 4", b""),
     ]
+
+
+def test_a_frame_in_many_chunks_is_scanned_once_not_once_per_chunk():
+    """Each chunk's search starts where the held-back part could end a frame: the
+    total scanned stays near the frame's size however many chunks it comes in."""
+
+    class CountingBytes(bytes):
+        scanned = 0
+
+        def find(self, sub, start=0, *args):  # noqa: ANN001
+            CountingBytes.scanned += len(self) - start
+            return bytes.find(self, sub, start, *args)
+
+        def __add__(self, other):  # noqa: ANN001
+            return CountingBytes(bytes(self) + bytes(other))
+
+        def __getitem__(self, index):  # noqa: ANN001
+            item = bytes.__getitem__(self, index)
+            return CountingBytes(item) if isinstance(item, bytes) else item
+
+    frame = b"event: values\r\ndata: " + b"x" * 100_000 + b"\r\n\r\n"
+    seen: list[Frame] = []
+    frames = SSEFrames(lambda f: seen.append(f) or f.to_bytes())
+    frames._buffer = CountingBytes()
+    out = b"".join(frames.feed(CountingBytes(frame[i : i + 1000]), final=False) for i in range(0, len(frame), 1000))
+    assert out == frame and len(seen) == 1 and len(seen[0].data) == 100_000
+    # Two terminators searched for: about twice the frame, not ~100 times it.
+    assert CountingBytes.scanned < 3 * len(frame)
