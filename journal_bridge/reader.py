@@ -10,8 +10,10 @@ A run is read from one of two sources:
   the capture's modes, from the first frame when the run is resumable.
 
 `read_run` maps the parts with the capture's mapper (`events` -> `RunMapper`,
-`state` -> `StateMapper`) and hands each batch of records to `emit`, in
-stream order. When the stream is over it asks the server how the run ended
+`state` -> `StateMapper`) and hands the records to `emit`, in stream order,
+one batch at a time: reading goes on while a batch is written, and the records
+mapped meanwhile make the next batch (`_Batches`), so a run costs the store a
+few transactions instead of one per frame. When the stream is over it asks the server how the run ended
 (`journal_bridge.outcome`) for what the stream cannot say: a cancel, a
 failure whose `error` part it missed, the interrupts of a paused run.
 """
@@ -19,6 +21,7 @@ failure whose `error` part it missed, the interrupts of a paused run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from collections import OrderedDict
@@ -49,6 +52,56 @@ _ALWAYS_READ = frozenset({_ERROR_MODE, "metadata"})
 Emit = Callable[[list[RunEvent]], Awaitable[None]]
 # Records held back while more frames wait, at most.
 _MAX_PENDING = 500
+
+
+class _Batches:
+    """Hands a run's records to `emit` in order, at most one batch in flight.
+
+    `add` keeps records; `send` starts writing what is kept unless a write is
+    under way (the records then wait for the next batch); it waits for that
+    write only when `_MAX_PENDING` records are kept. `finish` writes the rest
+    and waits for it. A failed write is raised by the next call; a reader
+    that is cancelled cancels the write under way.
+    """
+
+    def __init__(self, emit: Emit) -> None:
+        self._emit = emit
+        self._pending: list[RunEvent] = []
+        self._writing: asyncio.Future[None] | None = None
+
+    def add(self, records: list[RunEvent]) -> None:
+        self._pending.extend(records)
+
+    @property
+    def full(self) -> bool:
+        return len(self._pending) >= _MAX_PENDING
+
+    async def send(self) -> None:
+        if self._writing is not None:
+            if not self._writing.done() and not self.full:
+                return
+            await self._written()
+        if self._pending:
+            batch, self._pending = self._pending, []
+            self._writing = asyncio.ensure_future(self._emit(batch))
+
+    async def finish(self) -> None:
+        await self._written()
+        await self.send()
+        await self._written()
+
+    async def cancel(self) -> None:
+        writing, self._writing = self._writing, None
+        if writing is None:
+            return
+        writing.cancel()
+        with contextlib.suppress(BaseException):
+            await writing
+
+    async def _written(self) -> None:
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            await writing
 
 
 @dataclass(frozen=True)
@@ -189,32 +242,44 @@ async def read_run(
 
     Join failures propagate; the caller decides whether to read again.
     """
+    batches = _Batches(emit)
+    try:
+        mapper = await _read(sdk, thread_id, run_id, source, batches, on_part)
+    except asyncio.CancelledError:
+        await batches.cancel()
+        raise
+    except Exception:
+        # What was read before the failure is journaled, as the frames came.
+        await batches.finish()
+        raise
+    await batches.finish()
+    return mapper
+
+
+async def _read(
+    sdk: Any,
+    thread_id: str,
+    run_id: str,
+    source: RunSource,
+    batches: _Batches,
+    on_part: Callable[[], None] | None,
+) -> RunMapper | StateMapper:
     capture = source.capture
     mapper: RunMapper | StateMapper
     if capture.path == "events":
         mapper = RunMapper(thread_id, run_id)
     else:
         mapper = StateMapper(thread_id, run_id)
-        await emit(await _start_state_mapper(sdk, mapper, source))
-
-    pending: list[RunEvent] = []
-
-    async def hand_over() -> None:
-        if pending:
-            batch = pending[:]
-            pending.clear()
-            await emit(batch)
+        batches.add(await _start_state_mapper(sdk, mapper, source))
 
     async def consume(parts: AsyncIterator[Part], more: Callable[[], bool] = lambda: False) -> None:
-        # Records of frames that arrived together are handed over together: one
-        # write to the spool and the store instead of one per frame.
+        # Frames that arrived together are mapped before their records are sent.
         async for part in parts:
             if on_part is not None:
                 on_part()
-            pending.extend(mapper.feed(part.event, part.data))
-            if not (more() and len(pending) < _MAX_PENDING):
-                await hand_over()
-        await hand_over()
+            batches.add(mapper.feed(part.event, part.data))
+            if not more() or batches.full:
+                await batches.send()
 
     tee = source.tee
     if tee is not None:
@@ -251,8 +316,7 @@ async def read_run(
         records = mapper.flush(final_state, outcome)
     else:
         records = mapper.flush(outcome)
-    if records:
-        await emit(records)
+    batches.add(records)
     return mapper
 
 

@@ -1,0 +1,109 @@
+"""A run's records reach the delivery queue in order, a batch at a time, while reading goes on."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from journal_bridge import reader
+from journal_bridge.reader import _Batches
+
+
+class Writes:
+    """An `emit` whose writes finish only when the test lets them."""
+
+    def __init__(self, fail_on: int | None = None) -> None:
+        self.batches: list[list[str]] = []
+        self.started = 0
+        self.gates: list[asyncio.Event] = []
+        self.cancelled = 0
+        self.fail_on = fail_on
+
+    async def __call__(self, records: list[str]) -> None:
+        gate = asyncio.Event()
+        self.gates.append(gate)
+        self.started += 1
+        try:
+            await gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        if self.fail_on == len(self.batches):
+            raise RuntimeError("store said no")
+        self.batches.append(list(records))
+
+    def release(self) -> None:
+        for gate in self.gates:
+            gate.set()
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_records_mapped_during_a_write_go_together_in_the_next_batch():
+    writes = Writes()
+    batches = _Batches(writes)
+    batches.add(["start", "human"])
+    await batches.send()
+    await _settle()
+    assert writes.started == 1  # the first batch is on its way; reading goes on
+    for record in ("ai", "tool", "ai-2"):
+        batches.add([record])
+        await batches.send()
+    assert writes.started == 1
+    finishing = asyncio.ensure_future(batches.finish())
+    await _settle()
+    writes.release()
+    await _settle()
+    writes.release()
+    await finishing
+    assert writes.batches == [["start", "human"], ["ai", "tool", "ai-2"]]
+
+
+async def test_a_reader_waits_only_when_too_many_records_are_kept(monkeypatch):
+    monkeypatch.setattr(reader, "_MAX_PENDING", 2)
+    writes = Writes()
+    batches = _Batches(writes)
+    batches.add(["a"])
+    await batches.send()
+    batches.add(["b"])
+    await batches.send()  # one kept: returns at once
+    batches.add(["c"])
+    sending = asyncio.ensure_future(batches.send())
+    await _settle()
+    assert not sending.done()  # two kept: waits for the write under way
+    writes.release()
+    await sending
+    assert writes.started == 2
+    writes.release()
+    await batches.finish()
+    assert writes.batches == [["a"], ["b", "c"]]
+
+
+async def test_a_failed_write_is_raised_by_the_next_call():
+    writes = Writes(fail_on=0)
+    batches = _Batches(writes)
+    batches.add(["a"])
+    await batches.send()
+    await _settle()
+    writes.release()
+    await _settle()
+    batches.add(["b"])
+    with pytest.raises(RuntimeError, match="store said no"):
+        await batches.send()
+
+
+async def test_cancel_stops_the_write_under_way():
+    writes = Writes()
+    batches = _Batches(writes)
+    batches.add(["a"])
+    await batches.send()
+    await _settle()
+    await batches.cancel()
+    assert writes.cancelled == 1
+    writes.release()
+    await _settle()
+    assert writes.batches == []
