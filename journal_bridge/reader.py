@@ -13,9 +13,10 @@ A run is read from one of two sources:
 `state` -> `StateMapper`) and hands the records to `emit`, in stream order,
 one batch at a time: reading goes on while a batch is written, and the records
 mapped meanwhile make the next batch (`_Batches`), so a run costs the store a
-few transactions instead of one per frame. When the stream is over it asks the server how the run ended
-(`journal_bridge.outcome`) for what the stream cannot say: a cancel, a
-failure whose `error` part it missed, the interrupts of a paused run.
+few transactions instead of one per frame. When the stream is over it asks
+the server how the run ended (`journal_bridge.outcome`) for what the stream
+cannot say: a cancel, a failure whose `error` part it missed, the interrupts
+of a paused run.
 """
 
 from __future__ import annotations
@@ -270,7 +271,9 @@ async def _read(
         mapper = RunMapper(thread_id, run_id)
     else:
         mapper = StateMapper(thread_id, run_id)
+        # `run.start` goes at once: a run still queued shows as running.
         batches.add(await _start_state_mapper(sdk, mapper, source))
+        await batches.send()
 
     async def consume(parts: AsyncIterator[Part], more: Callable[[], bool] = lambda: False) -> None:
         # Frames that arrived together are mapped before their records are sent.
