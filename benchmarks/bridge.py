@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import statistics
 import sys
 import time
@@ -341,4 +342,6 @@ if __name__ == "__main__":
     parser.add_argument("--soak-turns", type=int, default=50)
     parser.add_argument("--soak-threads", type=int, default=4)
     parser.add_argument("--compactions", type=int, default=20)
+    # A stopped benchmark stops the servers it started: SIGTERM unwinds like Ctrl-C.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     asyncio.run(main(parser.parse_args()))
