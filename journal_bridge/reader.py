@@ -56,13 +56,14 @@ _MAX_PENDING = 500
 
 
 class _Batches:
-    """Hands a run's records to `emit` in order, at most one batch in flight.
+    """Hands a run's records to `emit` in order, one batch at a time.
 
-    `add` keeps records; `send` starts writing what is kept unless a write is
-    under way (the records then wait for the next batch); it waits for that
-    write only when `_MAX_PENDING` records are kept. `finish` writes the rest
-    and waits for it. A failed write is raised by the next call; a reader
-    that is cancelled cancels the write under way.
+    `add` keeps records; `send` has them written: at once when no write is
+    under way, else by the write under way as soon as its batch is written
+    (the records kept meanwhile make its next batch). `send` waits only when
+    `_MAX_PENDING` records are kept. `finish` waits until everything is
+    written. A failed write is raised by the next call; a reader that is
+    cancelled cancels the write under way.
     """
 
     def __init__(self, emit: Emit) -> None:
@@ -80,14 +81,13 @@ class _Batches:
     async def send(self) -> None:
         if self._writing is not None:
             if not self._writing.done() and not self.full:
-                return
+                return  # the write under way takes them next
             await self._written()
         if self._pending:
             batch, self._pending = self._pending, []
-            self._writing = asyncio.ensure_future(self._emit(batch))
+            self._writing = asyncio.ensure_future(self._write(batch))
 
     async def finish(self) -> None:
-        await self._written()
         await self.send()
         await self._written()
 
@@ -98,6 +98,11 @@ class _Batches:
         writing.cancel()
         with contextlib.suppress(BaseException):
             await writing
+
+    async def _write(self, batch: list[RunEvent]) -> None:
+        while batch:
+            await self._emit(batch)
+            batch, self._pending = self._pending, []
 
     async def _written(self) -> None:
         writing, self._writing = self._writing, None

@@ -74,13 +74,31 @@ async def test_a_reader_waits_only_when_too_many_records_are_kept(monkeypatch):
     batches.add(["c"])
     sending = asyncio.ensure_future(batches.send())
     await _settle()
-    assert not sending.done()  # two kept: waits for the write under way
+    assert not sending.done()  # two kept: waits until they are written
+    writes.release()
+    await _settle()
+    assert not sending.done()
     writes.release()
     await sending
-    assert writes.started == 2
-    writes.release()
-    await batches.finish()
     assert writes.batches == [["a"], ["b", "c"]]
+    await batches.finish()
+    assert writes.started == 2
+
+
+async def test_records_kept_during_a_write_are_written_when_it_ends_without_another_frame():
+    writes = Writes()
+    batches = _Batches(writes)
+    batches.add(["start"])
+    await batches.send()
+    await _settle()
+    batches.add(["human"])
+    await batches.send()  # kept: the write under way takes it next
+    writes.release()
+    await _settle()
+    writes.release()
+    await _settle()
+    # No further frame came, and the reader is still waiting for one.
+    assert writes.batches == [["start"], ["human"]]
 
 
 async def test_a_failed_write_is_raised_by_the_next_call():
