@@ -288,6 +288,7 @@ async def _read(
             batches.add(mapper.feed(part.event, part.data))
             if not more() or batches.full:
                 await batches.send()
+        await batches.send()
 
     tee = source.tee
     if tee is not None:

@@ -43,12 +43,18 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
-async def test_records_mapped_during_a_write_go_together_in_the_next_batch():
-    writes = Writes()
+async def _first_write_under_way(writes: Writes, records: list[str]) -> _Batches:
+    """A run's batches with `records` sent and their write waiting on the test."""
     batches = _Batches(writes)
-    batches.add(["start", "human"])
+    batches.add(records)
     await batches.send()
     await _settle()
+    return batches
+
+
+async def test_records_mapped_during_a_write_go_together_in_the_next_batch():
+    writes = Writes()
+    batches = await _first_write_under_way(writes, ["start", "human"])
     assert writes.started == 1  # the first batch is on its way; reading goes on
     for record in ("ai", "tool", "ai-2"):
         batches.add([record])
@@ -66,9 +72,7 @@ async def test_records_mapped_during_a_write_go_together_in_the_next_batch():
 async def test_a_reader_waits_only_when_too_many_records_are_kept(monkeypatch):
     monkeypatch.setattr(reader, "_MAX_PENDING", 2)
     writes = Writes()
-    batches = _Batches(writes)
-    batches.add(["a"])
-    await batches.send()
+    batches = await _first_write_under_way(writes, ["a"])
     batches.add(["b"])
     await batches.send()  # one kept: returns at once
     batches.add(["c"])
@@ -87,10 +91,7 @@ async def test_a_reader_waits_only_when_too_many_records_are_kept(monkeypatch):
 
 async def test_records_kept_during_a_write_are_written_when_it_ends_without_another_frame():
     writes = Writes()
-    batches = _Batches(writes)
-    batches.add(["start"])
-    await batches.send()
-    await _settle()
+    batches = await _first_write_under_way(writes, ["start"])
     batches.add(["human"])
     await batches.send()  # kept: the write under way takes it next
     writes.release()
@@ -103,10 +104,7 @@ async def test_records_kept_during_a_write_are_written_when_it_ends_without_anot
 
 async def test_a_failed_write_is_raised_by_the_next_call():
     writes = Writes(fail_on=0)
-    batches = _Batches(writes)
-    batches.add(["a"])
-    await batches.send()
-    await _settle()
+    batches = await _first_write_under_way(writes, ["a"])
     writes.release()
     await _settle()
     batches.add(["b"])
@@ -116,10 +114,7 @@ async def test_a_failed_write_is_raised_by_the_next_call():
 
 async def test_cancel_stops_the_write_under_way():
     writes = Writes()
-    batches = _Batches(writes)
-    batches.add(["a"])
-    await batches.send()
-    await _settle()
+    batches = await _first_write_under_way(writes, ["a"])
     await batches.cancel()
     assert writes.cancelled == 1
     writes.release()
