@@ -15,6 +15,8 @@ Delivery contract:
   memory only and a stop with the store down loses them (logged).
 - Order: records are written in the order they were accepted, across
   restarts too, so per thread the store's `seq` follows the producer's order.
+  Write-throughs that wait for the store behind another one are appended
+  together, in the order they came: concurrent runs share a transaction.
 - Exactly once: a record leaves the spool only after the store holds it. A
   stop between the two delivers it again, and the store returns the existing
   record for a `(thread_id, source_key)` it already holds; records without a
@@ -58,6 +60,18 @@ class DeliveryStats:
     dropped: int = 0
     last_error: str | None = None
     started_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class _Group:
+    """Write-throughs waiting for the store lock; the first to come appends them all.
+
+    `done` tells each of the others what `_write_through` would have: True
+    written, False spool them.
+    """
+
+    records: list[RunEvent]
+    done: asyncio.Future[bool]
 
 
 class DeliveryQueue:
@@ -104,6 +118,8 @@ class DeliveryQueue:
         # (until it ends, even when it missed its deadline: `_finishing`).
         self._store_lock = asyncio.Lock()
         self._finishing: asyncio.Future[None] | None = None
+        # Write-throughs waiting for the store lock, to be appended together.
+        self._waiting: _Group | None = None
         self._wakeup = asyncio.Event()
         self._changed = asyncio.Condition()
         self._delivered_through = 0
@@ -237,34 +253,55 @@ class DeliveryQueue:
         it refused them (they are spooled and the writer retries them, or drops
         the invalid ones). Still pending at the deadline: the pending append,
         which keeps the lock until it ends (`_finish_slow_write`); the records
-        are spooled too.
+        are spooled too. Writes that wait for the lock together go into the
+        store in one append, in the order they came.
         """
         assert self.store is not None
         timeout = self._write_through_timeout
         assert timeout is not None
+        group = self._waiting
+        if group is not None and len(group.records) + len(records) <= self._batch_size:
+            # Another write waits for the lock: go with it. Its deadlines are this
+            # one's; if it fails, these records are spooled after its own.
+            group.records.extend(records)
+            return await asyncio.shield(group.done)
         if self._store_lock.locked():
-            # Another write-through is under way: queue behind it, within the deadline.
+            # Another write-through is under way: queue behind it, within the
+            # deadline, taking along whatever comes meanwhile.
+            group = self._waiting = _Group(list(records), asyncio.get_running_loop().create_future())
             began = time.monotonic()
             try:
                 await asyncio.wait_for(self._store_lock.acquire(), timeout=timeout)
             except TimeoutError:
+                self._close(group, False)
                 return False
+            except BaseException:
+                self._close(group, False)
+                raise
             timeout = max(0.0, timeout - (time.monotonic() - began))
+            records = group.records
+            if self._waiting is group:
+                self._waiting = None
             if not self._may_write_through(records):  # something was spooled meanwhile
                 self._store_lock.release()
+                self._close(group, False)
                 return False
         else:
+            group = None
             await self._store_lock.acquire()
         append = asyncio.ensure_future(self.store.put_batch(records))
         try:
             await asyncio.wait_for(asyncio.shield(append), timeout=timeout)
         except TimeoutError:
+            self._close(group, False)
             return append  # the lock stays held: `write` hands it to `_finish_slow_write`
         except asyncio.CancelledError:
+            self._close(group, False)
             self._finishing = asyncio.ensure_future(self._finish_slow_write(append))
             raise
         except Exception as exc:  # noqa: BLE001 - StoreUnavailable, driver errors alike
             self._store_lock.release()
+            self._close(group, False)
             if not isinstance(exc, InvalidEvent):  # invalid records are the spool path's to drop
                 self._failed(exc)
                 logger.warning(
@@ -274,7 +311,16 @@ class DeliveryQueue:
         self._store_lock.release()
         self.stats.records_enqueued += len(records)
         self._succeeded(len(records))
+        self._close(group, True)
         return True
+
+    def _close(self, group: _Group | None, written: bool) -> None:
+        if group is None:
+            return
+        if self._waiting is group:
+            self._waiting = None
+        if not group.done.done():
+            group.done.set_result(written)
 
     async def _finish_slow_write(self, append: asyncio.Future[None]) -> None:
         """Hold the store lock until a write-through that missed its deadline ends.

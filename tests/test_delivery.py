@@ -20,7 +20,7 @@ from journal_bridge.delivery import DeliveryQueue
 from journal_bridge.events import make_event
 from journal_bridge.health import http_status, prometheus_text
 from journal_bridge.spool import spool_path
-from journal_bridge.store import open_store
+from journal_bridge.store import StoreUnavailable, open_store
 
 WORKER = Path(__file__).with_name("tee_worker.py")
 
@@ -372,3 +372,68 @@ async def test_a_write_through_the_store_refuses_is_spooled_and_delivered_once_t
         await queue.stop()
     contents, seqs = await _contents(journal.url)
     assert contents == [f"m{n}" for n in range(6)] and seqs == list(range(1, 7))
+
+
+async def test_write_throughs_that_wait_behind_another_go_into_the_store_in_one_append_in_order(journal, tmp_path):
+    async with open_store(journal.url) as real:
+        store = _GatedStore(real)
+        queue = DeliveryQueue(store, spool=tmp_path / "q.spool", write_through_timeout=30)
+        first = asyncio.ensure_future(queue.write([_record(n) for n in range(3)]))
+        first_gate = await store.waiting.get()
+        # Two runs write while the first append is under way: they wait together.
+        second = asyncio.ensure_future(queue.write([_record(n) for n in range(3, 5)]))
+        third = asyncio.ensure_future(queue.write([_record(5)]))
+        await asyncio.sleep(0.05)
+        assert not second.done() and not third.done()
+        first_gate.set()
+        await first
+        (await store.waiting.get()).set()
+        await asyncio.wait_for(asyncio.gather(second, third), timeout=10)
+        assert store.waiting.empty()  # two appends for three writes
+        report = queue.report()
+        await queue.stop()
+    contents, seqs = await _contents(journal.url)
+    assert contents == [f"m{n}" for n in range(6)] and seqs == list(range(1, 7))
+    assert report["records_enqueued"] == report["records_written"] == 6
+    assert _spooled_rows(queue.spool_path) == 0
+
+
+class _RefusingOnce(_GatedStore):
+    """A store whose first two appends wait for the test and whose second fails
+    as an unreachable store's would; later appends go straight through."""
+
+    def __init__(self, store) -> None:
+        super().__init__(store)
+        self.appends = 0
+
+    async def put_batch(self, records):
+        self.appends += 1
+        if self.appends != 2:
+            return await (super() if self.appends == 1 else self._store).put_batch(records)
+        gate = asyncio.Event()
+        await self.waiting.put(gate)
+        await gate.wait()
+        raise StoreUnavailable("the store went away")
+
+
+async def test_write_throughs_appended_together_that_the_store_refuses_are_spooled_and_delivered_once_in_order(
+    journal, tmp_path
+):
+    async with open_store(journal.url) as real:
+        store = _RefusingOnce(real)
+        queue = DeliveryQueue(store, spool=tmp_path / "q.spool", write_through_timeout=30, max_backoff=0.01)
+        first = asyncio.ensure_future(queue.write([_record(n) for n in range(2)]))
+        first_gate = await store.waiting.get()
+        second = asyncio.ensure_future(queue.write([_record(n) for n in range(2, 4)]))
+        third = asyncio.ensure_future(queue.write([_record(n) for n in range(4, 7)]))
+        await asyncio.sleep(0.05)
+        first_gate.set()
+        await first
+        (await store.waiting.get()).set()  # the joint append fails
+        await asyncio.gather(second, third)  # accepted all the same: spooled
+        assert queue.stats.retried >= 1
+        await asyncio.wait_for(queue.drain(), timeout=10)  # the writer delivers them
+        await queue.stop()
+    contents, seqs = await _contents(journal.url)
+    assert contents == [f"m{n}" for n in range(7)] and seqs == list(range(1, 8))
+    assert _spooled_rows(queue.spool_path) == 0
