@@ -53,23 +53,31 @@ _ALWAYS_READ = frozenset({_ERROR_MODE, "metadata"})
 Emit = Callable[[list[RunEvent]], Awaitable[None]]
 # Records held back while more frames wait, at most.
 _MAX_PENDING = 500
+# A run's next batch starts no sooner than this after its last one began: a
+# run whose frames come quickly (a model that answers at once) is written in
+# two or three transactions. The end of the stream does not wait for it.
+_GATHER_SECONDS = 0.02
 
 
 class _Batches:
     """Hands a run's records to `emit` in order, one batch at a time.
 
     `add` keeps records; `send` has them written: at once when no write is
-    under way, else by the write under way as soon as its batch is written
-    (the records kept meanwhile make its next batch). `send` waits only when
-    `_MAX_PENDING` records are kept. `finish` waits until everything is
-    written. A failed write is raised by the next call; a reader that is
-    cancelled cancels the write under way.
+    under way, else by the write under way once its batch is written and
+    `_GATHER_SECONDS` have passed since it began (the records kept meanwhile
+    make its next batch). `send` waits only when `_MAX_PENDING` records are
+    kept, and then does not wait for the gathering time. `finish` ends the
+    gathering and waits until everything is written. A failed write is raised
+    by the next call; a reader that is cancelled cancels the write under way.
     """
 
     def __init__(self, emit: Emit) -> None:
         self._emit = emit
         self._pending: list[RunEvent] = []
         self._writing: asyncio.Future[None] | None = None
+        # Set: the write under way takes what is kept without gathering more.
+        self._hurry = asyncio.Event()
+        self._finishing = False
 
     def add(self, records: list[RunEvent]) -> None:
         self._pending.extend(records)
@@ -82,12 +90,17 @@ class _Batches:
         if self._writing is not None:
             if not self._writing.done() and not self.full:
                 return  # the write under way takes them next
+            self._hurry.set()
             await self._written()
+            if not self._finishing:
+                self._hurry.clear()
         if self._pending:
             batch, self._pending = self._pending, []
             self._writing = asyncio.ensure_future(self._write(batch))
 
     async def finish(self) -> None:
+        self._finishing = True
+        self._hurry.set()
         await self.send()
         await self._written()
 
@@ -100,8 +113,14 @@ class _Batches:
             await writing
 
     async def _write(self, batch: list[RunEvent]) -> None:
+        loop = asyncio.get_running_loop()
         while batch:
+            began = loop.time()
             await self._emit(batch)
+            left = began + _GATHER_SECONDS - loop.time()
+            if left > 0 and not self._hurry.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._hurry.wait(), left)
             batch, self._pending = self._pending, []
 
     async def _written(self) -> None:

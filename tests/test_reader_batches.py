@@ -89,17 +89,46 @@ async def test_a_reader_waits_only_when_too_many_records_are_kept(monkeypatch):
     assert writes.started == 2
 
 
-async def test_records_kept_during_a_write_are_written_when_it_ends_without_another_frame():
+async def _until(condition) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("not reached within 5 s")
+
+
+async def test_records_kept_during_a_write_are_written_after_the_gathering_time_without_another_frame(monkeypatch):
+    monkeypatch.setattr(reader, "_GATHER_SECONDS", 0.2)
     writes = Writes()
     batches = await _first_write_under_way(writes, ["start"])
     batches.add(["human"])
     await batches.send()  # kept: the write under way takes it next
     writes.release()
     await _settle()
+    assert writes.started == 1  # still gathering
+    # No further frame comes, and the reader is still waiting for one.
+    await _until(lambda: writes.started == 2)
+    writes.release()
+    await _until(lambda: len(writes.batches) == 2)
+    assert writes.batches == [["start"], ["human"]]
+
+
+async def test_frames_that_come_quickly_make_one_batch_and_the_end_of_the_stream_does_not_wait(monkeypatch):
+    monkeypatch.setattr(reader, "_GATHER_SECONDS", 60)
+    writes = Writes()
+    batches = await _first_write_under_way(writes, ["start"])
     writes.release()
     await _settle()
-    # No further frame came, and the reader is still waiting for one.
-    assert writes.batches == [["start"], ["human"]]
+    for record in ("human", "ai", "tool", "ai-2"):
+        batches.add([record])
+        await batches.send()
+        await _settle()
+    assert writes.started == 1  # the first write is done; the rest is gathered
+    finishing = asyncio.ensure_future(batches.finish())
+    await _until(lambda: writes.started == 2)
+    writes.release()
+    await asyncio.wait_for(finishing, timeout=5)
+    assert writes.batches == [["start"], ["human", "ai", "tool", "ai-2"]]
 
 
 async def test_a_failed_write_is_raised_by_the_next_call():
