@@ -90,7 +90,8 @@ class _Batches:
         if self._writing is not None:
             if not self._writing.done() and not self.full:
                 return  # the write under way takes them next
-            self._hurry.set()
+            if not self._writing.done():
+                self._hurry.set()  # full: the write under way stops gathering
             await self._written()
             if not self._finishing:
                 self._hurry.clear()
