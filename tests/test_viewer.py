@@ -466,13 +466,19 @@ def test_no_seq_numbers_are_shown(page, product):
     assert re.search(r"#\d", text) is None
 
 
-def test_a_failed_run_shows_its_error_as_text(page, product):
+def test_a_failed_run_shows_its_error_once_as_text(page, product):
     _open_thread(page, product, limit=50, thread_id=XSS_THREAD)
     run = page.locator('section.run[data-run-id="run-xss"]')
     assert run.get_attribute("data-status") == "error"
     assert run.locator(".run-status").inner_text() == "error"
-    assert run.locator(".run-error").inner_text() == "ValueError: <b>bad</b> input"
-    assert run.locator(".run-error b").count() == 0
+    # The run's failure card carries the error; the run's header does not repeat it.
+    assert run.locator(".run-error").count() == 0
+    card = run.locator("li.run-outcome")
+    assert card.get_attribute("data-status") == "failed"
+    assert card.locator(".error-type").inner_text() == "ValueError"
+    assert card.locator(".status-message").inner_text() == "ValueError: <b>bad</b> input"
+    assert card.locator("b").count() == 0
+    assert run.inner_text().count("<b>bad</b> input") == 1
 
 
 def test_markdown_renders_a_safe_subset_and_markup_never_runs(page, product):

@@ -334,6 +334,8 @@ class ThreadView {
     let section = null;
     let list = null;
     let currentRun;
+    // A run whose failure has its card among the items shows the error there only.
+    const carded = new Set(this.items.filter((item) => item.type === RUN_STATUS_TYPE).map((item) => item.run_id));
     const finish = () => {
       if (!section) return;
       const rows = list.querySelectorAll(".item");
@@ -354,7 +356,7 @@ class ThreadView {
         const run = this.runs.get(currentRun);
         if (run) section.dataset.status = run.status;
         section.appendChild(this.renderRunHead(currentRun));
-        const error = run && run.error;
+        const error = run && !carded.has(currentRun) && run.error;
         if (error) {
           const named = !run.error_type || error.startsWith(run.error_type);
           section.appendChild(el("pre", "run-error", (named ? "" : run.error_type + ": ") + error));
