@@ -88,9 +88,9 @@ class _Batches:
 
     async def send(self) -> None:
         if self._writing is not None:
-            if not self._writing.done() and not self.full:
-                return  # the write under way takes them next
             if not self._writing.done():
+                if not self.full:
+                    return  # the write under way takes them next
                 self._hurry.set()  # full: the write under way stops gathering
             await self._written()
             if not self._finishing:

@@ -334,7 +334,7 @@ class ThreadView {
     let section = null;
     let list = null;
     let currentRun;
-    // A run whose failure has its card among the items shows the error there only.
+    // A run whose outcome card (failed, cancelled, paused) is among the items shows its error there only.
     const carded = new Set(this.items.filter((item) => item.type === RUN_STATUS_TYPE).map((item) => item.run_id));
     const finish = () => {
       if (!section) return;
