@@ -30,8 +30,8 @@ from pathlib import Path
 import httpx
 from starlette.applications import Starlette
 
-from journal_bridge.events import make_event
-from journal_bridge.routes import journal_routes
+from journal_bridge.model.envelope import make_event
+from journal_bridge.web.routes import journal_routes
 from journal_bridge.store import open_store
 
 TARGET_RATIO = 1.5

@@ -33,7 +33,7 @@ from typing import Any, Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from journal_bridge.events import (
+from journal_bridge.model.envelope import (
     LLM_AI_RESPONSE,
     LLM_HUMAN_INPUT,
     LLM_TOOL_RESULT,

@@ -14,7 +14,7 @@ _EXPORTS = {
     "TrackingSummarizationMiddleware": "journal_bridge.tracking",
     "open_store": "journal_bridge.store",
     "RunEventStore": "journal_bridge.store",
-    "RunEvent": "journal_bridge.events",
+    "RunEvent": "journal_bridge.model.envelope",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

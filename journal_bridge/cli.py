@@ -28,7 +28,7 @@ import textwrap
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
-from journal_bridge.overview import message_text
+from journal_bridge.projection.overview import message_text
 from journal_bridge.settings import ENV, Settings, SettingsError
 
 __all__ = ["build_parser", "format_item", "main"]
@@ -153,7 +153,7 @@ def format_item(item: dict[str, Any], width: int = 100) -> str:
 async def _history_from_store(
     store_url: str, thread_id: str, limit: int | None, settings: Settings
 ) -> list[dict[str, Any]] | None:
-    from journal_bridge.history import history_page
+    from journal_bridge.projection.history import history_page
     from journal_bridge.store import create_store
 
     _require_existing_journal(store_url)
@@ -352,7 +352,7 @@ def _run_follow(args: argparse.Namespace, settings: Settings) -> int:
     import logging
     from pathlib import Path
 
-    from journal_bridge.follower import default_cursor_path, run_follower
+    from journal_bridge.capture.follower import default_cursor_path, run_follower
 
     # The follower's own lines by default; every library's (httpx's request lines) with -v.
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -424,7 +424,7 @@ def _add_follow(subparsers: Any) -> None:
 
 
 def _run_backfill(args: argparse.Namespace, settings: Settings) -> int:
-    from journal_bridge.backfill import backfill
+    from journal_bridge.capture.backfill import backfill
     from journal_bridge.store import create_store
 
     credentials = _credentials(args)

@@ -6,7 +6,7 @@
 - ASGI middleware: `RunObserverMiddleware` makes every run observable and
   hands it to the bridge;
 - routes: the journal's history API and viewer, `/journal/health` (the
-  verdict of `journal_bridge.health`; 503 while journaling is not keeping up)
+  verdict of `journal_bridge.delivery.health`; 503 while journaling is not keeping up)
   and `/journal/metrics` (the same counters for Prometheus).
 
 `app` is the journal alone; when the server must serve an app of its own
@@ -39,19 +39,19 @@ from starlette.routing import BaseRoute, Route
 from starlette.schemas import SchemaGenerator
 from starlette.types import Scope
 
-from journal_bridge.bridge import Bridge
-from journal_bridge.compat import LifespanFirstMiddleware, check_server, in_process_client
-from journal_bridge.health import http_status, prometheus_text
-from journal_bridge.intercept import READER_HEADER, RunObserverMiddleware
-from journal_bridge.openapi import HEALTH, describe
-from journal_bridge.protocol_v2 import CommandObserverMiddleware
-from journal_bridge.reader import RunSource, TeeSource
-from journal_bridge.reconcile import Reconciler
-from journal_bridge.run_requests import RunPlan
-from journal_bridge.routes import journal_routes
-from journal_bridge.runtime import release_run_frames, retained_frame_count
+from journal_bridge.delivery.bridge import Bridge
+from journal_bridge.host.compat import LifespanFirstMiddleware, check_server, in_process_client
+from journal_bridge.delivery.health import http_status, prometheus_text
+from journal_bridge.capture.intercept import READER_HEADER, RunObserverMiddleware
+from journal_bridge.web.openapi import HEALTH, describe
+from journal_bridge.capture.protocol_v2 import CommandObserverMiddleware
+from journal_bridge.mapping.reader import RunSource, TeeSource
+from journal_bridge.capture.reconcile import Reconciler
+from journal_bridge.capture.run_requests import RunPlan
+from journal_bridge.web.routes import journal_routes
+from journal_bridge.host.retained_frames import release_run_frames, retained_frame_count
 from journal_bridge.settings import ENV, Settings
-from journal_bridge.spool import redact_url, spool_path
+from journal_bridge.delivery.spool import redact_url, spool_path
 from journal_bridge.store import RunEventStore, StoreUnavailable, open_store_when_available
 
 logger = logging.getLogger(__name__)

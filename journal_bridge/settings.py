@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from journal_bridge.capture import CaptureSetting
-from journal_bridge.events import DEFAULT_MAX_CONTENT_BYTES
+from journal_bridge.mapping.capture_setting import CaptureSetting
+from journal_bridge.model.envelope import DEFAULT_MAX_CONTENT_BYTES
 
 __all__ = ["DEFAULT_ROUTE_PREFIX", "ENV", "Settings", "SettingsError", "route_prefix"]
 

@@ -11,13 +11,13 @@
 `runs.stream` passes through untouched. `runs.stream` takes the same arguments
 and journals the run the way the plugin does:
 
-- the capture is planned as the plugin plans it (`journal_bridge.capture`,
+- the capture is planned as the plugin plans it (`journal_bridge.mapping.capture_setting`,
   setting from `capture=` or `JOURNAL_BRIDGE_CAPTURE`): the modes it adds are
   appended to the `stream_mode` sent, and their parts are not yielded. A
   `stream_mode` the server would reject is sent untouched, so its error names
   only the caller's value. `stream_resumable` is left as the caller set it:
   a resumable stream gives its parts ids, which the caller would see;
-- the parts are read by the plugin's reader and mappers (`journal_bridge.reader`,
+- the parts are read by the plugin's reader and mappers (`journal_bridge.mapping.reader`,
   run through a `Bridge`), so the records, keys included, are the plugin's. A
   stateless run's temporary thread is named to no client: its journal is
   filed under the run's id, as the plugin files it;
@@ -54,15 +54,15 @@ from typing import Any, Self
 
 import orjson
 
-from journal_bridge.bridge import Bridge
-from journal_bridge.capture import Capture, CaptureSetting, plan_capture
-from journal_bridge.compat import run_stream_modes
-from journal_bridge.health import assess
-from journal_bridge.modes import mode_of, requested_modes
-from journal_bridge.reader import RunSource, TeeSource
+from journal_bridge.delivery.bridge import Bridge
+from journal_bridge.mapping.capture_setting import Capture, CaptureSetting, plan_capture
+from journal_bridge.host.compat import run_stream_modes
+from journal_bridge.delivery.health import assess
+from journal_bridge.host.modes import mode_of, requested_modes
+from journal_bridge.mapping.reader import RunSource, TeeSource
 from journal_bridge.settings import Settings
-from journal_bridge.spool import spool_path
-from journal_bridge.sse import Frame
+from journal_bridge.delivery.spool import spool_path
+from journal_bridge.host.sse import Frame
 from journal_bridge.store import RunEventStore, StoreUnavailable, open_store_when_available
 
 logger = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ class TeeWriter:
             self.delivery.store = None
 
     def health(self) -> dict[str, Any]:
-        """The bridge's health (`journal_bridge.health.assess`: `status`, `reason`, counters)."""
+        """The bridge's health (`journal_bridge.delivery.health.assess`: `status`, `reason`, counters)."""
         report = {k: v for k, v in self.bridge.health().items() if k not in _VERDICT}
         report["runs_partial"] = self.runs_partial
         return {**assess(report), **report}

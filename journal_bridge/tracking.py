@@ -29,7 +29,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
-from journal_bridge.events import SUMMARIZATION_EVENT
+from journal_bridge.model.envelope import SUMMARIZATION_EVENT
 
 __all__ = ["SUMMARIZATION_EVENT", "TrackingSummarizationMiddleware"]
 

@@ -95,7 +95,7 @@ def assert_contract(records: Iterable[Any]) -> None:
 async def journaled_records(store_url: str, thread_id: str) -> list[Any]:
     """Every record journaled for `thread_id`, of every category, in seq order,
     each checked against the contract."""
-    from journal_bridge.events import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, TRACE
+    from journal_bridge.model.envelope import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, TRACE
     from journal_bridge.store import open_store
 
     async with open_store(store_url) as store:

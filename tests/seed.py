@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
-from journal_bridge.events import SUMMARIZER_CALLER, make_event
+from journal_bridge.model.envelope import SUMMARIZER_CALLER, make_event
 
 THREAD_ID = "thread-history"
 SCRIPT_TEXT = (
@@ -179,7 +179,7 @@ def journal_app(store_url: str, prefix: str | None = None):
 
     from starlette.applications import Starlette
 
-    from journal_bridge.routes import journal_routes
+    from journal_bridge.web.routes import journal_routes
     from journal_bridge.store import open_store
 
     @asynccontextmanager
@@ -263,7 +263,7 @@ async def journal_agent_thread(
     from langgraph.checkpoint.memory import InMemorySaver
 
     from graphs.agent import SYSTEM_PROMPT, TOOLS
-    from journal_bridge.mapping import map_parts
+    from journal_bridge.mapping.events_mapper import map_parts
     from graphs.offline_model import OfflineChatModel
     from journal_bridge.tracking import TrackingSummarizationMiddleware
 

@@ -15,7 +15,7 @@ import asyncio
 import json
 import sys
 
-from journal_bridge.events import make_event
+from journal_bridge.model.envelope import make_event
 from journal_bridge.tee import TeeWriter
 
 

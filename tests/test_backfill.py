@@ -16,8 +16,8 @@ from conversation import (
 )
 from langgraph_sdk import get_client
 
-from journal_bridge.backfill import backfill, backfill_thread
-from journal_bridge.history import project
+from journal_bridge.capture.backfill import backfill, backfill_thread
+from journal_bridge.projection.history import project
 from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e

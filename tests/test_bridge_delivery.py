@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
-from journal_bridge.bridge import Bridge
-from journal_bridge.events import make_event
+from journal_bridge.delivery.bridge import Bridge
+from journal_bridge.model.envelope import make_event
 from journal_bridge.store import open_store
 
 

@@ -11,8 +11,8 @@ import pytest
 from langgraph_sdk import get_client
 
 from conversation import EARLY_SUMMARIZATION, TURNS, human
-from journal_bridge.bridge import Bridge
-from journal_bridge.mapping import RunMapper
+from journal_bridge.delivery.bridge import Bridge
+from journal_bridge.mapping.events_mapper import RunMapper
 from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e

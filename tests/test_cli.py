@@ -109,7 +109,7 @@ def test_history_into_a_closed_pipe_ends_quietly(tmp_path):
     """`journal-bridge history ... | head -1`: the reader leaves early; no traceback."""
     import asyncio
 
-    from journal_bridge.events import make_event
+    from journal_bridge.model.envelope import make_event
     from journal_bridge.store import open_store
 
     url = f"sqlite:///{tmp_path / 'long.db'}"

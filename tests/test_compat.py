@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from journal_bridge.compat import UnsupportedServer, check_server
+from journal_bridge.host.compat import UnsupportedServer, check_server
 
 SUPPORTED = {"langgraph-api": "0.16.7", "langgraph-runtime-inmem": "0.36.7"}
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from journal_bridge import records
-from journal_bridge.events import OUTPUTS
-from journal_bridge.mapping import map_parts
-from journal_bridge.state_mapping import StateMapper
+from journal_bridge.model import records
+from journal_bridge.model.envelope import OUTPUTS
+from journal_bridge.mapping.events_mapper import map_parts
+from journal_bridge.mapping.state_mapper import StateMapper
 
 RUN = "11111111-1111-1111-1111-111111111111"
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from journal_bridge.delivery import DeliveryQueue
-from journal_bridge.events import make_event
-from journal_bridge.health import http_status, prometheus_text
-from journal_bridge.spool import spool_path
+from journal_bridge.delivery.queue import DeliveryQueue
+from journal_bridge.model.envelope import make_event
+from journal_bridge.delivery.health import http_status, prometheus_text
+from journal_bridge.delivery.spool import spool_path
 from journal_bridge.store import StoreUnavailable, open_store
 
 WORKER = Path(__file__).with_name("tee_worker.py")
@@ -297,7 +297,7 @@ def test_metrics_are_prometheus_text_with_help_and_type_for_each_counter():
 async def test_records_beyond_what_the_queue_keeps_in_memory_are_read_back_from_the_spool_in_order(
     journal, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr("journal_bridge.spool._MIRROR_SIZE", 3)
+    monkeypatch.setattr("journal_bridge.delivery.spool._MIRROR_SIZE", 3)
     async with open_store(journal.url) as store:
         queue = DeliveryQueue(None, spool=tmp_path / "q.spool", batch_size=2)
         for n in range(10):

@@ -29,8 +29,8 @@ from conversation import (
 )
 from langgraph_server import LanggraphDevServer
 
-from journal_bridge.intercept import READER_HEADER
-from journal_bridge.records import is_hidden
+from journal_bridge.capture.intercept import READER_HEADER
+from journal_bridge.model.records import is_hidden
 from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,7 @@ from langgraph_sdk import get_client
 
 from conversation import EARLY_SUMMARIZATION, human, wait_journal_idle
 from langgraph_server import LanggraphDevServer
-from journal_bridge.records import is_hidden
+from journal_bridge.model.records import is_hidden
 from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e

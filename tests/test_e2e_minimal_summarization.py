@@ -18,7 +18,7 @@ from conversation import human, is_summary, wait_journal_idle
 from langgraph_sdk import get_client
 from langgraph_server import PROJECT_ROOT, LanggraphDevServer, project_config
 
-from journal_bridge.records import is_hidden
+from journal_bridge.model.records import is_hidden
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ from conversation import human, message_ids_seen, stream_turn
 from langgraph_sdk import get_client
 from langgraph_server import retries_runs_left_running
 
-from journal_bridge.intercept import READER_HEADER
+from journal_bridge.capture.intercept import READER_HEADER
 from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e

@@ -9,8 +9,8 @@ import pytest
 from conversation import EARLY_SUMMARIZATION, TURNS, human, message_ids_seen
 from langgraph_sdk import get_client
 
-from journal_bridge.follower import Follower
-from journal_bridge.records import is_hidden
+from journal_bridge.capture.follower import Follower
+from journal_bridge.model.records import is_hidden
 from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e

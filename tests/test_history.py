@@ -14,8 +14,8 @@ from seed import (
     seed_conversation,
 )
 
-from journal_bridge import history
-from journal_bridge.events import make_event
+from journal_bridge.projection import history
+from journal_bridge.model.envelope import make_event
 from journal_bridge.store import open_store
 
 REPLACED = ["h1", "a1", "t1", "a101", "h2", "a2", "t2", "a102"]

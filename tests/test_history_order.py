@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from journal_bridge import history
-from journal_bridge.backfill import backfill_thread
-from journal_bridge.events import make_event
+from journal_bridge.projection import history
+from journal_bridge.capture.backfill import backfill_thread
+from journal_bridge.model.envelope import make_event
 from journal_bridge.store import open_store
 
 THREAD = "thread-with-holes"

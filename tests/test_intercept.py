@@ -10,9 +10,9 @@ import orjson
 import pytest
 from httpx import ASGITransport, AsyncClient
 
-from journal_bridge.capture import CaptureSetting
-from journal_bridge.intercept import RunObserverMiddleware
-from journal_bridge.run_requests import RunPlan
+from journal_bridge.mapping.capture_setting import CaptureSetting
+from journal_bridge.capture.intercept import RunObserverMiddleware
+from journal_bridge.capture.run_requests import RunPlan
 
 THREAD = "00000000-0000-0000-0000-00000000000a"
 RUN = "00000000-0000-0000-0000-00000000000b"

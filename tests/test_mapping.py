@@ -13,8 +13,8 @@ import uuid
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from journal_bridge.mapping import RunMapper, map_parts
-from journal_bridge.records import is_hidden
+from journal_bridge.mapping.events_mapper import RunMapper, map_parts
+from journal_bridge.model.records import is_hidden
 
 
 def _graph():

@@ -57,7 +57,7 @@ def test_the_sdist_holds_the_package_and_its_viewer(dists):
     names = tarfile.open(sdist).getnames()
     (wheel,) = dists.glob("journal_bridge-*.whl")
     wheel_names = zipfile.ZipFile(wheel).namelist()
-    for name in ("journal_bridge/server.py", "journal_bridge/compat.py", "journal_bridge/viewer/index.html"):
+    for name in ("journal_bridge/server.py", "journal_bridge/host/compat.py", "journal_bridge/web/viewer/index.html"):
         assert any(n.endswith(name) for n in names), name
         assert name in wheel_names
     assert not any(n.startswith(("tests/", "graphs/")) for n in wheel_names)

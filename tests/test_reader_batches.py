@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from journal_bridge import reader
-from journal_bridge.reader import _Batches
+from journal_bridge.mapping import reader
+from journal_bridge.mapping.reader import _Batches
 
 
 class Writes:

@@ -10,7 +10,7 @@ import pytest
 from conversation import EARLY_SUMMARIZATION, TURNS, stream_turn, wait_journal_idle
 from langgraph_sdk import get_client
 
-from journal_bridge.history import project
+from journal_bridge.projection.history import project
 from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.e2e

@@ -208,7 +208,7 @@ async def test_threads_search_finds_message_text(client):
 async def test_a_store_that_cannot_search_matches_titles_and_ids():
     from starlette.applications import Starlette
 
-    from journal_bridge.routes import journal_routes
+    from journal_bridge.web.routes import journal_routes
     from journal_bridge.store.base import RunEventStore
     from journal_bridge.store.memory import MemoryRunEventStore
 
@@ -227,7 +227,7 @@ async def test_a_store_that_cannot_search_matches_titles_and_ids():
 
 
 async def test_runs_report_status_duration_and_error(store_url, client):
-    from journal_bridge.events import make_event
+    from journal_bridge.model.envelope import make_event
 
     async with open_store(store_url) as store:
         await store.put_batch([
@@ -300,7 +300,7 @@ async def test_sqlite_journal_gone_is_503_naming_no_file_and_no_sql(store_url, r
 async def test_no_store_open_yet_is_503_saying_so_without_internals():
     from starlette.applications import Starlette
 
-    from journal_bridge.routes import journal_routes
+    from journal_bridge.web.routes import journal_routes
 
     app = Starlette(routes=journal_routes())
     response = await _get_messages(app)
@@ -391,7 +391,7 @@ async def test_access_check_under_a_mount_asks_what_the_callers_own_request_woul
     from starlette.responses import JSONResponse
     from starlette.routing import Mount, Route
 
-    from journal_bridge import access
+    from journal_bridge.web import access
 
     seen = []
 
@@ -435,7 +435,7 @@ async def on_every_store(request, tmp_path):
     from starlette.applications import Starlette
     from suites import require_or_skip
 
-    from journal_bridge.routes import journal_routes
+    from journal_bridge.web.routes import journal_routes
 
     options = {}
     if request.param == "memory":
@@ -535,7 +535,7 @@ async def test_repair_of_an_id_that_is_no_uuid_is_422_before_asking_the_server(c
 
 
 def test_the_access_check_path_is_one_segment_for_any_id():
-    from journal_bridge.access import thread_path
+    from journal_bridge.web.access import thread_path
 
     assert thread_path("..") == "/threads/%2E%2E"
     assert thread_path(".", "/api") == "/api/threads/%2E"
@@ -553,7 +553,7 @@ async def test_a_dot_thread_id_is_checked_against_the_thread_route_not_the_serve
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from journal_bridge import access
+    from journal_bridge.web import access
 
     asked = []
 
@@ -585,7 +585,7 @@ async def test_a_dot_thread_id_is_checked_against_the_thread_route_not_the_serve
 async def test_an_unexpected_failure_is_a_json_500_with_the_reason_in_the_log(caplog):
     from starlette.applications import Starlette
 
-    from journal_bridge.routes import journal_routes
+    from journal_bridge.web.routes import journal_routes
 
     class BrokenStore:
         async def has_thread(self, thread_id):

@@ -14,11 +14,11 @@ import httpx
 import pytest
 from contract import contract_violations
 
-from journal_bridge import history
-from journal_bridge.events import make_event
-from journal_bridge.mapping import RunMapper, map_parts
-from journal_bridge.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome, read_outcome
-from journal_bridge.state_mapping import StateMapper
+from journal_bridge.projection import history
+from journal_bridge.model.envelope import make_event
+from journal_bridge.mapping.events_mapper import RunMapper, map_parts
+from journal_bridge.host.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome, read_outcome
+from journal_bridge.mapping.state_mapper import StateMapper
 
 THREAD, RUN = "thread-1", "run-1"
 HUMAN = {"type": "human", "content": "ask the human about Rome", "id": "h1"}

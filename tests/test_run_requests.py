@@ -7,9 +7,9 @@ import json
 import orjson
 import pytest
 
-from journal_bridge.capture import CaptureSetting
-from journal_bridge.intercept import route_path
-from journal_bridge.run_requests import plan_run_request, restore_run_objects
+from journal_bridge.mapping.capture_setting import CaptureSetting
+from journal_bridge.capture.intercept import route_path
+from journal_bridge.capture.run_requests import plan_run_request, restore_run_objects
 
 AUTO, EVENTS, LEAN = CaptureSetting.AUTO, CaptureSetting.EVENTS, CaptureSetting.LEAN
 

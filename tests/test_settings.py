@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from journal_bridge.capture import CaptureSetting
+from journal_bridge.mapping.capture_setting import CaptureSetting
 from journal_bridge.settings import ENV, Settings, SettingsError
 
 README = Path(__file__).resolve().parent.parent / "README.md"

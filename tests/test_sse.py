@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from journal_bridge.sse import Frame, SSEFrames
+from journal_bridge.host.sse import Frame, SSEFrames
 
 FRAMES = (
     b"event: metadata\r\ndata: {\"run_id\":\"r\"}\r\nid: 1-0\r\n\r\n"

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from journal_bridge.mapping import RunMapper
-from journal_bridge.records import is_hidden
-from journal_bridge.state_mapping import StateMapper
+from journal_bridge.mapping.events_mapper import RunMapper
+from journal_bridge.model.records import is_hidden
+from journal_bridge.mapping.state_mapper import StateMapper
 from test_mapping import _dump, _graph
 
 TURNS = ["hello", "add 2 and 3", "weather in Paris", "one more", "add 4 and 5", "weather in Oslo"]

@@ -22,7 +22,7 @@ from seed import (
 )
 from suites import require_or_skip
 
-from journal_bridge.events import make_event
+from journal_bridge.model.envelope import make_event
 from journal_bridge.store import open_store
 
 pytestmark = pytest.mark.browser
@@ -212,8 +212,8 @@ def outcomes(tmp_path_factory):
     """A thread whose runs failed, were cancelled and paused, with markup in what they say."""
     import asyncio
 
-    from journal_bridge import records
-    from journal_bridge.events import make_event
+    from journal_bridge.model import records
+    from journal_bridge.model.envelope import make_event
     from journal_bridge.store import open_store
 
     def run(run_id, text, *drafts):

@@ -22,7 +22,7 @@ import importlib
 from collections.abc import Callable, Generator
 from typing import Any
 
-from journal_bridge.events import EventRecord, InvalidEvent
+from journal_bridge.model.envelope import EventRecord, InvalidEvent
 from journal_bridge.settings import Settings
 from journal_bridge.store.base import RunEventStore, StoreError, StoreUnavailable, supports
 

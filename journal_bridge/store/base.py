@@ -40,7 +40,7 @@ from datetime import datetime
 from typing import Any, Self
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from journal_bridge.events import (
+from journal_bridge.model.envelope import (
     DEFAULT_MAX_CONTENT_BYTES,
     LLM_AI_RESPONSE,
     MESSAGE,

@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from journal_bridge.events import (
+from journal_bridge.model.envelope import (
     ERROR,
     LLM_AI_RESPONSE,
     LLM_HUMAN_INPUT,

@@ -19,7 +19,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from journal_bridge.events import RunEvent, dumps
+from journal_bridge.model.envelope import RunEvent, dumps
 from journal_bridge.store import base
 
 __all__ = ["COLUMNS", "TABLES", "decode_row", "encode_row", "run_events_statements"]

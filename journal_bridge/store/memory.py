@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
+from journal_bridge.model.envelope import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     VISIBLE_AI_EVENT_TYPES,

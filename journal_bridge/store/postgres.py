@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from journal_bridge.events import MESSAGE, InvalidEvent, PreparedEvent, RunEvent
+from journal_bridge.model.envelope import MESSAGE, InvalidEvent, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     SCHEMA_VERSION,

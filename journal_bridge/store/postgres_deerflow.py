@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import psycopg
 
-from journal_bridge.events import RunEvent
+from journal_bridge.model.envelope import RunEvent
 from journal_bridge.store.deerflow import (
     COLUMNS,
     TABLES,

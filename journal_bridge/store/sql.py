@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
+from journal_bridge.model.envelope import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     Page,
     RunEventsQuery,

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import aiosqlite
 
-from journal_bridge.events import MESSAGE, PreparedEvent, RunEvent
+from journal_bridge.model.envelope import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     SCHEMA_VERSION,

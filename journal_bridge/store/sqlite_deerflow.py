@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 
-from journal_bridge.events import RunEvent
+from journal_bridge.model.envelope import RunEvent
 from journal_bridge.store.deerflow import (
     COLUMNS,
     TABLES,

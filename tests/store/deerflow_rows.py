@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from journal_bridge.events import LLM_AI_RESPONSE, LLM_HUMAN_INPUT, MESSAGE, RUN_END
+from journal_bridge.model.envelope import LLM_AI_RESPONSE, LLM_HUMAN_INPUT, MESSAGE, RUN_END
 from journal_bridge.store.base import supports
 from journal_bridge.store.conformance import THREAD, event
 

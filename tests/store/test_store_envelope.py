@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from journal_bridge import events
-from journal_bridge.events import (
+from journal_bridge.model import envelope as events
+from journal_bridge.model.envelope import (
     EVENT_CATEGORIES,
     InvalidEvent,
     RunEvent,

@@ -13,7 +13,7 @@ from deerflow_rows import (
     deerflow_row,
 )
 
-from journal_bridge.events import LLM_AI_RESPONSE, MESSAGE, RUN_END
+from journal_bridge.model.envelope import LLM_AI_RESPONSE, MESSAGE, RUN_END
 from journal_bridge.store import open_store
 from journal_bridge.store.conformance import THREAD, SharedStorageConformance, event
 from journal_bridge.store.deerflow import run_events_statements

@@ -3,10 +3,10 @@
 Runs reach it two ways: `observe` joins a run through the SDK (runs nobody
 streams; with no capture given, from `events` and the first frame), `tee`
 reads a run from the frames its streaming client receives. Either way the
-run's parts go through the capture's mapper (`journal_bridge.reader`) and the
+run's parts go through the capture's mapper (`journal_bridge.mapping.reader`) and the
 records onto the bridge's `DeliveryQueue`, which writes them to the
 `RunEventStore` in batches (order, idempotency, retries, drops and the spool
-that keeps them across restarts: `journal_bridge.delivery`).
+that keeps them across restarts: `journal_bridge.delivery.queue`).
 
 Records of a run are accepted in stream order, so per thread the store's
 `seq` follows the stream. While the queue is full (`queue_size`), followers
@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from journal_bridge.capture import Capture
-from journal_bridge.delivery import DeliveryQueue, DeliveryStats
-from journal_bridge.events import RunEvent
-from journal_bridge.health import assess
-from journal_bridge.mapping import RunMapper
-from journal_bridge.modes import EVENTS_MODE
-from journal_bridge.outcome import CANCELLED, ERRORED, INTERRUPTED
-from journal_bridge.reader import RunSource, TeeSource, read_run
-from journal_bridge.state_mapping import StateMapper
+from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.delivery.queue import DeliveryQueue, DeliveryStats
+from journal_bridge.model.envelope import RunEvent
+from journal_bridge.delivery.health import assess
+from journal_bridge.mapping.events_mapper import RunMapper
+from journal_bridge.host.modes import EVENTS_MODE
+from journal_bridge.host.outcome import CANCELLED, ERRORED, INTERRUPTED
+from journal_bridge.mapping.reader import RunSource, TeeSource, read_run
+from journal_bridge.mapping.state_mapper import StateMapper
 from journal_bridge.store import RunEventStore
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class BridgeStats(DeliveryStats):
     runs_observed: int = 0
     runs_completed: int = 0  # read to their end, however they ended
     runs_failed: int = 0  # could not be read
-    # How the runs read to their end ended (`journal_bridge.outcome`).
+    # How the runs read to their end ended (`journal_bridge.host.outcome`).
     runs_errored: int = 0
     runs_cancelled: int = 0
     runs_interrupted: int = 0
@@ -270,7 +270,7 @@ class Bridge:
 
     def health(self) -> dict[str, Any]:
         """The queue's report and the reading counters, with `status` and `reason`
-        (`journal_bridge.health.assess`)."""
+        (`journal_bridge.delivery.health.assess`)."""
         report = self.delivery.report()
         stats = self.stats
         report.update(

@@ -34,7 +34,7 @@ Limits, reported per thread rather than hidden:
   `metadata.anchor_seq` (the seq of the journaled record it precedes), and one
   `journal.order` record (run `journal-bridge:order`, category `trace`) lists
   them, so the history shows them in conversation order
-  (`journal_bridge.history`).
+  (`journal_bridge.projection.history`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from journal_bridge.events import (
+from journal_bridge.model.envelope import (
     LLM_AI_RESPONSE,
     LLM_HUMAN_INPUT,
     LLM_TOOL_RESULT,
@@ -56,9 +56,9 @@ from journal_bridge.events import (
     RunEvent,
     make_event,
 )
-from journal_bridge.history import ORDER_EVENT, ORDER_RUN_ID, anchor_of
+from journal_bridge.projection.history import ORDER_EVENT, ORDER_RUN_ID, anchor_of
 from journal_bridge.store import RunEventStore
-from journal_bridge.timestamps import parse_time
+from journal_bridge.model.timestamps import parse_time
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """ASGI middleware that makes every run observable to the journal, invisibly.
 
-For each run-creating request (`journal_bridge.run_requests` decides whether
+For each run-creating request (`journal_bridge.capture.run_requests` decides whether
 and how to rewrite it) the middleware:
 
 1. forwards the request with the capture's stream modes and `stream_resumable`
@@ -32,10 +32,10 @@ import orjson
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from journal_bridge.capture import CaptureSetting
-from journal_bridge.compat import max_request_body_bytes
-from journal_bridge.run_requests import RunPlan, plan_run_request, restore_run_objects, run_creating_kind
-from journal_bridge.sse import Frame, SSEFrames
+from journal_bridge.mapping.capture_setting import CaptureSetting
+from journal_bridge.host.compat import max_request_body_bytes
+from journal_bridge.capture.run_requests import RunPlan, plan_run_request, restore_run_objects, run_creating_kind
+from journal_bridge.host.sse import Frame, SSEFrames
 
 logger = logging.getLogger(__name__)
 

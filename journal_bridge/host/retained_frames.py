@@ -10,7 +10,7 @@ of the mode the plugin added. Runtimes that expire frames themselves (the
 Redis-backed one of a deployment) need nothing, and this does nothing there.
 
 How the in-memory runtime keeps frames is version-specific and read through
-`journal_bridge.compat`.
+`journal_bridge.host.compat`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from uuid import UUID
 
-from journal_bridge.compat import frame_mode, inmem_frame_stores
+from journal_bridge.host.compat import frame_mode, inmem_frame_stores
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ thread remains was cancelled with `rollback`), the error the thread keeps
 and, when asked, the interrupts of the run's last checkpoint, found by the
 `run_id` in the checkpoint's metadata, so a later run of the thread (a quick
 resume) is never mistaken for it. The mappers turn the answer into records
-(`journal_bridge.records`).
+(`journal_bridge.model.records`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from journal_bridge.compat import cancel_reason
-from journal_bridge.records import interrupt_values
+from journal_bridge.host.compat import cancel_reason
+from journal_bridge.model.records import interrupt_values
 
 logger = logging.getLogger(__name__)
 

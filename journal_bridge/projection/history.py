@@ -67,7 +67,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from journal_bridge.events import (
+from journal_bridge.model.envelope import (
     ERROR,
     LLM_AI_RESPONSE,
     LLM_HUMAN_INPUT,
@@ -80,7 +80,7 @@ from journal_bridge.events import (
     RUN_INTERRUPT,
     RunEvent,
 )
-from journal_bridge.records import CANCELLED_ERROR_TYPE, is_hidden
+from journal_bridge.model.records import CANCELLED_ERROR_TYPE, is_hidden
 
 __all__ = [
     "MARKER_TYPE",

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from journal_bridge.events import RunEvent, dumps, prepare_event
+from journal_bridge.model.envelope import RunEvent, dumps, prepare_event
 
 logger = logging.getLogger(__name__)
 

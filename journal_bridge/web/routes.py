@@ -3,8 +3,8 @@
 `journal_routes(prefix)` returns plain Starlette routes for the plugin's
 `http.app`. Handlers read the store from `request.app.state.journal_store`,
 which the app's lifespan sets. Who may read a thread's journal is decided in
-`journal_bridge.access`; the OpenAPI description of each route, which the
-server publishes in its `/openapi.json`, is in `journal_bridge.openapi`.
+`journal_bridge.web.access`; the OpenAPI description of each route, which the
+server publishes in its `/openapi.json`, is in `journal_bridge.web.openapi`.
 
 Errors are JSON `{"detail": "..."}`: 401 unauthenticated, 404 unknown thread,
 422 a bad parameter (named first in the message), 503 store or access check
@@ -29,9 +29,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from journal_bridge import history, openapi, overview
-from journal_bridge.access import JournalAccessError, readable_threads, require_thread_access
-from journal_bridge.openapi import MAX_LIMIT, MAX_RUN_IDS, MAX_SEQ
+from journal_bridge.projection import history, overview
+
+from journal_bridge.web import openapi
+from journal_bridge.web.access import JournalAccessError, readable_threads, require_thread_access
+from journal_bridge.web.openapi import MAX_LIMIT, MAX_RUN_IDS, MAX_SEQ
 from journal_bridge.settings import DEFAULT_ROUTE_PREFIX, route_prefix
 
 __all__ = [
@@ -246,7 +248,7 @@ async def thread_repair(request: Request) -> Response:
     """
     from langgraph_sdk import get_client
 
-    from journal_bridge.backfill import BUSY, NOT_FOUND, backfill_thread
+    from journal_bridge.capture.backfill import BUSY, NOT_FOUND, backfill_thread
 
     thread_id = _server_thread_id(request)
     since = request.query_params.get("since_checkpoint") or None
@@ -364,7 +366,7 @@ def _viewer_page(name: str, title: str, prefix: str, summary: str) -> Any:
     # Read once, when the routes are built: a request never touches the disk.
     # Every page is the same document around its own title and body
     # (`viewer/page.html`), so the pages load the same stylesheet and script.
-    viewer = resources.files("journal_bridge").joinpath("viewer")
+    viewer = resources.files("journal_bridge.web").joinpath("viewer")
     template = (
         viewer.joinpath("page.html")
         .read_text("utf-8")
@@ -420,7 +422,7 @@ _VIEWER = (
 def journal_routes(prefix: str | None = None) -> list[BaseRoute]:
     """The journal's routes under `prefix` (default /journal; "" or "/" for the root)."""
     prefix = route_prefix(DEFAULT_ROUTE_PREFIX if prefix is None else prefix)
-    files = resources.files("journal_bridge")
+    files = resources.files("journal_bridge.web")
     return [
         *(
             Route(f"{prefix}{path}", _handler(endpoint, operation), methods=[method])

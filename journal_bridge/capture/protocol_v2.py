@@ -13,7 +13,7 @@ the journal).
 
 Requests, responses and WebSocket messages pass through byte for byte and
 unbuffered; the middleware only looks at them. A command answer it cannot read
-leaves the run to the reconciler (`journal_bridge.reconcile`).
+leaves the run to the reconciler (`journal_bridge.capture.reconcile`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from journal_bridge.capture import Capture
-from journal_bridge.compat import protocol_v2_stream_modes
-from journal_bridge.intercept import READER_HEADER, RunSink, route_path
-from journal_bridge.run_requests import RunPlan
+from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.host.compat import protocol_v2_stream_modes
+from journal_bridge.capture.intercept import READER_HEADER, RunSink, route_path
+from journal_bridge.capture.run_requests import RunPlan
 
 logger = logging.getLogger(__name__)
 

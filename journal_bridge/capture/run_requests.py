@@ -9,7 +9,7 @@ forwarded byte for byte, so the server answers it as it would without the
 plugin (and a run it creates all the same is still journaled, from what the
 client streams or by joining it).
 
-What a rewrite adds: the capture's stream modes (`journal_bridge.capture`),
+What a rewrite adds: the capture's stream modes (`journal_bridge.mapping.capture_setting`),
 appended after the client's, and `stream_resumable`, so the journal can read
 the run from its first frame whenever it joins. The server stores and echoes
 both in the run object (`kwargs.stream_mode`, `kwargs.resumable`);
@@ -25,8 +25,8 @@ from typing import Any
 
 import orjson
 
-from journal_bridge.capture import Capture, CaptureSetting, plan_capture
-from journal_bridge.compat import max_request_body_bytes, run_stream_modes
+from journal_bridge.mapping.capture_setting import Capture, CaptureSetting, plan_capture
+from journal_bridge.host.compat import max_request_body_bytes, run_stream_modes
 
 __all__ = ["RunPlan", "plan_run_request", "restore_run_objects", "run_creating_kind"]
 

@@ -24,11 +24,11 @@ alone:
 
 Whether a stream that just stopped was a cancelled run, or a failure whose
 `error` part was missed, comes with the run's outcome
-(`journal_bridge.outcome`) given to `flush`.
+(`journal_bridge.host.outcome`) given to `flush`.
 
 It yields the same message, middleware and outputs records as the `events`
-mapper (`journal_bridge.mapping`), built by the same functions
-(`journal_bridge.records`), with the same keys.
+mapper (`journal_bridge.mapping.events_mapper`), built by the same functions
+(`journal_bridge.model.records`), with the same keys.
 
 Protocol v2 runs (`POST /threads/{id}/commands`) stream the same modes
 wrapped in an envelope, `{"type": "event", "method": mode, "params":
@@ -46,11 +46,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from journal_bridge import records
-from journal_bridge.compat import is_cancel_part
-from journal_bridge.events import MIDDLEWARE_SUMMARIZE, RunEvent
-from journal_bridge.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
-from journal_bridge.records import Draft, message_dict
+from journal_bridge.model import records
+from journal_bridge.host.compat import is_cancel_part
+from journal_bridge.model.envelope import MIDDLEWARE_SUMMARIZE, RunEvent
+from journal_bridge.host.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
+from journal_bridge.model.records import Draft, message_dict
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class StateMapper:
         self._last_state: Mapping[str, Any] | None = None
         self._failed = False
         self._interrupts: list[dict[str, Any]] = []
-        self.ending: str | None = None  # how the journaled run ended (`journal_bridge.outcome`)
+        self.ending: str | None = None  # how the journaled run ended (`journal_bridge.host.outcome`)
 
     def start(self, graph: str | None, assistant_id: str | None, run_input: Any) -> list[RunEvent]:
         """`run.start`; the run's input tells which messages of the first state are new."""
@@ -213,7 +213,7 @@ class StateMapper:
 
     def _compaction(self, summary: Mapping[str, Any], ids: list[str]) -> dict[str, Any]:
         """The summarization payload a compaction implies: what the previous state held and this one lost."""
-        from journal_bridge.backfill import summary_text
+        from journal_bridge.capture.backfill import summary_text
 
         present = set(ids)
         replaced = [i for i in self._previous_ids if i not in present]

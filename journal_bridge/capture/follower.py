@@ -12,7 +12,7 @@ one interval of its creation.
 Observation. A run's `kwargs` say how it was created, and that decides what
 the follower can see of it through `runs.join_stream`. It joins with the modes
 the run has, and reads them with the mapper the plugin uses for them
-(`journal_bridge.reader`): `events` -> the `events` mapper; else `values`
+(`journal_bridge.mapping.reader`): `events` -> the `events` mapper; else `values`
 (with `custom` when the run has it) -> the state mapper, which also reads the
 thread's final state after a join that began late.
 
@@ -43,7 +43,7 @@ Delivery. Records go through the bridge's `DeliveryQueue`, spooled to a local
 file (`spool`; the CLI's default is `spool_path(store_url, "follow")`) while
 the store is down, so a follower stopped during a store outage delivers them
 when it starts again. `health()` gives the shared verdict
-(`journal_bridge.health`).
+(`journal_bridge.delivery.health`).
 """
 
 from __future__ import annotations
@@ -60,15 +60,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from journal_bridge.bridge import Bridge
-from journal_bridge.capture import Capture
-from journal_bridge.events import RUN_END, RUN_ERROR, RUN_START
-from journal_bridge.health import UNAVAILABLE as UNAVAILABLE_STATUS
-from journal_bridge.modes import EVENTS_MODE, requested_modes
-from journal_bridge.reader import RunSource
-from journal_bridge.spool import spool_path
+from journal_bridge.delivery.bridge import Bridge
+from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
+from journal_bridge.delivery.health import UNAVAILABLE as UNAVAILABLE_STATUS
+from journal_bridge.host.modes import EVENTS_MODE, requested_modes
+from journal_bridge.mapping.reader import RunSource
+from journal_bridge.delivery.spool import spool_path
 from journal_bridge.store import RunEventStore
-from journal_bridge.timestamps import parse_time
+from journal_bridge.model.timestamps import parse_time
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ The setting (`JOURNAL_BRIDGE_CAPTURE`, `journal_bridge.settings`) chooses:
 - `lean`: never `events`.
 
 Both paths yield the same message, marker and outputs records (see
-`journal_bridge.records`).
+`journal_bridge.model.records`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from journal_bridge.modes import EVENTS_MODE
+from journal_bridge.host.modes import EVENTS_MODE
 
 __all__ = [
     "TOKEN_MODES",

@@ -15,7 +15,7 @@ each run the bridge was not handed:
 - any other run that has not ended: waited for;
 - ended (or joined, or waited for, and now ended): the thread is backfilled
   from its checkpoints once it is idle and the bridge has written what it
-  holds for it (`journal_bridge.backfill`: keys `backfill:...`,
+  holds for it (`journal_bridge.capture.backfill`: keys `backfill:...`,
   `metadata.source = "backfill"`, displaced records in conversation order).
   A run whose `run.end` or `run.error` record is already journaled needs
   nothing.
@@ -44,15 +44,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from journal_bridge.backfill import BUSY, backfill_thread
-from journal_bridge.bridge import EVENTS_CAPTURE, Bridge
-from journal_bridge.capture import Capture
-from journal_bridge.events import RUN_END, RUN_ERROR
-from journal_bridge.follower import threads_updated_since
-from journal_bridge.modes import EVENTS_MODE, requested_modes
-from journal_bridge.reader import RunSource
+from journal_bridge.capture.backfill import BUSY, backfill_thread
+from journal_bridge.delivery.bridge import EVENTS_CAPTURE, Bridge
+from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.model.envelope import RUN_END, RUN_ERROR
+from journal_bridge.capture.follower import threads_updated_since
+from journal_bridge.host.modes import EVENTS_MODE, requested_modes
+from journal_bridge.mapping.reader import RunSource
 from journal_bridge.store import RunEventStore
-from journal_bridge.timestamps import parse_time
+from journal_bridge.model.timestamps import parse_time
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ A run is read from one of two sources:
 one batch at a time: reading goes on while a batch is written, and the records
 mapped meanwhile make the next batch (`_Batches`), so a run costs the store a
 few transactions instead of one per frame. When the stream is over it asks
-the server how the run ended (`journal_bridge.outcome`) for what the stream
+the server how the run ended (`journal_bridge.host.outcome`) for what the stream
 cannot say: a cancel, a failure whose `error` part it missed, the interrupts
 of a paused run.
 """
@@ -32,14 +32,14 @@ from typing import Any
 
 import orjson
 
-from journal_bridge.capture import Capture
-from journal_bridge.compat import assistant_uuid, join_params
-from journal_bridge.events import RunEvent
-from journal_bridge.mapping import RunMapper
-from journal_bridge.modes import EVENTS_MODE
-from journal_bridge.outcome import RunOutcome, read_outcome
-from journal_bridge.sse import Frame
-from journal_bridge.state_mapping import StateMapper
+from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.host.compat import assistant_uuid, join_params
+from journal_bridge.model.envelope import RunEvent
+from journal_bridge.mapping.events_mapper import RunMapper
+from journal_bridge.host.modes import EVENTS_MODE
+from journal_bridge.host.outcome import RunOutcome, read_outcome
+from journal_bridge.host.sse import Frame
+from journal_bridge.mapping.state_mapper import StateMapper
 
 logger = logging.getLogger(__name__)
 

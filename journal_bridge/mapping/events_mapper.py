@@ -3,7 +3,7 @@
 A `RunMapper` follows one server run captured through the `events` stream
 mode. It is fed the parts an SDK stream yields (`event` = the stream mode,
 `data` = the payload) in order and returns the records they stand for; what
-each record says is defined once, in `journal_bridge.records`:
+each record says is defined once, in `journal_bridge.model.records`:
 
 | part                                      | record                              |
 |-------------------------------------------|-------------------------------------|
@@ -18,11 +18,11 @@ each record says is defined once, in `journal_bridge.records`:
 
 What the stream cannot say -- that the run was cancelled, a failure whose
 `error` part was missed, the interrupts a paused run waits on -- comes with
-the run's outcome (`journal_bridge.outcome`) given to `flush`.
+the run's outcome (`journal_bridge.host.outcome`) given to `flush`.
 
 Records carry keys derived from the stream itself, so replaying a stream, or
 receiving a frame twice, yields the same keys and the store keeps one record
-per key. The state mapper (`journal_bridge.state_mapping`) yields the same
+per key. The state mapper (`journal_bridge.mapping.state_mapper`) yields the same
 message, middleware and outputs records from the `values` and `custom` modes;
 only the hidden model calls and tool results above are particular to this one.
 
@@ -37,12 +37,12 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from journal_bridge import records
-from journal_bridge.compat import is_cancel_part
-from journal_bridge.events import SUMMARIZER_CALLER, RunEvent
-from journal_bridge.modes import EVENTS_MODE
-from journal_bridge.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
-from journal_bridge.records import Draft, message_dict
+from journal_bridge.model import records
+from journal_bridge.host.compat import is_cancel_part
+from journal_bridge.model.envelope import SUMMARIZER_CALLER, RunEvent
+from journal_bridge.host.modes import EVENTS_MODE
+from journal_bridge.host.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
+from journal_bridge.model.records import Draft, message_dict
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class RunMapper:
         self._tool_runs: set[Any] = set()
         self._end: Draft | None = None
         self._failed = False
-        self.ending: str | None = None  # how the journaled run ended (`journal_bridge.outcome`)
+        self.ending: str | None = None  # how the journaled run ended (`journal_bridge.host.outcome`)
 
     # -- public -----------------------------------------------------------
 

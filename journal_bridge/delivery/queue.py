@@ -6,7 +6,7 @@ oldest first, in batches, and appends them to the store.
 
 Delivery contract:
 - Accepted means durable: `put` returns once the records are in the store or
-  committed to the queue's spool file (`journal_bridge.spool`), so they survive
+  committed to the queue's spool file (`journal_bridge.delivery.spool`), so they survive
   a process stop, a `kill -9` and a store outage spanning either; the next
   queue opened on the same spool delivers them. While nothing waits and the
   store keeps up, `put` appends straight to the store (write-through) and the
@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from journal_bridge.events import InvalidEvent, RunEvent
-from journal_bridge.health import assess
-from journal_bridge.spool import Spool, SpooledRecord, encode
+from journal_bridge.model.envelope import InvalidEvent, RunEvent
+from journal_bridge.delivery.health import assess
+from journal_bridge.delivery.spool import Spool, SpooledRecord, encode
 from journal_bridge.store import RunEventStore, StoreUnavailable
 
 logger = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class DeliveryQueue:
     """Records waiting for `store`, written in batches by one background writer.
 
     `store` may be None and set later (a store still opening): records wait.
-    `spool` is the spool file's path (see `journal_bridge.spool.spool_path`),
+    `spool` is the spool file's path (see `journal_bridge.delivery.spool.spool_path`),
     or None to keep records in memory. `queue_size` bounds how many records may
     wait before `put` waits too (0: unbounded). The backlog counts as growing
     when it is larger at the end of a `growing_after`-second window than at
@@ -481,6 +481,6 @@ class DeliveryQueue:
         }
 
     def health(self) -> dict[str, Any]:
-        """`report()` with `status` and `reason` (see `journal_bridge.health.assess`)."""
+        """`report()` with `status` and `reason` (see `journal_bridge.delivery.health.assess`)."""
         report = self.report()
         return {**assess(report), **report}

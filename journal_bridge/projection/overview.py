@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from journal_bridge.events import (
+from journal_bridge.model.envelope import (
     LLM_HUMAN_INPUT,
     MESSAGE,
     MIDDLEWARE,
@@ -37,7 +37,7 @@ from journal_bridge.events import (
     RunEvent,
 )
 from journal_bridge.store.base import supports
-from journal_bridge.timestamps import parse_time
+from journal_bridge.model.timestamps import parse_time
 
 __all__ = [
     "TITLE_LENGTH",

@@ -5,7 +5,7 @@ A `RunEvent` is one append-only entry of a thread's journal. The store assigns
 the writer. The JSON envelope (`to_dict`) is compatible with deer-flow's run
 event stream contract; consumers ignore fields they do not know.
 
-How stream parts become records lives in `journal_bridge.mapping`; this module
+How stream parts become records lives in `journal_bridge.mapping.events_mapper`; this module
 only knows what a record is.
 """
 

@@ -257,7 +257,7 @@ def _api(
     conflict: str | None = None,
 ) -> dict[str, Any]:
     """An API route's operation: its 200, the errors every API route may answer
-    (see `journal_bridge.routes`), and the 404 and 409 of the routes that have them."""
+    (see `journal_bridge.web.routes`), and the 404 and 409 of the routes that have them."""
     responses = {"200": ok, "401": _UNAUTHENTICATED}
     if not_found is not None:
         responses["404"] = _error(not_found)

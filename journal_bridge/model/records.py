@@ -56,7 +56,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, convert_to_messages
 
-from journal_bridge.events import (
+from journal_bridge.model.envelope import (
     LLM_AI_RESPONSE,
     LLM_HUMAN_INPUT,
     LLM_TOOL_RESULT,

@@ -1,0 +1,1 @@
+"""Where runs are seen: request middleware, protocol v2, follower, reconciler, backfill."""

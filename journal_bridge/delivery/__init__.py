@@ -1,0 +1,1 @@
+"""Records to the store: the bridge, the delivery queue, the spool and the health verdict."""

@@ -1,0 +1,1 @@
+"""Stream parts to records: the capture setting, the two mappers and the per-run reader."""

@@ -1,0 +1,1 @@
+"""The journal's data: the record envelope, one definition per event type, timestamps."""

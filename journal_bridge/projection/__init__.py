@@ -1,0 +1,1 @@
+"""Records to what a reader sees: history items, markers, thread and run summaries."""
