@@ -48,6 +48,8 @@ from journal_bridge.capture.protocol_v2 import CommandObserverMiddleware
 from journal_bridge.mapping.reader import RunSource, TeeSource
 from journal_bridge.capture.reconcile import Reconciler
 from journal_bridge.capture.run_requests import RunPlan
+from journal_bridge.capture.thread_life import ThreadLifeMiddleware
+from journal_bridge.delivery.thread_copy import copy_journal
 from journal_bridge.web.routes import journal_routes
 from journal_bridge.host.retained_frames import release_run_frames, retained_frame_count
 from journal_bridge.settings import ENV, Settings
@@ -162,6 +164,7 @@ class Journal:
             assistant_id=plan.assistant_id,
             run_input=plan.run_input,
             client_modes=plan.client_modes,
+            checkpoint=plan.checkpoint,
         )
 
     def join(self, thread_id: str, run_id: str, plan: RunPlan) -> None:
@@ -179,6 +182,36 @@ class Journal:
     def unplanned(self, reason: str) -> None:
         self.unplanned_requests += 1
         logger.warning("journal-bridge: forwarded untouched (%s); its run is not journaled live", reason)
+
+    async def deleted(self, thread_ids: list[str]) -> None:
+        """The server deleted these threads: so goes their journal, spool included.
+
+        With the store down the stored records stay until the reconciler finds
+        the thread gone from the server."""
+        assert self.bridge is not None
+        for thread_id in thread_ids:
+            try:
+                removed = await self.bridge.forget_thread(thread_id)
+            except StoreUnavailable as exc:
+                logger.warning("journal-bridge: journal of deleted thread %s not yet deleted (%s)", thread_id, exc)
+                continue
+            logger.info("journal-bridge: deleted the journal of thread %s (%d records)", thread_id, removed)
+
+    async def copied(self, source_id: str, copy_id: str) -> None:
+        """The server copied a thread: the copy gets the source's journal, written first."""
+        assert self.bridge is not None
+        await self.bridge.wait_for_thread(source_id)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.bridge.drain(), timeout=10)
+        if self.store is None:
+            logger.warning("journal-bridge: store not open; thread %s copied without its journal", source_id)
+            return
+        await copy_journal(self.store, source_id, copy_id)
+
+    async def state_forked(self, thread_id: str, checkpoint: dict[str, Any], result: Any) -> None:
+        """A state update from an earlier checkpoint: the thread's branch moved there."""
+        assert self.bridge is not None
+        await self.bridge.state_forked(thread_id, checkpoint, result)
 
     def _run_done(self, thread_id: str, run_id: str) -> None:
         plan = self._plans.pop(run_id, None)
@@ -255,6 +288,7 @@ def _journal_parts(settings: Settings) -> tuple[Journal | None, list[BaseRoute],
     observers = [
         Middleware(RunObserverMiddleware, sink_for=sink_for, setting=settings.capture),
         Middleware(CommandObserverMiddleware, sink_for=sink_for),
+        Middleware(ThreadLifeMiddleware, sink_for=sink_for),
     ]
     return journal, routes, observers, lifespan
 

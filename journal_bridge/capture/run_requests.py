@@ -28,7 +28,7 @@ import orjson
 from journal_bridge.mapping.capture_setting import Capture, CaptureSetting, plan_capture
 from journal_bridge.host.compat import max_request_body_bytes, run_stream_modes
 
-__all__ = ["RunPlan", "plan_run_request", "restore_run_objects", "run_creating_kind"]
+__all__ = ["RunPlan", "plan_run_request", "requested_checkpoint", "restore_run_objects", "run_creating_kind"]
 
 _THREAD_RUNS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs(?P<kind>/stream|/wait)?/?$")
 _STATELESS_RUNS = re.compile(r"^/runs(?P<kind>/stream|/wait|/batch)?/?$")
@@ -46,10 +46,25 @@ class RunPlan:
     forced_resumable: bool
     assistant_id: Any = None
     run_input: Any = None
+    # The checkpoint the run goes on from instead of the thread's head (a fork).
+    checkpoint: dict[str, Any] | None = None
 
     @property
     def changed(self) -> bool:
         return bool(self.capture.added) or self.forced_resumable
+
+
+def requested_checkpoint(payload: Any) -> dict[str, Any] | None:
+    """The checkpoint a run or a state update goes on from, when its request names one."""
+    if not isinstance(payload, Mapping):
+        return None
+    checkpoint = payload.get("checkpoint")
+    if isinstance(checkpoint, Mapping) and isinstance(checkpoint.get("checkpoint_id"), str) and checkpoint["checkpoint_id"]:
+        return dict(checkpoint)
+    checkpoint_id = payload.get("checkpoint_id")
+    if isinstance(checkpoint_id, str) and checkpoint_id:
+        return {"checkpoint_id": checkpoint_id}
+    return None
 
 
 def run_creating_kind(method: str, path: str) -> tuple[str, bool] | None:
@@ -92,7 +107,9 @@ def _plan_one(payload: Any, kind: str, stateless: bool, setting: CaptureSetting)
         payload["stream_resumable"] = True
     # A resume (`Command(resume=...)`) has a command instead of an input.
     run_input = payload["input"] if payload.get("input") is not None else payload.get("command")
-    return RunPlan(kind, stateless, modes, capture, forced, payload.get("assistant_id"), run_input)
+    return RunPlan(
+        kind, stateless, modes, capture, forced, payload.get("assistant_id"), run_input, requested_checkpoint(payload)
+    )
 
 
 def plan_run_request(

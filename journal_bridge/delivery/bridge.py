@@ -19,7 +19,7 @@ import asyncio
 import dataclasses
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,8 @@ from journal_bridge.delivery.health import assess
 from journal_bridge.mapping.events_mapper import RunMapper
 from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import CANCELLED, ERRORED, INTERRUPTED
-from journal_bridge.mapping.reader import RunSource, TeeSource, read_run
+from journal_bridge.mapping.reader import RunSource, TeeSource, read_checkpoint, read_run
+from journal_bridge.model import records
 from journal_bridge.mapping.state_mapper import StateMapper
 from journal_bridge.store import RunEventStore
 
@@ -151,6 +152,31 @@ class Bridge:
         """Wait until every observed run's follower has finished."""
         while self._followers:
             await asyncio.gather(*list(self._followers.values()), return_exceptions=True)
+
+    async def forget_thread(self, thread_id: str) -> int:
+        """The thread was deleted: stop reading its runs and delete its journal.
+
+        Records a reader held are dropped with it; the queue then deletes what
+        waits and what is stored (`DeliveryQueue.forget_thread`). Returns how
+        many stored records went; raises the store's error when it is down.
+        """
+        thread_id = str(thread_id)
+        readers = [task for (tid, _), task in self._followers.items() if tid == thread_id]
+        for task in readers:
+            task.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+        return await self.delivery.forget_thread(thread_id)
+
+    async def state_forked(self, thread_id: str, checkpoint: Mapping[str, Any], result: Any) -> None:
+        """A state update went on from `checkpoint`: journal the fork, then the
+        messages the update added or changed, after the thread's runs so far."""
+        thread_id = str(thread_id)
+        await self.wait_for_thread(thread_id)
+        head = (result.get("checkpoint") or {}).get("checkpoint_id") if isinstance(result, dict) else None
+        sdk = self._sdk()
+        base = await read_checkpoint(sdk, thread_id, str(checkpoint["checkpoint_id"]))
+        updated = await read_checkpoint(sdk, thread_id, str(head)) if head else None
+        await self.delivery.write(records.state_fork(thread_id, checkpoint, base, updated, head))
 
     # -- observing runs -------------------------------------------------------
 

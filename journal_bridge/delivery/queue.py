@@ -196,6 +196,24 @@ class DeliveryQueue:
                 lambda: self._delivered_through >= target or self._spool.size == 0
             )
 
+    async def forget_thread(self, thread_id: str) -> int:
+        """Delete the thread's journal: its waiting records and those in the store.
+
+        Holds the store lock, so no append of the thread's records is under way
+        or starts meanwhile. Returns how many stored records went; raises the
+        store's error (`StoreUnavailable`) when it could not delete them, after
+        the waiting ones are gone.
+        """
+        async with self._store_lock:
+            dropped = await self._spool.remove_thread(thread_id)
+            if dropped:
+                self._track_growth()
+                async with self._changed:
+                    self._changed.notify_all()
+            if self.store is None:
+                raise StoreUnavailable("the run event store is not open yet")
+            return await self.store.delete_by_thread(thread_id)
+
     # -- accepting records ----------------------------------------------------
 
     async def put(self, record: RunEvent) -> None:

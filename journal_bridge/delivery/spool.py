@@ -277,6 +277,29 @@ class Spool:
             out.append((row_id, _decode(text)))
         return out
 
+    async def remove_thread(self, thread_id: str) -> int:
+        """Forget every waiting record of `thread_id` (its thread was deleted); how many.
+
+        The caller holds off delivery meanwhile (the queue's store lock)."""
+        assert self._conn is not None, "spool is not open"
+        conn = self._conn
+
+        async def delete() -> int:
+            async with self._append_lock:
+                cursor = await conn.execute(
+                    "DELETE FROM spool WHERE json_extract(record, '$[0][0]') = ?", (thread_id,)
+                )
+                removed = max(cursor.rowcount, 0)
+                self._mirror = deque(entry for entry in self._mirror if entry[2].thread_id != thread_id)
+                self.size = max(0, self.size - removed)
+                if self._mirror:
+                    self.head_spooled_at = self._mirror[0][1]
+                elif self.size == 0:
+                    self.head_spooled_at = None
+                return removed
+
+        return await asyncio.shield(asyncio.ensure_future(delete()))
+
     async def remove_through(self, last_id: int) -> None:
         """Forget every record up to and including `last_id` (delivered or dropped).
         Cancelling the caller does not cancel the removal."""

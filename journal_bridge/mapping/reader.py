@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.model import records
 from journal_bridge.host.compat import assistant_uuid, join_params
 from journal_bridge.model.envelope import RunEvent
 from journal_bridge.mapping.events_mapper import RunMapper
@@ -43,7 +44,7 @@ from journal_bridge.mapping.state_mapper import StateMapper
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Part", "RunSource", "TeeSource", "read_run"]
+__all__ = ["Part", "RunSource", "TeeSource", "fork_record", "read_checkpoint", "read_run"]
 
 _ERROR_MODE = "error"
 _INTERRUPT_MODES = frozenset({"values", "updates"})
@@ -207,6 +208,7 @@ class RunSource:
     assistant_id: Any = None  # from the request, if the run object cannot be read
     run_input: Any = None
     client_modes: tuple[str, ...] = ()  # what the run's client streams, when known
+    checkpoint: Mapping[str, Any] | None = None  # where the run forked from, when not the head
 
 
 class AssistantGraphs:
@@ -255,6 +257,21 @@ async def _start_state_mapper(sdk: Any, mapper: StateMapper, source: RunSource) 
     return mapper.start(graph, str(assistant_id) if assistant_id else None, run_input)
 
 
+async def read_checkpoint(sdk: Any, thread_id: str, checkpoint_id: str) -> dict[str, Any] | None:
+    """The thread's state at `checkpoint_id`, None (logged) when the server cannot say."""
+    try:
+        return await sdk.threads.get_state(thread_id, checkpoint_id=checkpoint_id)
+    except Exception as exc:  # noqa: BLE001 - the fork is then recorded from an unknown place
+        logger.warning("journal-bridge: checkpoint %s of thread %s not readable (%s)", checkpoint_id, thread_id, exc)
+        return None
+
+
+async def fork_record(sdk: Any, thread_id: str, run_id: str | None, checkpoint: Mapping[str, Any]) -> RunEvent:
+    """The `journal.fork` record of a run that went on from `checkpoint`."""
+    state = await read_checkpoint(sdk, thread_id, str(checkpoint["checkpoint_id"]))
+    return records.fork(thread_id, run_id, checkpoint, state)
+
+
 async def read_run(
     sdk: Any,
     thread_id: str,
@@ -292,6 +309,9 @@ async def _read(
 ) -> RunMapper | StateMapper:
     capture = source.capture
     mapper: RunMapper | StateMapper
+    if source.checkpoint is not None:
+        # Before the run's own records: the branch it is on starts there.
+        batches.add([await fork_record(sdk, thread_id, run_id, source.checkpoint)])
     if capture.path == "events":
         mapper = RunMapper(thread_id, run_id)
     else:

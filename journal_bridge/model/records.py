@@ -67,18 +67,23 @@ from journal_bridge.model.envelope import (
     RUN_START,
     SUMMARIZATION_EVENT,
     HIDDEN_CALLER_PREFIXES,
+    TRACE,
     RunEvent,
     make_event,
 )
 
 __all__ = [
+    "BRANCHES_RUN_ID",
     "CANCELLED_ERROR_TYPE",
+    "FORK_EVENT",
     "CONVERSATION_CALLER",
     "CUSTOM_EVENTS",
     "Draft",
     "ai_response",
     "conversation_message",
     "custom_event",
+    "fork",
+    "state_fork",
     "input_messages",
     "is_summary_message",
     "message_dict",
@@ -103,6 +108,11 @@ CONVERSATION_CALLER = "lead_agent"
 
 # The `error_type` of a cancelled run, as deer-flow's journal records it.
 CANCELLED_ERROR_TYPE = "CancelledError"
+# A thread's forks: one record each, all under one run, read in one query.
+BRANCHES_RUN_ID = "journal-bridge:branches"
+FORK_EVENT = "journal.fork"
+# How many of a fork checkpoint's newest message ids its record keeps.
+FORK_MESSAGE_IDS = 32
 
 _MESSAGE_TYPES = {"human", "ai", "tool", "system", "function", "chat"}
 _CONVERSATION_EVENT_TYPES = {"human": LLM_HUMAN_INPUT, "ai": LLM_AI_RESPONSE, "tool": LLM_TOOL_RESULT}
@@ -352,3 +362,84 @@ def interrupt_values(raw: Any) -> list[dict[str, Any]]:
 def run_interrupt(interrupts: list[dict[str, Any]]) -> Draft:
     """A run paused at `interrupt()`, with what it waits on (`interrupt_values`)."""
     return Draft(RUN_INTERRUPT, {"interrupts": interrupts}, "run.interrupt")
+
+
+# -- branches -------------------------------------------------------------------
+
+
+def _state_messages(state: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    values = (state or {}).get("values")
+    messages = values.get("messages") if isinstance(values, Mapping) else None
+    return [dict(m) for m in messages if isinstance(m, Mapping)] if isinstance(messages, list) else []
+
+
+def fork(
+    thread_id: str,
+    run_id: str | None,
+    checkpoint: Mapping[str, Any],
+    state: Mapping[str, Any] | None,
+    *,
+    head_checkpoint_id: str | None = None,
+    edited_message_ids: list[str] | None = None,
+) -> RunEvent:
+    """The record of a fork: run `run_id` (or a state update, run None) went on
+    from `checkpoint` instead of the thread's head.
+
+    `state` is the checkpoint's state as the server returns it (None when it
+    could not be read): its run and newest message ids say where in the journal
+    the branch leaves off. A state update names the checkpoint it wrote
+    (`head_checkpoint_id`) and the messages it changed in place
+    (`edited_message_ids`: the branch shows their new version only).
+    """
+    state = state or {}
+    ids = [str(m["id"]) for m in _state_messages(state) if m.get("id")]
+    metadata = state.get("metadata") if isinstance(state.get("metadata"), Mapping) else {}
+    content = {
+        "run_id": run_id,
+        "checkpoint_id": checkpoint.get("checkpoint_id"),
+        "checkpoint_run_id": metadata.get("run_id"),
+        "known": bool(state),
+        # The graph had ended at the checkpoint: the run's outcome is on the branch too.
+        "finished": bool(state) and not state.get("next"),
+        "message_ids": ids[-FORK_MESSAGE_IDS:],
+        "message_count": len(ids),
+    }
+    if head_checkpoint_id:
+        content["head_checkpoint_id"] = head_checkpoint_id
+    if edited_message_ids:
+        content["edited_message_ids"] = list(edited_message_ids)
+    key = f"fork:{run_id}" if run_id else f"fork:state:{head_checkpoint_id or checkpoint.get('checkpoint_id')}"
+    return make_event(
+        thread_id=thread_id,
+        run_id=BRANCHES_RUN_ID,
+        event_type=FORK_EVENT,
+        category=TRACE,
+        content=content,
+        metadata={},
+        source_key=key,
+    )
+
+
+def state_fork(
+    thread_id: str,
+    checkpoint: Mapping[str, Any],
+    base: Mapping[str, Any] | None,
+    updated: Mapping[str, Any] | None,
+    head_checkpoint_id: str | None,
+) -> list[RunEvent]:
+    """The records of a state update that went on from `checkpoint` (state `base`)
+    and wrote `head_checkpoint_id` (state `updated`): its fork, then each message
+    it added or changed, in the state's order, under run `state:{head}`."""
+    before = {str(m.get("id")): m for m in _state_messages(base) if m.get("id")}
+    changed = [m for m in _state_messages(updated) if m.get("id") and before.get(str(m["id"])) != m]
+    edited = [str(m["id"]) for m in changed if str(m["id"]) in before]
+    out = [fork(thread_id, None, checkpoint, base, head_checkpoint_id=head_checkpoint_id, edited_message_ids=edited)]
+    run_id = f"state:{head_checkpoint_id or checkpoint.get('checkpoint_id')}"
+    for message in changed:
+        draft = conversation_message(message, f"message:{message['id']}", 0)
+        if draft is not None:
+            out.append(make_event(
+                thread_id=thread_id, run_id=run_id, event_type=draft.event_type, category=draft.category,
+                content=draft.content, metadata=draft.metadata, source_key=f"{run_id}:{draft.key}",
+            ))
+    return out

@@ -81,6 +81,7 @@ from journal_bridge.model.envelope import (
     RunEvent,
 )
 from journal_bridge.model.records import CANCELLED_ERROR_TYPE, is_hidden
+from journal_bridge.projection.branches import Branch, annotate_forks, branch_of
 
 __all__ = [
     "MARKER_TYPE",
@@ -240,13 +241,17 @@ async def _read(
     *,
     before_seq: int | None = None,
     after_seq: int | None = None,
+    branch: Branch | None = None,
 ) -> list[dict[str, Any]]:
     """Up to `want` items next to a cursor, ascending seq: the newest below
     `before_seq` (the newest of all without a cursor), or the oldest above `after_seq`.
 
     A record may project to no item (or several), so the store is read in
-    batches until enough items came or the records ran out.
+    batches until enough items came or the records ran out. With a `branch`,
+    only its records count, and reading skips the ranges off it.
     """
+    if branch is not None:
+        return await _read_branch(store, thread_id, categories, projector, want, before_seq, after_seq, branch)
     backward = after_seq is None
     items: list[dict[str, Any]] = []
     cursor = before_seq if backward else after_seq
@@ -267,6 +272,56 @@ async def _read(
             items.extend(projector(records))
             cursor = records[-1].seq
         if len(records) < batch:
+            break
+    return items
+
+
+async def _read_branch(
+    store: Any,
+    thread_id: str,
+    categories: Sequence[str],
+    projector: Any,
+    want: int,
+    before_seq: int | None,
+    after_seq: int | None,
+    branch: Branch,
+) -> list[dict[str, Any]]:
+    """`_read` of the records on `branch`: range by range, newest first or oldest first."""
+    items: list[dict[str, Any]] = []
+    if after_seq is None:
+        cursor = before_seq
+        while len(items) < want:
+            found = await branch.range_below(cursor)
+            if found is None:
+                break
+            high = found[1]
+            batch = max(want - len(items), _MIN_READ)
+            records = await store.list_timeline(
+                thread_id, categories=tuple(categories), limit=batch,
+                **({} if high is None else {"before_seq": high + 1}),
+            )
+            if not records:
+                break
+            await branch.extend_to(records[0].seq)
+            items = projector([r for r in records if branch.contains(r.seq) and branch.visible(r)]) + items
+            if len(records) < batch:
+                break  # nothing older anywhere
+            cursor = records[0].seq
+        return items
+    ranges = sorted(await branch.all_ranges())
+    for low, high in ranges:
+        if high is not None and high <= after_seq:
+            continue
+        cursor = max(after_seq, low - 1)
+        while len(items) < want:
+            batch = max(want - len(items), _MIN_READ)
+            records = await store.list_timeline(thread_id, categories=tuple(categories), limit=batch, after_seq=cursor)
+            in_range = [r for r in records if high is None or r.seq <= high]
+            items.extend(projector([r for r in in_range if branch.visible(r)]))
+            if len(records) < batch or len(in_range) < len(records):
+                break  # the range (or the journal) ends here
+            cursor = records[-1].seq
+        if len(items) >= want:
             break
     return items
 
@@ -319,6 +374,7 @@ class _PageQuery:
     limit: int
     before_seq: int | None
     after_seq: int | None
+    branch: Branch | None = None
 
 
 async def _ordered_page(
@@ -328,6 +384,11 @@ async def _ordered_page(
     categories, projector, limit = query.categories, query.projector, query.limit
     before_seq, after_seq = query.before_seq, query.after_seq
     moved = await _read_seqs(store, thread_id, categories, projector, sorted(displaced))
+    branch = query.branch
+    if branch is not None:
+        # A displaced record is on the branch its anchor is on.
+        await branch.all_ranges()
+        moved = [m for m in moved if branch.contains(displaced[m["seq"]])]
 
     def in_place(records: list[RunEvent]) -> list[dict[str, Any]]:
         return projector([r for r in records if r.seq not in displaced])
@@ -339,13 +400,13 @@ async def _ordered_page(
         cursor = _order_key(after_seq, displaced)
         # In-place items after the cursor: from its anchor on when it is displaced.
         start = cursor[0] if cursor[1] == 1 else cursor[0] - 1
-        items = (await _read(store, thread_id, categories, in_place, limit + 1, after_seq=start))[: limit + 1]
+        items = (await _read(store, thread_id, categories, in_place, limit + 1, after_seq=start, branch=branch))[: limit + 1]
         ceiling = items[-1]["seq"] if len(items) > limit else None
         items += [m for m in moved if key(m) > cursor and (ceiling is None or displaced[m["seq"]] <= ceiling)]
         return _forward_page(sorted(items, key=key), limit, after_seq)
     cursor = _order_key(before_seq, displaced) if before_seq is not None else None
     items = await _read(
-        store, thread_id, categories, in_place, limit + 1, before_seq=cursor[0] if cursor else None
+        store, thread_id, categories, in_place, limit + 1, before_seq=cursor[0] if cursor else None, branch=branch
     )
     items = items[-(limit + 1):]
     floor = items[0]["seq"] if len(items) > limit else None
@@ -361,13 +422,18 @@ async def _page(store: Any, thread_id: str, query: _PageQuery) -> dict[str, Any]
         raise ValueError("before_seq and after_seq: give at most one cursor")
     displaced = await _displaced(store, thread_id)
     if displaced:
-        return await _ordered_page(store, thread_id, query, displaced)
-    categories, projector = query.categories, query.projector
-    if after_seq is not None:
-        items = await _read(store, thread_id, categories, projector, limit + 1, after_seq=after_seq)
-        return _forward_page(items, limit, after_seq)
-    items = await _read(store, thread_id, categories, projector, limit + 1, before_seq=before_seq)
-    return _backward_page(items, limit)
+        page = await _ordered_page(store, thread_id, query, displaced)
+    else:
+        categories, projector, branch = query.categories, query.projector, query.branch
+        if after_seq is not None:
+            items = await _read(store, thread_id, categories, projector, limit + 1, after_seq=after_seq, branch=branch)
+            page = _forward_page(items, limit, after_seq)
+        else:
+            items = await _read(store, thread_id, categories, projector, limit + 1, before_seq=before_seq, branch=branch)
+            page = _backward_page(items, limit)
+    if query.branch is not None:
+        await annotate_forks(store, thread_id, query.branch, page["data"])
+    return page
 
 
 def _forward_page(items: list[dict[str, Any]], limit: int, after_seq: int) -> dict[str, Any]:
@@ -401,13 +467,18 @@ async def history_page(
     limit: int = 50,
     before_seq: int | None = None,
     after_seq: int | None = None,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """One page of a thread's history: message rows and summary markers in `seq` order.
 
     Cursors as described in the module docstring; `ValueError` (naming the
-    parameter) for a limit below 1 or both cursors at once.
+    parameter) for a limit below 1 or both cursors at once. The items are those
+    of the thread's current branch, or of the branch ending with run `run_id`
+    (`LookupError` when the thread has no such run); see
+    `journal_bridge.projection.branches`.
     """
-    return await _page(store, thread_id, _PageQuery(TIMELINE_CATEGORIES, project, limit, before_seq, after_seq))
+    branch = await branch_of(store, thread_id, run_id=run_id)
+    return await _page(store, thread_id, _PageQuery(TIMELINE_CATEGORIES, project, limit, before_seq, after_seq, branch))
 
 
 async def markers_page(
@@ -417,6 +488,8 @@ async def markers_page(
     limit: int = 50,
     before_seq: int | None = None,
     after_seq: int | None = None,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """The same page contract as `history_page`, holding summary markers only."""
-    return await _page(store, thread_id, _PageQuery((MIDDLEWARE,), _markers_only, limit, before_seq, after_seq))
+    branch = await branch_of(store, thread_id, run_id=run_id)
+    return await _page(store, thread_id, _PageQuery((MIDDLEWARE,), _markers_only, limit, before_seq, after_seq, branch))

@@ -160,6 +160,23 @@ def _cursor_params(
     return {"limit": limit, "before_seq": before_seq, "after_seq": after_seq}
 
 
+def _branch_param(request: Request) -> dict[str, Any]:
+    """`run_id`: the branch that ends with that run instead of the thread's current one."""
+    run_id = request.query_params.get("run_id")
+    if run_id is None:
+        return {}
+    if not run_id or len(run_id) > 256:
+        raise _BadParameter("run_id: expected a run id of the thread")
+    return {"run_id": run_id}
+
+
+async def _page_of(read: Any, store: Any, thread_id: str, params: dict[str, Any]) -> Response:
+    try:
+        return _JSON(await read(store, thread_id, **params))
+    except LookupError as exc:
+        raise HTTPException(404, str(exc.args[0]) if exc.args else "no such run") from None
+
+
 def _store(request: Request) -> Any:
     store = getattr(request.app.state, "journal_store", None)
     if store is None:
@@ -213,20 +230,23 @@ async def thread_messages(request: Request) -> Response:
 
     No cursor gives the newest `limit` items; `before_seq` pages to older
     items, `after_seq` to newer ones. An item is never split or repeated
-    across pages.
+    across pages. The items are the thread's current branch; `run_id` reads
+    the branch that ends with that run (a regenerated or edited turn's
+    other versions), and the first item after a fork lists the alternatives
+    there in its `branch` field.
     """
     thread_id = _thread_id(request)
-    params = _cursor_params(request)
+    params = {**_cursor_params(request), **_branch_param(request)}
     store = await _known_thread(request, thread_id)
-    return _JSON(await history.history_page(store, thread_id, **params))
+    return await _page_of(history.history_page, store, thread_id, params)
 
 
 async def thread_markers(request: Request) -> Response:
     """The thread's summary markers, paged like the messages."""
     thread_id = _thread_id(request)
-    params = _cursor_params(request, default_limit=MAX_LIMIT)
+    params = {**_cursor_params(request, default_limit=MAX_LIMIT), **_branch_param(request)}
     store = await _known_thread(request, thread_id)
-    return _JSON(await history.markers_page(store, thread_id, **params))
+    return await _page_of(history.markers_page, store, thread_id, params)
 
 
 async def thread_repair(request: Request) -> Response:

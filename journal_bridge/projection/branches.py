@@ -1,0 +1,292 @@
+"""Branches: which records of a thread's journal lie on the branch a reader asks for.
+
+A thread is a tree of checkpoints: a regenerate, an edit, a fork from a
+checkpoint or a state update from an earlier checkpoint goes on from there
+instead of the thread's head. The journal stays append-only -- every run ever
+made stays readable -- and each such run or update has a `journal.fork`
+record (run `journal-bridge:branches`, written before the run's own records)
+naming the checkpoint, the run that wrote it and its newest message ids.
+
+The branch that ends at a place of the journal (its end by default: the
+thread's current branch) is found walking back. The records after the newest
+fork at or below that place lie on it (the fork's run and the runs that went
+on from its end); before them the branch goes on at the fork's *cut*: the last
+record that lies on the fork's checkpoint. Between the cut and the fork lie
+abandoned branches. So a branch is a few seq ranges, found newest first and
+only as deep as a reader pages.
+
+The cut of a fork is the newest record below it, of the checkpoint's run (or,
+failing that, of any run), whose message id -- or a marker's summary id -- is
+among the checkpoint's newest message ids; when the checkpoint comes after
+that record's run ended, the run's outcome records that follow it are on the
+branch too. A fork whose checkpoint the server could not read, or whose
+messages the journal never held, abandons nothing; one from a checkpoint with
+no messages abandons everything before it. A message a state update changed
+in place shows in its new version only.
+
+A journal without forks is one branch, as before forks were recorded:
+journals written before then read as they always did.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from journal_bridge.model.envelope import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, RunEvent
+from journal_bridge.model.records import BRANCHES_RUN_ID, FORK_EVENT
+
+__all__ = ["Branch", "Fork", "annotate_forks", "branch_of", "read_forks"]
+
+_PAGE = 500
+_ENDINGS = frozenset({ERROR, OUTPUTS})
+# Cuts never change once found (the records below a fork are final): kept per process.
+_CUTS: OrderedDict[tuple[int, str, int, str | None], int] = OrderedDict()
+_MAX_CUTS = 10_000
+
+
+@dataclass(frozen=True)
+class Fork:
+    """One `journal.fork` record, read."""
+
+    seq: int
+    run_id: str | None
+    checkpoint_id: str | None
+    checkpoint_run_id: str | None
+    known: bool
+    finished: bool
+    message_ids: tuple[str, ...]
+    message_count: int
+    edited: frozenset[str]
+
+    @classmethod
+    def of(cls, record: RunEvent) -> Fork:
+        content = record.content if isinstance(record.content, dict) else {}
+        ids = content.get("message_ids") if isinstance(content.get("message_ids"), list) else []
+        edited = content.get("edited_message_ids") if isinstance(content.get("edited_message_ids"), list) else []
+        count = content.get("message_count")
+        return cls(
+            seq=int(record.seq or 0),
+            run_id=content.get("run_id"),
+            checkpoint_id=content.get("checkpoint_id"),
+            checkpoint_run_id=content.get("checkpoint_run_id"),
+            known=bool(content.get("known")),
+            finished=bool(content.get("finished")),
+            message_ids=tuple(str(i) for i in ids),
+            message_count=count if isinstance(count, int) else len(ids),
+            edited=frozenset(str(i) for i in edited),
+        )
+
+
+async def read_forks(store: Any, thread_id: str) -> list[Fork]:
+    """The thread's forks, oldest first: one indexed read per 500."""
+    forks: list[Fork] = []
+    after = 0
+    while True:
+        page = await store.list_events(thread_id, BRANCHES_RUN_ID, event_types=[FORK_EVENT], limit=_PAGE, after_seq=after)
+        forks.extend(Fork.of(record) for record in page)
+        if len(page) < _PAGE:
+            return forks
+        after = page[-1].seq
+
+
+def identity(record: RunEvent) -> str | None:
+    """The message id a record stands for: a message's id, a marker's summary id."""
+    content = record.content if isinstance(record.content, dict) else {}
+    if record.category == MESSAGE:
+        value = content.get("id")
+    elif record.category == MIDDLEWARE:
+        value = (content.get("changes") or {}).get("summary_message_id") if isinstance(content.get("changes"), dict) else None
+    else:
+        value = None
+    return str(value) if value else None
+
+
+class Branch:
+    """The seq ranges of one branch, newest first, found as far as asked.
+
+    `top` is the highest seq on the branch (None: the journal's end).
+    """
+
+    def __init__(self, store: Any, thread_id: str, forks: list[Fork], top: int | None = None) -> None:
+        self._store = store
+        self._thread_id = thread_id
+        self.forks = forks
+        self._fork_seqs = [fork.seq for fork in forks]
+        self._pos: int | None = top
+        self._done = False
+        self.ranges: list[tuple[int, int | None]] = []  # (low, high), high None: no bound
+        # (fork seq, ids): a message of these ids below the fork shows in its newer version only.
+        self._edited: list[tuple[int, frozenset[str]]] = []
+        self.chain: list[Fork] = []  # the forks the branch went through, newest first
+
+    async def _extend(self) -> bool:
+        """Find the next lower range; False when the branch has no more."""
+        if self._done:
+            return False
+        pos = self._pos
+        index = len(self._fork_seqs) if pos is None else bisect.bisect_right(self._fork_seqs, pos)
+        if index == 0:
+            self.ranges.append((1, pos))
+            self._done = True
+            return True
+        fork = self.forks[index - 1]
+        self.ranges.append((fork.seq + 1, pos))
+        self.chain.append(fork)
+        if fork.edited:
+            self._edited.append((fork.seq, fork.edited))
+        cut = await self.cut(fork)
+        if cut < 1:
+            self._done = True
+        self._pos = cut
+        return True
+
+    async def range_below(self, before: int | None) -> tuple[int, int] | None:
+        """The on-branch range holding the newest seqs below `before` (None: the newest),
+        clipped to them: `(low, high)`, high inclusive and None for no bound."""
+        i = 0
+        while True:
+            while i >= len(self.ranges):
+                if not await self._extend():
+                    return None
+            low, high = self.ranges[i]
+            if before is not None:
+                if before <= low:
+                    i += 1
+                    continue
+                high = before - 1 if high is None else min(high, before - 1)
+            return low, high  # type: ignore[return-value]
+
+    async def extend_to(self, seq: int) -> None:
+        """Find the ranges down to `seq`, so `contains` can tell it."""
+        while not self._done and (not self.ranges or self.ranges[-1][0] > seq):
+            await self._extend()
+
+    async def all_ranges(self) -> list[tuple[int, int | None]]:
+        while await self._extend():
+            pass
+        return self.ranges
+
+    def visible(self, record: RunEvent) -> bool:
+        """Whether an on-branch record shows (not replaced by a state update's version)."""
+        if not self._edited or record.category != MESSAGE:
+            return True
+        message_id = identity(record)
+        return not any(record.seq < seq and message_id in ids for seq, ids in self._edited)  # type: ignore[operator]
+
+    def contains(self, seq: int) -> bool:
+        """Whether `seq` lies in a range found so far."""
+        return any(seq >= low and (high is None or seq <= high) for low, high in self.ranges)
+
+    async def cut(self, fork: Fork) -> int:
+        """The seq of the last record on the fork's checkpoint (0: none)."""
+        key = (id(self._store), self._thread_id, fork.seq, fork.checkpoint_id)
+        if key not in _CUTS:
+            _CUTS[key] = await self._find_cut(fork)
+            while len(_CUTS) > _MAX_CUTS:
+                _CUTS.popitem(last=False)
+        return _CUTS[key]
+
+    async def _find_cut(self, fork: Fork) -> int:
+        if not fork.known:
+            return fork.seq - 1
+        if fork.message_count == 0:
+            return 0
+        wanted = set(fork.message_ids)
+        if fork.checkpoint_run_id:
+            records = await self._run_records(str(fork.checkpoint_run_id), 0, fork.seq)
+            hits = [r for r in records if identity(r) in wanted]
+            if hits:
+                hit = hits[-1]
+                return await self._with_ending(hit, fork) if fork.finished else int(hit.seq)  # type: ignore[arg-type]
+        hit = await self._scan_back(wanted, fork.seq)
+        if hit is None:
+            return fork.seq - 1
+        return await self._with_ending(hit, fork)
+
+    async def _with_ending(self, hit: RunEvent, fork: Fork) -> int:
+        """The cut after `hit`, its run's outcome records below the fork included."""
+        cut = int(hit.seq)  # type: ignore[arg-type]
+        for record in await self._run_records(hit.run_id, cut, fork.seq):
+            if record.category in (MESSAGE, MIDDLEWARE):
+                break
+            if record.category in _ENDINGS:
+                cut = int(record.seq)  # type: ignore[arg-type]
+        return cut
+
+    async def _run_records(self, run_id: str, after: int, below: int) -> list[RunEvent]:
+        out: list[RunEvent] = []
+        while True:
+            page = await self._store.list_events(self._thread_id, run_id, limit=_PAGE, after_seq=after)
+            out.extend(r for r in page if r.seq < below)
+            if len(page) < _PAGE or page[-1].seq >= below:
+                return out
+            after = page[-1].seq
+
+    async def _scan_back(self, wanted: set[str], below: int) -> RunEvent | None:
+        cursor = below
+        while True:
+            page = await self._store.list_timeline(
+                self._thread_id, categories=(MESSAGE, MIDDLEWARE), limit=_PAGE, before_seq=cursor
+            )
+            for record in reversed(page):
+                if identity(record) in wanted:
+                    return record
+            if len(page) < _PAGE:
+                return None
+            cursor = page[0].seq
+
+
+async def branch_of(store: Any, thread_id: str, *, run_id: str | None = None) -> Branch | None:
+    """The branch to read: the thread's current one, or the one ending with run
+    `run_id`'s last record; None for a journal without forks read at its end.
+
+    `LookupError` when `run_id` has no record in the thread.
+    """
+    forks = await read_forks(store, thread_id)
+    if run_id is None:
+        return Branch(store, thread_id, forks) if forks else None
+    last = None
+    after = 0
+    while True:
+        page = await store.list_events(thread_id, run_id, limit=_PAGE, after_seq=after)
+        if page:
+            last = page[-1].seq
+        if len(page) < _PAGE:
+            break
+        after = page[-1].seq
+    if last is None:
+        raise LookupError(f"run {run_id!r} has no record in thread {thread_id!r}")
+    return Branch(store, thread_id, forks, top=last)
+
+
+async def annotate_forks(store: Any, thread_id: str, branch: Branch, items: list[dict[str, Any]]) -> None:
+    """Mark the first item after each fork the branch went through with the
+    alternatives at that place: `item["branch"] = {"checkpoint_id", "index",
+    "count", "alternatives": [{"run_id", "seq"}, ...]}`, the original
+    continuation first, then each fork from the same checkpoint in the order
+    they were made; `index` (from 1) is this branch's place among them."""
+    for fork in branch.chain:
+        if not fork.known or not any(item["seq"] > fork.seq for item in items):
+            continue
+        # The branch's first record after the fork, which may be on another page.
+        first_record = await store.list_timeline(thread_id, categories=(MESSAGE, MIDDLEWARE), limit=1, after_seq=fork.seq)
+        first = next((i for i in items if first_record and i["seq"] == first_record[0].seq), None)
+        if first is None or "branch" in first:
+            continue
+        siblings = [f for f in branch.forks if f.checkpoint_id == fork.checkpoint_id and f.known]
+        alternatives: list[dict[str, Any]] = []
+        cut = await branch.cut(fork)
+        original = await store.list_timeline(thread_id, categories=(MESSAGE, MIDDLEWARE), limit=1, after_seq=cut)
+        if original and original[0].seq < siblings[0].seq:
+            alternatives.append({"run_id": original[0].run_id, "seq": original[0].seq})
+        alternatives.extend({"run_id": f.run_id, "seq": f.seq} for f in siblings)
+        index = next(i for i, alt in enumerate(alternatives, 1) if alt["seq"] == fork.seq)
+        first["branch"] = {
+            "checkpoint_id": fork.checkpoint_id,
+            "index": index,
+            "count": len(alternatives),
+            "alternatives": alternatives,
+        }

@@ -1,0 +1,266 @@
+"""The journal follows the thread: regenerate, edit, forks, state updates, delete, prune and copy.
+
+Each scenario runs on a real `langgraph dev` with the plugin through the real
+SDK, on a SQLite journal and on Postgres in both layouts. The truth is the
+server's own: the messages first seen along the thread's current chain of
+checkpoints (from `threads.get_state` back through `parent_checkpoint`), and
+one marker per compaction on that chain. The journal's default history must
+equal it id for id, and every abandoned run must stay readable by `run_id`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import pytest
+from conversation import EARLY_SUMMARIZATION, TURNS, human
+from langgraph_sdk import get_client
+from services import create_database, postgres_server
+
+from journal_bridge.store import open_store
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+_MESSAGE_TYPES = ("human", "ai", "tool")
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres", "postgres-deerflow"])
+def server(request, tmp_path_factory):
+    from langgraph_server import LanggraphDevServer
+
+    workdir = tmp_path_factory.mktemp(f"thread-life-{request.param}")
+    if request.param == "sqlite":
+        env = {"JOURNAL_BRIDGE_STORE_URL": f"sqlite:///{workdir / 'journal.db'}"}
+        with LanggraphDevServer(workdir=workdir, env=env) as dev:
+            yield dev
+        return
+    with postgres_server() as server_url:
+        url = create_database(server_url, f"thread_life_{request.param.replace('-', '_')}")
+        if request.param == "postgres-deerflow":
+            url += "?layout=deerflow"
+        with LanggraphDevServer(workdir=workdir, env={"JOURNAL_BRIDGE_STORE_URL": url}) as dev:
+            yield dev
+
+
+def _client(server):
+    return get_client(url=server.url, api_key=None)
+
+
+async def _assistant(client) -> str:
+    assistant = await client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
+    return assistant["assistant_id"]
+
+
+async def _conversation(client, assistant_id: str, turns: list[str]) -> str:
+    thread = await client.threads.create()
+    for text in turns:
+        await client.runs.wait(thread["thread_id"], assistant_id, input=human(text))
+    return thread["thread_id"]
+
+
+def _is_summary(message: dict[str, Any]) -> bool:
+    return (message.get("additional_kwargs") or {}).get("lc_source") == "summarization"
+
+
+async def _chain(client, thread_id: str) -> list[dict[str, Any]]:
+    """The current branch's checkpoints, oldest first."""
+    history = await client.threads.get_history(thread_id, limit=1000)
+    by_id = {h["checkpoint"]["checkpoint_id"]: h for h in history}
+    head = (await client.threads.get_state(thread_id))["checkpoint"]["checkpoint_id"]
+    chain = []
+    while head is not None:
+        state = by_id[head]
+        chain.append(state)
+        head = (state.get("parent_checkpoint") or {}).get("checkpoint_id")
+    return chain[::-1]
+
+
+async def _truth(client, thread_id: str) -> tuple[list[str], int]:
+    """(ids of the messages first seen on the current branch, compactions on it)."""
+    seen: dict[str, str] = {}
+    markers = 0
+    for state in await _chain(client, thread_id):
+        for message in state["values"].get("messages", []):
+            if _is_summary(message):
+                if message["id"] not in seen:
+                    markers += 1
+                    seen[message["id"]] = "summary"
+                continue
+            if message["type"] in _MESSAGE_TYPES and message.get("id") and message["id"] not in seen:
+                seen[message["id"]] = message["type"]
+    return [i for i, kind in seen.items() if kind != "summary"], markers
+
+
+def _history(server, thread_id: str, **params) -> httpx.Response:
+    return httpx.get(f"{server.url}/journal/threads/{thread_id}/messages", params={"limit": 500, **params}, timeout=30)
+
+
+def _journal(server, thread_id: str, **params) -> tuple[list[str], int, list[dict[str, Any]]]:
+    items = _history(server, thread_id, **params).json()["data"]
+    ids = [i["id"] for i in items if i["type"] in _MESSAGE_TYPES]
+    markers = sum(1 for i in items if i["type"] == "summary_marker")
+    return ids, markers, items
+
+
+async def _settled(server, client, thread_id: str, timeout: float = 60) -> tuple[list[str], int, list[dict[str, Any]]]:
+    """The journal's history once it equals the thread's branch (or the last one seen)."""
+    truth = await _truth(client, thread_id)
+    deadline = time.monotonic() + timeout
+    while True:
+        ids, markers, items = _journal(server, thread_id)
+        if (ids, markers) == truth or time.monotonic() > deadline:
+            return ids, markers, items
+        await asyncio.sleep(0.3)
+
+
+async def _checkpoint_where(client, thread_id: str, predicate) -> dict[str, Any]:
+    """The newest checkpoint of the current branch whose state satisfies `predicate`."""
+    for state in reversed(await _chain(client, thread_id)):
+        if predicate(state):
+            return state
+    raise AssertionError("no such checkpoint")
+
+
+def _messages(state: dict[str, Any]) -> list[dict[str, Any]]:
+    return state["values"].get("messages", [])
+
+
+async def _assert_branch(server, client, thread_id: str) -> list[dict[str, Any]]:
+    truth_ids, truth_markers = await _truth(client, thread_id)
+    ids, markers, items = await _settled(server, client, thread_id)
+    assert ids == truth_ids
+    assert markers == truth_markers
+    return items
+
+
+async def test_regenerate_shows_only_the_new_answer_and_keeps_the_old_one_readable(server):
+    client = _client(server)
+    assistant_id = await _assistant(client)
+    thread_id = await _conversation(client, assistant_id, TURNS[:3])
+    last_human = [m for m in _messages(await client.threads.get_state(thread_id)) if m["type"] == "human"][-1]
+    old_ids, _, old_items = await _settled(server, client, thread_id)
+    # useStream's regenerate: no input, from the checkpoint that holds the question.
+    before_answer = await _checkpoint_where(
+        client, thread_id, lambda s: _messages(s) and _messages(s)[-1]["id"] == last_human["id"]
+    )
+    run = await client.runs.wait(
+        thread_id, assistant_id, input=None, checkpoint_id=before_answer["checkpoint"]["checkpoint_id"]
+    )
+    items = await _assert_branch(server, client, thread_id)
+    abandoned_answer = old_ids[-1]
+    assert abandoned_answer not in [i["id"] for i in items]
+    # The regenerated answer says where it came from and what else was answered there.
+    marked = [i for i in items if "branch" in i]
+    assert len(marked) == 1 and marked[0]["branch"]["count"] == 2 and marked[0]["branch"]["index"] == 2
+    original = marked[0]["branch"]["alternatives"][0]
+    old_branch = _history(server, thread_id, run_id=original["run_id"]).json()["data"]
+    assert [i["id"] for i in old_branch if i["type"] in _MESSAGE_TYPES] == old_ids
+    assert run is not None
+
+
+async def test_edits_at_depth_one_and_five_show_the_conversation_that_happened(server):
+    client = _client(server)
+    assistant_id = await _assistant(client)
+    thread_id = await _conversation(client, assistant_id, TURNS[:6])
+    humans = [m for m in await _truth(client, thread_id)][0]
+    assert humans
+    for depth in (1, 5):
+        state = await client.threads.get_state(thread_id)
+        asked = [m for m in _messages(state) if m["type"] == "human"]
+        target = asked[-depth] if depth <= len(asked) else asked[0]
+        # The checkpoint before the edited question: the newest one that does not hold it yet.
+        chain = await _chain(client, thread_id)
+        first = next(i for i, s in enumerate(chain) if any(m["id"] == target["id"] for m in _messages(s)))
+        parent = chain[first - 1]["checkpoint"]["checkpoint_id"]
+        await client.runs.wait(thread_id, assistant_id, input=human(f"edited at depth {depth}"), checkpoint_id=parent)
+        items = await _assert_branch(server, client, thread_id)
+        assert items[-1]["type"] == "ai"
+        assert any(i["type"] == "human" and i["content"] == f"edited at depth {depth}" for i in items)
+
+
+async def test_forks_before_and_after_a_compaction_and_a_fork_of_a_fork(server):
+    client = _client(server)
+    assistant_id = await _assistant(client)
+    thread_id = await _conversation(client, assistant_id, TURNS[:6])
+    _, markers_before, _ = await _settled(server, client, thread_id)
+    assert markers_before >= 1
+    chain = await _chain(client, thread_id)
+    first_summary = next(i for i, s in enumerate(chain) if any(_is_summary(m) for m in _messages(s)))
+    early = chain[first_summary - 1]["checkpoint"]["checkpoint_id"]
+    late = chain[first_summary + 2]["checkpoint"]["checkpoint_id"]
+    for checkpoint_id in (early, late):
+        await client.runs.wait(thread_id, assistant_id, input=human("a fork"), checkpoint_id=checkpoint_id)
+        await _assert_branch(server, client, thread_id)
+        await client.runs.wait(thread_id, assistant_id, input=human("and on"))
+        await _assert_branch(server, client, thread_id)
+    # A fork of the fork: from a checkpoint of the branch made just now.
+    chain = await _chain(client, thread_id)
+    await client.runs.wait(
+        thread_id, assistant_id, input=human("a fork of a fork"), checkpoint_id=chain[-3]["checkpoint"]["checkpoint_id"]
+    )
+    await _assert_branch(server, client, thread_id)
+
+
+async def test_a_state_update_from_an_earlier_checkpoint_forks_the_history(server):
+    client = _client(server)
+    assistant_id = await _assistant(client)
+    thread_id = await _conversation(client, assistant_id, TURNS[:3])
+    await _settled(server, client, thread_id)
+    chain = await _chain(client, thread_id)
+    # Studio's "edit state": the second question, reworded in place, from the checkpoint that holds it.
+    at = next(s for s in chain if len([m for m in _messages(s) if m["type"] == "human"]) == 2 and s["next"])
+    question = [m for m in _messages(at) if m["type"] == "human"][-1]
+    edited = {**question, "content": "reworded question"}
+    await client.threads.update_state(
+        thread_id, {"messages": [edited]}, checkpoint_id=at["checkpoint"]["checkpoint_id"]
+    )
+    await client.runs.wait(thread_id, assistant_id, input=None)
+    items = await _assert_branch(server, client, thread_id)
+    shown = [i for i in items if i["id"] == question["id"]]
+    assert [i["content"] for i in shown] == ["reworded question"]
+
+
+async def test_delete_and_prune_remove_the_journal_and_a_refused_prune_removes_nothing(server):
+    client = _client(server)
+    assistant_id = await _assistant(client)
+    doomed = [await _conversation(client, assistant_id, TURNS[:1]) for _ in range(3)]
+    for thread_id in doomed:
+        await _settled(server, client, thread_id)
+    await client.threads.delete(doomed[0])
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        pruned = await http.post("/threads/prune", json={"thread_ids": [doomed[1]], "strategy": "delete"})
+        assert pruned.status_code == 200, pruned.text
+        # The in-memory runtime refuses `keep_latest`; what the server refuses changes nothing.
+        kept = await http.post("/threads/prune", json={"thread_ids": [doomed[2]], "strategy": "keep_latest"})
+        assert kept.status_code == 422, kept.text
+    for thread_id in doomed[:2]:
+        assert _history(server, thread_id).status_code == 404
+        assert httpx.get(f"{server.url}/journal/threads/{thread_id}/markers", timeout=30).status_code == 404
+    assert _history(server, doomed[2]).status_code == 200
+    async with open_store(server.store_url) as store:
+        for thread_id in doomed[:2]:
+            assert not await store.has_thread(thread_id)
+            assert await store.list_timeline(thread_id, categories=("message", "middleware", "trace", "outputs", "error")) == []
+        assert await store.has_thread(doomed[2])
+
+
+async def test_a_copy_has_the_source_journal_and_continues_it(server):
+    client = _client(server)
+    assistant_id = await _assistant(client)
+    source = await _conversation(client, assistant_id, TURNS[:4])
+    source_ids, source_markers, source_items = await _settled(server, client, source)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        response = await http.post(f"/threads/{source}/copy")
+        assert response.status_code == 200
+        copy = response.json()["thread_id"]
+    copied = _history(server, copy).json()["data"]
+    strip = lambda items: [{k: v for k, v in i.items() if k != "seq"} for i in items]  # noqa: E731
+    assert strip(copied) == strip(source_items)
+    await client.runs.wait(copy, assistant_id, input=human("and after the copy"))
+    items = await _assert_branch(server, client, copy)
+    assert [i["id"] for i in items if i["type"] in _MESSAGE_TYPES][: len(source_ids)] == source_ids
+    # The source is untouched.
+    assert _journal(server, source)[:2] == (source_ids, source_markers)
