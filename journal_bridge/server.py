@@ -78,8 +78,10 @@ class Journal:
         reconcile_interval: float = 3.0,
         spool_dir: Path | None = None,
         store_options: dict[str, Any] | None = None,
+        keep_deleted: bool = False,
     ) -> None:
         self.store_url = store_url
+        self.keep_deleted = keep_deleted
         self.growing_after = growing_after
         self.spool_dir = spool_dir
         self.store_options = store_options or {}
@@ -122,6 +124,7 @@ class Journal:
                 lambda: self.store,
                 interval=self.reconcile_interval,
                 state_path=spool.with_suffix(".json") if spool is not None else None,
+                sweep_deleted=not self.keep_deleted,
             )
             await self.reconciler.start()
 
@@ -187,8 +190,10 @@ class Journal:
         """The server deleted these threads: so goes their journal, spool included.
 
         With the store down the stored records stay until the reconciler finds
-        the thread gone from the server."""
+        the thread gone from the server. With `keep_deleted` the journal stays."""
         assert self.bridge is not None
+        if self.keep_deleted:
+            return
         for thread_id in thread_ids:
             try:
                 removed = await self.bridge.forget_thread(thread_id)
@@ -247,6 +252,7 @@ def _journal_parts(settings: Settings) -> tuple[Journal | None, list[BaseRoute],
             reconcile_interval=settings.reconcile_interval,
             spool_dir=settings.spool_dir,
             store_options=settings.store_options,
+            keep_deleted=settings.keep_deleted,
         )
         if settings.enabled
         else None

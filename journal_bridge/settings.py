@@ -49,6 +49,15 @@ def _enabled(name: str, raw: str) -> bool:
     return raw.lower() not in {"0", "false", "no", "off"}
 
 
+def _flag(name: str, raw: str) -> bool:
+    text = raw.lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off"}:
+        return False
+    raise SettingsError(f"{name}={raw!r}: expected true or false")
+
+
 def _capture(name: str, raw: str) -> CaptureSetting:
     try:
         return CaptureSetting.parse(raw)
@@ -89,6 +98,7 @@ ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "reconcile_interval": ("JOURNAL_BRIDGE_RECONCILE_INTERVAL", _seconds(minimum=0, inclusive=True)),
     "backlog_growing_after": ("JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER", _seconds(minimum=0, inclusive=False)),
     "app_spec": ("JOURNAL_BRIDGE_APP", _text),
+    "keep_deleted": ("JOURNAL_BRIDGE_KEEP_DELETED", _flag),
 }
 
 
@@ -105,6 +115,7 @@ class Settings:
     reconcile_interval: float = 3.0  # 0 turns the reconciler off
     backlog_growing_after: float = 60.0
     app_spec: str | None = None  # `module:attr` or `path/to/file.py:attr`: the app the plugin serves
+    keep_deleted: bool = False  # True: a deleted thread's journal stays (audit, a store shared by servers)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, only: Iterable[str] | None = None) -> Settings:

@@ -264,3 +264,23 @@ async def test_a_copy_has_the_source_journal_and_continues_it(server):
     assert [i["id"] for i in items if i["type"] in _MESSAGE_TYPES][: len(source_ids)] == source_ids
     # The source is untouched.
     assert _journal(server, source)[:2] == (source_ids, source_markers)
+
+
+async def test_a_thread_deleted_past_the_middleware_loses_its_journal_to_the_reconciler(start_dev_server):
+    # Another process, a TTL sweep or an in-process caller deletes without the plugin seeing the request.
+    dev = start_dev_server(env={"JOURNAL_BRIDGE_RECONCILE_INTERVAL": "0.3"})
+    client = _client(dev)
+    assistant_id = await _assistant(client)
+    gone, kept = [await _conversation(client, assistant_id, TURNS[:1]) for _ in range(2)]
+    for thread_id in (gone, kept):
+        await _settled(dev, client, thread_id)
+    unseen = get_client(url=dev.url, api_key=None, headers={"x-journal-bridge-reader": "1"})
+    await unseen.threads.delete(gone)
+    assert _history(dev, gone).status_code == 200  # the middleware did not see it
+    deadline = time.monotonic() + 60
+    while _history(dev, gone).status_code != 404 and time.monotonic() < deadline:
+        await asyncio.sleep(0.3)
+    assert _history(dev, gone).status_code == 404
+    assert _history(dev, kept).status_code == 200
+    health = httpx.get(f"{dev.url}/journal/health", timeout=30).json()
+    assert health["reconciler"]["threads_deleted"] == 1

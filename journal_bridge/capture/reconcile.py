@@ -65,6 +65,10 @@ _STATE_VERSION = 1
 _MAX_REMEMBERED = 50_000
 # Runs asked for first when a thread changed (see `_discover`).
 _FIRST_PAGE = 5
+# Every this many passes, the journal's newest threads are checked against the server.
+_SWEEP_EVERY = 10
+_SWEEP_THREADS = 500
+_SWEEP_CHUNK = 100
 
 
 def live_capture(kwargs: dict[str, Any]) -> Capture | None:
@@ -93,6 +97,7 @@ class Reconciler:
         page_size: int = 100,
         overlap: float = 30.0,
         drain_timeout: float = 5.0,
+        sweep_deleted: bool = True,
     ) -> None:
         self.bridge = bridge
         self._client_factory = client_factory
@@ -103,6 +108,7 @@ class Reconciler:
         self.page_size = page_size
         self.overlap = timedelta(seconds=overlap)
         self.drain_timeout = drain_timeout
+        self.sweep_deleted = sweep_deleted
         self._since: datetime | None = None
         self._thread_seen: OrderedDict[str, str] = OrderedDict()  # thread_id -> updated_at last listed
         self._settled: OrderedDict[str, str] = OrderedDict()  # run_id -> how it was journaled
@@ -118,6 +124,7 @@ class Reconciler:
             "runs_found": 0,
             "runs_joined": 0,
             "threads_backfilled": 0,
+            "threads_deleted": 0,
             "records_backfilled": 0,
             "last_error": None,
         }
@@ -177,6 +184,8 @@ class Reconciler:
             self._dirty = True
         await self._check_waiting()
         await self._repair_threads()
+        if self.sweep_deleted and self.stats["passes"] % _SWEEP_EVERY == 1:
+            await self._sweep_deleted()
         self._trim()
         if self._dirty:
             await asyncio.to_thread(self._save)
@@ -292,6 +301,32 @@ class Reconciler:
             if result.written:
                 logger.info("journal-bridge: backfilled %d records of thread %s (%s)",
                             result.written, thread_id, result.status)
+
+    async def _sweep_deleted(self) -> None:
+        """Delete the journal of threads the server no longer has (deleted by another
+        process, a TTL sweep, a request the middleware never saw).
+
+        The journal's newest threads are looked up by id, a hundred per request;
+        a stateless run's journal (filed under its run id) has no thread and is kept.
+        """
+        store = self._store()
+        if store is None:
+            return
+        journaled = [str(t["thread_id"]) for t in await store.list_threads(limit=_SWEEP_THREADS)]
+        for start in range(0, len(journaled), _SWEEP_CHUNK):
+            chunk = journaled[start : start + _SWEEP_CHUNK]
+            found = await self._sdk().threads.search(ids=chunk, limit=len(chunk), select=["thread_id"])
+            existing = {str(t["thread_id"]) for t in found}
+            if not existing <= set(chunk):
+                logger.warning("journal-bridge: the server ignores thread ids in searches; deletions not swept")
+                return
+            for thread_id in chunk:
+                if thread_id in existing or await store.list_events(thread_id, thread_id, limit=1):
+                    continue
+                removed = await self.bridge.forget_thread(thread_id)
+                self.stats["threads_deleted"] += 1
+                logger.info("journal-bridge: thread %s is gone from the server; deleted its journal (%d records)",
+                            thread_id, removed)
 
     def _settle(self, run_id: str, how: str) -> None:
         self._settled[run_id] = how
