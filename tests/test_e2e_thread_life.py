@@ -65,11 +65,11 @@ def _is_summary(message: dict[str, Any]) -> bool:
     return (message.get("additional_kwargs") or {}).get("lc_source") == "summarization"
 
 
-async def _chain(client, thread_id: str) -> list[dict[str, Any]]:
-    """The current branch's checkpoints, oldest first."""
+async def _chain(client, thread_id: str, head: str | None = None) -> list[dict[str, Any]]:
+    """The checkpoints of the branch ending at `head` (default: the current one), oldest first."""
     history = await client.threads.get_history(thread_id, limit=1000)
     by_id = {h["checkpoint"]["checkpoint_id"]: h for h in history}
-    head = (await client.threads.get_state(thread_id))["checkpoint"]["checkpoint_id"]
+    head = head or (await client.threads.get_state(thread_id))["checkpoint"]["checkpoint_id"]
     chain = []
     while head is not None:
         state = by_id[head]
@@ -78,11 +78,11 @@ async def _chain(client, thread_id: str) -> list[dict[str, Any]]:
     return chain[::-1]
 
 
-async def _truth(client, thread_id: str) -> tuple[list[str], int]:
-    """(ids of the messages first seen on the current branch, compactions on it)."""
+async def _truth(client, thread_id: str, head: str | None = None) -> tuple[list[str], int]:
+    """(ids of the messages first seen on the branch ending at `head`, compactions on it)."""
     seen: dict[str, str] = {}
     markers = 0
-    for state in await _chain(client, thread_id):
+    for state in await _chain(client, thread_id, head):
         for message in state["values"].get("messages", []):
             if _is_summary(message):
                 if message["id"] not in seen:
@@ -159,6 +159,25 @@ async def test_regenerate_shows_only_the_new_answer_and_keeps_the_old_one_readab
     old_branch = _history(server, thread_id, run_id=original["run_id"]).json()["data"]
     assert [i["id"] for i in old_branch if i["type"] in _MESSAGE_TYPES] == old_ids
     assert run is not None
+
+
+async def test_the_history_as_of_every_checkpoint_of_every_branch_is_that_branch(server):
+    client = _client(server)
+    assistant_id = await _assistant(client)
+    thread_id = await _conversation(client, assistant_id, TURNS[:4])
+    chain = await _chain(client, thread_id)
+    question = next(s for s in reversed(chain) if s["next"] and _messages(s) and _messages(s)[-1]["type"] == "human")
+    await client.runs.wait(thread_id, assistant_id, input=None, checkpoint_id=question["checkpoint"]["checkpoint_id"])
+    await client.runs.wait(thread_id, assistant_id, input=human("an edit"), checkpoint_id=chain[-1]["parent_checkpoint"]["checkpoint_id"])
+    await _assert_branch(server, client, thread_id)
+    checkpoints = await client.threads.get_history(thread_id, limit=1000)
+    assert len(checkpoints) > len(chain)
+    for state in checkpoints:
+        checkpoint_id = state["checkpoint"]["checkpoint_id"]
+        ids, markers, _ = _journal(server, thread_id, checkpoint_id=checkpoint_id)
+        assert (ids, markers) == await _truth(client, thread_id, checkpoint_id), checkpoint_id
+    assert _history(server, thread_id, checkpoint_id="no-such-checkpoint").status_code == 404
+    assert _history(server, thread_id, run_id="no-such-run").status_code == 404
 
 
 async def test_edits_at_depth_one_and_five_show_the_conversation_that_happened(server):

@@ -18,8 +18,8 @@ ERROR_CODES = {
 }
 PARAMETERS = {
     ("/journal/threads", "get"): ["limit", "q"],
-    ("/journal/threads/{thread_id}/messages", "get"): ["thread_id", "limit", "before_seq", "after_seq"],
-    ("/journal/threads/{thread_id}/markers", "get"): ["thread_id", "limit", "before_seq", "after_seq"],
+    ("/journal/threads/{thread_id}/messages", "get"): ["thread_id", "limit", "before_seq", "after_seq", "run_id", "checkpoint_id"],
+    ("/journal/threads/{thread_id}/markers", "get"): ["thread_id", "limit", "before_seq", "after_seq", "run_id", "checkpoint_id"],
     ("/journal/threads/{thread_id}/runs/{run_id}/events", "get"): [
         "thread_id", "run_id", "event_types", "after_seq", "limit",
     ],

@@ -391,7 +391,8 @@ def fork(
     (`head_checkpoint_id`) and the messages it changed in place
     (`edited_message_ids`: the branch shows their new version only).
     """
-    state = state or {}
+    # A checkpoint the server does not have comes back as an empty state without a time.
+    state = state if state and state.get("created_at") is not None else {}
     ids = [str(m["id"]) for m in _state_messages(state) if m.get("id")]
     metadata = state.get("metadata") if isinstance(state.get("metadata"), Mapping) else {}
     content = {

@@ -31,11 +31,14 @@ journals written before then read as they always did.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from journal_bridge.model.envelope import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, RunEvent
+from journal_bridge.model import records
 from journal_bridge.model.records import BRANCHES_RUN_ID, FORK_EVENT
 
 __all__ = ["Branch", "Fork", "annotate_forks", "branch_of", "read_forks"]
@@ -184,12 +187,13 @@ class Branch:
         """The seq of the last record on the fork's checkpoint (0: none)."""
         key = (id(self._store), self._thread_id, fork.seq, fork.checkpoint_id)
         if key not in _CUTS:
-            _CUTS[key] = await self._find_cut(fork)
+            _CUTS[key] = await self.find_cut(fork)
             while len(_CUTS) > _MAX_CUTS:
                 _CUTS.popitem(last=False)
         return _CUTS[key]
 
-    async def _find_cut(self, fork: Fork) -> int:
+    async def find_cut(self, fork: Fork) -> int:
+        """`cut`, found now (not remembered)."""
         if not fork.known:
             return fork.seq - 1
         if fork.message_count == 0:
@@ -239,13 +243,25 @@ class Branch:
             cursor = page[0].seq
 
 
-async def branch_of(store: Any, thread_id: str, *, run_id: str | None = None) -> Branch | None:
-    """The branch to read: the thread's current one, or the one ending with run
-    `run_id`'s last record; None for a journal without forks read at its end.
+async def branch_of(
+    store: Any, thread_id: str, *, run_id: str | None = None, checkpoint: Mapping[str, Any] | None = None
+) -> Branch | None:
+    """The branch to read: the thread's current one; the one ending with run
+    `run_id`'s last record; or the one as of a checkpoint (`checkpoint`: its
+    state, as `threads.get_state` returns it). None for a journal without forks
+    read at its end.
 
     `LookupError` when `run_id` has no record in the thread.
     """
     forks = await read_forks(store, thread_id)
+    if checkpoint is not None:
+        # Where a run going on from the checkpoint now would fork.
+        here = Fork.of(dataclasses.replace(
+            records.fork(thread_id, None, {"checkpoint_id": (checkpoint.get("checkpoint") or {}).get("checkpoint_id")}, checkpoint),
+            seq=await store.last_seq(thread_id) + 1,
+        ))
+        top = await Branch(store, thread_id, forks).find_cut(here)
+        return Branch(store, thread_id, forks, top=top)
     if run_id is None:
         return Branch(store, thread_id, forks) if forks else None
     last = None

@@ -62,7 +62,7 @@ always resume from it, also to poll a live thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -468,16 +468,18 @@ async def history_page(
     before_seq: int | None = None,
     after_seq: int | None = None,
     run_id: str | None = None,
+    checkpoint: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One page of a thread's history: message rows and summary markers in `seq` order.
 
     Cursors as described in the module docstring; `ValueError` (naming the
     parameter) for a limit below 1 or both cursors at once. The items are those
-    of the thread's current branch, or of the branch ending with run `run_id`
-    (`LookupError` when the thread has no such run); see
+    of the thread's current branch, of the branch ending with run `run_id`
+    (`LookupError` when the thread has no such run), or of the branch as of a
+    checkpoint (`checkpoint`: its state as the server gives it); see
     `journal_bridge.projection.branches`.
     """
-    branch = await branch_of(store, thread_id, run_id=run_id)
+    branch = await branch_of(store, thread_id, run_id=run_id, checkpoint=checkpoint)
     return await _page(store, thread_id, _PageQuery(TIMELINE_CATEGORIES, project, limit, before_seq, after_seq, branch))
 
 
@@ -489,7 +491,8 @@ async def markers_page(
     before_seq: int | None = None,
     after_seq: int | None = None,
     run_id: str | None = None,
+    checkpoint: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The same page contract as `history_page`, holding summary markers only."""
-    branch = await branch_of(store, thread_id, run_id=run_id)
+    branch = await branch_of(store, thread_id, run_id=run_id, checkpoint=checkpoint)
     return await _page(store, thread_id, _PageQuery((MIDDLEWARE,), _markers_only, limit, before_seq, after_seq, branch))

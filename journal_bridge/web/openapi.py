@@ -110,6 +110,36 @@ def _names(name: str, description: str) -> dict[str, Any]:
 _BEFORE_SEQ = _seq("before_seq", "cursor: the page of items with a seq below it (older items); not with after_seq")
 _AFTER_SEQ = _seq("after_seq", "cursor: the page of items with a seq above it (newer items); not with before_seq")
 
+_BRANCH_RUN = _text(
+    "run_id",
+    "the branch that ends with this run instead of the thread's current one (an abandoned regenerate or edit); "
+    "404 when the thread has no such run",
+)
+_BRANCH_CHECKPOINT = _text(
+    "checkpoint_id",
+    "the branch as of this checkpoint of the thread (what a branch switcher shows); not with run_id; "
+    "404 when the thread has no such checkpoint",
+)
+_FORK_POINT = {
+    "type": "object",
+    "description": "on the first item after a fork (a regenerate, an edit, a fork from a checkpoint): the alternatives there",
+    "required": ["checkpoint_id", "index", "count", "alternatives"],
+    "properties": {
+        "checkpoint_id": {"type": ["string", "null"], "description": "the checkpoint the branches went on from"},
+        "index": {"type": "integer", "minimum": 1, "description": "this branch's place among the alternatives"},
+        "count": {"type": "integer", "minimum": 1},
+        "alternatives": {
+            "type": "array",
+            "description": "the original continuation first, then each fork from the checkpoint; read one with run_id",
+            "items": {
+                "type": "object",
+                "required": ["run_id", "seq"],
+                "properties": {"run_id": {"type": ["string", "null"]}, "seq": {"type": "integer"}},
+            },
+        },
+    },
+}
+
 _MESSAGE_ROW = {
     "type": "object",
     "description": "a LangChain message dict plus the seq, run and time of its record",
@@ -119,6 +149,7 @@ _MESSAGE_ROW = {
         "seq": {"type": "integer"},
         "run_id": {"type": ["string", "null"]},
         "created_at": {"type": "string", "format": "date-time"},
+        "branch": _FORK_POINT,
         "id": {"type": ["string", "null"]},
         "content": {},
         "tool_calls": {"type": "array", "items": {"type": "object"}},
@@ -135,6 +166,7 @@ _SUMMARY_MARKER = {
         "seq": {"type": "integer"},
         "run_id": {"type": ["string", "null"]},
         "created_at": {"type": "string", "format": "date-time"},
+        "branch": _FORK_POINT,
         "replaced_count": {"type": "integer", "description": "messages removed from the state, earlier summaries included"},
         "condensed_count": {"type": "integer", "description": "conversation messages removed: the number to show"},
         "preserved_count": {"type": "integer"},
@@ -154,6 +186,7 @@ _RUN_STATUS = {
         "seq": {"type": "integer"},
         "run_id": {"type": ["string", "null"]},
         "created_at": {"type": "string", "format": "date-time"},
+        "branch": _FORK_POINT,
         "status": {"type": "string", "enum": ["failed", "cancelled", "interrupted"]},
         "error_type": {"type": ["string", "null"], "description": "CancelledError for a cancelled run"},
         "message": {"type": ["string", "null"], "description": "the error message, or the server's reason for a cancel"},
@@ -280,17 +313,17 @@ THREADS = _api(
 )
 MESSAGES = _api(
     "journal_thread_messages",
-    [_THREAD_ID, _limit(50), _BEFORE_SEQ, _AFTER_SEQ],
+    [_THREAD_ID, _limit(50), _BEFORE_SEQ, _AFTER_SEQ, _BRANCH_RUN, _BRANCH_CHECKPOINT],
     _ok(
-        "message rows, summary markers and run statuses, ascending seq",
+        "message rows, summary markers and run statuses of the branch, ascending seq",
         _page({"anyOf": [_MESSAGE_ROW, _SUMMARY_MARKER, _RUN_STATUS]}),
     ),
     not_found=_UNKNOWN_THREAD,
 )
 MARKERS = _api(
     "journal_thread_markers",
-    [_THREAD_ID, _limit(MAX_LIMIT), _BEFORE_SEQ, _AFTER_SEQ],
-    _ok("the summary markers, ascending seq", _page(_SUMMARY_MARKER)),
+    [_THREAD_ID, _limit(MAX_LIMIT), _BEFORE_SEQ, _AFTER_SEQ, _BRANCH_RUN, _BRANCH_CHECKPOINT],
+    _ok("the summary markers of the branch, ascending seq", _page(_SUMMARY_MARKER)),
     not_found=_UNKNOWN_THREAD,
 )
 REPAIR = _api(

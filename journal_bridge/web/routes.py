@@ -29,6 +29,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from journal_bridge.capture.intercept import READER_HEADER
+from journal_bridge.host.compat import in_process_client
 from journal_bridge.projection import history, overview
 
 from journal_bridge.web import openapi
@@ -160,14 +162,32 @@ def _cursor_params(
     return {"limit": limit, "before_seq": before_seq, "after_seq": after_seq}
 
 
-def _branch_param(request: Request) -> dict[str, Any]:
-    """`run_id`: the branch that ends with that run instead of the thread's current one."""
+async def _branch_param(request: Request, thread_id: str) -> dict[str, Any]:
+    """`run_id`: the branch that ends with that run; `checkpoint_id`: the branch as
+    of that checkpoint (its state asked of the server); neither: the current one."""
     run_id = request.query_params.get("run_id")
-    if run_id is None:
+    checkpoint_id = request.query_params.get("checkpoint_id")
+    if run_id is not None and checkpoint_id is not None:
+        raise _BadParameter("run_id and checkpoint_id: give at most one")
+    for name, value in (("run_id", run_id), ("checkpoint_id", checkpoint_id)):
+        if value is not None and (not value or len(value) > 256 or "\x00" in value):
+            raise _BadParameter(f"{name}: expected an id of the thread")
+    if run_id is not None:
+        return {"run_id": run_id}
+    if checkpoint_id is None:
         return {}
-    if not run_id or len(run_id) > 256:
-        raise _BadParameter("run_id: expected a run id of the thread")
-    return {"run_id": run_id}
+    client = in_process_client({READER_HEADER: "1"})
+    try:
+        state = await client.threads.get_state(thread_id, checkpoint_id=checkpoint_id)
+    except Exception as exc:  # noqa: BLE001 - the server's own answer decides
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if status in (404, 422):
+            raise HTTPException(404, f"checkpoint {checkpoint_id!r} not found in thread {thread_id!r}") from None
+        raise
+    # An unknown checkpoint comes back as an empty state with neither metadata nor time.
+    if not state or not state.get("checkpoint") or state.get("created_at") is None:
+        raise HTTPException(404, f"checkpoint {checkpoint_id!r} not found in thread {thread_id!r}")
+    return {"checkpoint": state}
 
 
 async def _page_of(read: Any, store: Any, thread_id: str, params: dict[str, Any]) -> Response:
@@ -232,20 +252,23 @@ async def thread_messages(request: Request) -> Response:
     items, `after_seq` to newer ones. An item is never split or repeated
     across pages. The items are the thread's current branch; `run_id` reads
     the branch that ends with that run (a regenerated or edited turn's
-    other versions), and the first item after a fork lists the alternatives
-    there in its `branch` field.
+    other versions), `checkpoint_id` the branch as of that checkpoint (what
+    a branch switcher shows), and the first item after a fork lists the
+    alternatives there in its `branch` field.
     """
     thread_id = _thread_id(request)
-    params = {**_cursor_params(request), **_branch_param(request)}
+    params = _cursor_params(request)
     store = await _known_thread(request, thread_id)
+    params.update(await _branch_param(request, thread_id))
     return await _page_of(history.history_page, store, thread_id, params)
 
 
 async def thread_markers(request: Request) -> Response:
     """The thread's summary markers, paged like the messages."""
     thread_id = _thread_id(request)
-    params = {**_cursor_params(request, default_limit=MAX_LIMIT), **_branch_param(request)}
+    params = _cursor_params(request, default_limit=MAX_LIMIT)
     store = await _known_thread(request, thread_id)
+    params.update(await _branch_param(request, thread_id))
     return await _page_of(history.markers_page, store, thread_id, params)
 
 
