@@ -9,6 +9,13 @@ the newest page through the real routes (httpx over ASGI, store opened by the
 app's lifespan). Reading the newest page must not depend on thread length:
 the target is a p50 and p99 ratio (large / small) of at most 1.5.
 
+Then the branch-aware read: two more threads of the large size whose
+conversation was regenerated 10 and 100 times (spread evenly), read the same
+way, side by side with the large thread without forks (today's linear read);
+the target is a ratio (forked / linear) of at most 1.5 for both. The cut of a
+fork, once found, is remembered by the process: the first read of each forked
+thread (nothing remembered) is printed as well.
+
 Then the same pages through `journal_bridge.client` (langgraph-sdk's HTTP
 stack, over a real uvicorn on loopback): the newest page, a page before a
 cursor in the middle of the large thread and a page after one, as a client
@@ -31,10 +38,13 @@ import httpx
 from starlette.applications import Starlette
 
 from journal_bridge.model.envelope import make_event
+from journal_bridge.model.records import BRANCHES_RUN_ID, FORK_EVENT
+from journal_bridge.projection import branches, history
 from journal_bridge.web.routes import journal_routes
 from journal_bridge.store import open_store
 
 TARGET_RATIO = 1.5
+FORKS = (10, 100)
 
 
 def _turn(thread_id: str, n: int) -> list:
@@ -102,10 +112,32 @@ def _turn(thread_id: str, n: int) -> list:
     ]
 
 
-async def _seed(store, thread_id: str, records: int) -> int:
+def _regenerated(thread_id: str, n: int) -> list:
+    """Turn `n` answered again from the checkpoint that holds its question."""
+    run_id = f"run-{n}-again"
+    fork = {
+        "run_id": run_id, "checkpoint_id": f"cp-{n}", "checkpoint_run_id": f"run-{n}", "known": True,
+        "finished": False, "message_ids": [f"b{n - 1}", f"h{n}"], "message_count": 2 * n + 1,
+    }
+    rows = [
+        (BRANCHES_RUN_ID, FORK_EVENT, "trace", fork),
+        (run_id, "run.start", None, {"input": None}),
+        (run_id, "llm.ai.response", None, {"type": "ai", "content": f"Again: {n}.", "id": f"r{n}", "tool_calls": []}),
+        (run_id, "run.end", None, {"messages": n}),
+    ]
+    return [
+        make_event(thread_id=thread_id, run_id=run, event_type=kind, category=category, content=content)
+        for run, kind, category, content in rows
+    ]
+
+
+async def _seed(store, thread_id: str, records: int, forks: int = 0) -> int:
     batch, n, written = [], 0, 0
+    every = max(records // 6 // (forks + 1), 1) if forks else 0
     while written + len(batch) < records:
         batch.extend(_turn(thread_id, n))
+        if every and n % every == every - 1 and n // every < forks:
+            batch.extend(_regenerated(thread_id, n))
         n += 1
         if len(batch) >= 2000:
             written += len(await store.put_batch(batch))
@@ -187,9 +219,13 @@ async def run(requests: int, small: int, large: int) -> int:
             sizes = {
                 "small": await _seed(store, "thread-small", small),
                 "large": await _seed(store, "thread-large", large),
+                **{f"fork-{n}": await _seed(store, f"thread-fork-{n}", large, n) for n in FORKS},
             }
+            for n in FORKS:
+                found = len(await branches.read_forks(store, f"thread-fork-{n}"))
+                assert found == n, f"thread-fork-{n} has {found} forks"
         print(
-            f"seeded {sizes['small']:,} + {sizes['large']:,} records in "
+            f"seeded {sum(sizes.values()):,} records ({', '.join(f'{k} {v:,}' for k, v in sizes.items())}) in "
             f"{time.perf_counter() - start:.1f}s ({store_url})"
         )
 
@@ -206,28 +242,73 @@ async def run(requests: int, small: int, large: int) -> int:
                 transport=transport, base_url="http://bench"
             ) as client:
                 results = {}
-                # Interleave rounds so drift in machine load hits both sides alike.
-                timings = {"small": [], "large": []}
+                names = ["small", "large", *(f"fork-{n}" for n in FORKS)]
+                cold = {}
+                for name in names[2:]:
+                    branches._CUTS.clear()
+                    start = time.perf_counter()
+                    (await client.get(f"/journal/threads/thread-{name}/messages")).raise_for_status()
+                    cold[name] = (time.perf_counter() - start) * 1000
+                # Interleave rounds so drift in machine load hits every side alike.
+                timings = {name: [] for name in names}
                 for _ in range(10):
-                    for name in ("small", "large"):
+                    for name in names:
                         timings[name] += await _measure(
                             client, f"thread-{name}", requests // 10
                         )
-                for name in ("small", "large"):
+                for name in names:
                     results[name] = (_p(timings[name], 50), _p(timings[name], 99))
                     print(
                         f"{name:>5} thread ({sizes[name]:>7,} records): newest page of 50 "
                         f"p50 {results[name][0]:6.2f} ms  p99 {results[name][1]:6.2f} ms"
                     )
+                for name in names[2:]:
+                    print(f"first read of thread-{name} (no cut remembered): {cold[name]:6.2f} ms")
+        linear = await _measure_projection(store_url, requests)
         await _measure_client(store_url, requests, sizes["large"])
-    p50_ratio = results["large"][0] / results["small"][0]
-    p99_ratio = results["large"][1] / results["small"][1]
-    verdict = "ok" if max(p50_ratio, p99_ratio) <= TARGET_RATIO else "ABOVE TARGET"
-    print(
-        f"ratio large/small: p50 {p50_ratio:.2f}  p99 {p99_ratio:.2f}  "
-        f"(target <= {TARGET_RATIO}) {verdict}"
-    )
+    _ratio("large/small", results["large"], results["small"])
+    for n in FORKS:
+        _ratio(f"route, {n} forks/no forks", results[f"fork-{n}"], results["large"])
+    for name in ("no forks", *(f"{n} forks" for n in FORKS)):
+        _ratio(f"projection, {name}/linear read", linear[name], linear["linear read"])
     return 0
+
+
+async def _measure_projection(store_url: str, requests: int) -> dict[str, tuple[float, float]]:
+    """The newest page of 50 as the projection reads it, side by side with the
+    linear read it did before branches (no fork lookup), interleaved."""
+    async with open_store(store_url) as store:
+        linear = history._PageQuery(history.TIMELINE_CATEGORIES, history.project, 50, None, None)
+        cases = {
+            "linear read": lambda: history._page(store, "thread-large", linear),
+            "no forks": lambda: history.history_page(store, "thread-large", limit=50),
+            **{f"{n} forks": (lambda n=n: history.history_page(store, f"thread-fork-{n}", limit=50)) for n in FORKS},
+        }
+        timings: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(20):
+            for read in cases.values():
+                await read()
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(requests):
+                for name, read in cases.items():
+                    start = time.perf_counter()
+                    page = await read()
+                    timings[name].append(time.perf_counter() - start)
+                    assert len(page["data"]) == 50
+        finally:
+            gc.enable()
+    out = {name: (_p(values, 50), _p(values, 99)) for name, values in timings.items()}
+    for name, (p50, p99) in out.items():
+        print(f"projection, 100,000 records, {name:<12}: newest page of 50 p50 {p50:6.2f} ms  p99 {p99:6.2f} ms")
+    return out
+
+
+def _ratio(name: str, over: tuple[float, float], under: tuple[float, float]) -> None:
+    p50_ratio, p99_ratio = over[0] / under[0], over[1] / under[1]
+    verdict = "ok" if max(p50_ratio, p99_ratio) <= TARGET_RATIO else "ABOVE TARGET"
+    print(f"ratio {name}: p50 {p50_ratio:.2f}  p99 {p99_ratio:.2f}  (target <= {TARGET_RATIO}) {verdict}")
 
 
 def main() -> int:

@@ -30,14 +30,13 @@ journals written before then read as they always did.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from journal_bridge.model.envelope import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, RunEvent
+from journal_bridge.model.envelope import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, TRACE, RunEvent
 from journal_bridge.model import records
 from journal_bridge.model.records import BRANCHES_RUN_ID, FORK_EVENT
 
@@ -45,7 +44,8 @@ __all__ = ["Branch", "Fork", "annotate_forks", "branch_of", "read_forks"]
 
 _PAGE = 500
 _ENDINGS = frozenset({ERROR, OUTPUTS})
-# Cuts never change once found (the records below a fork are final): kept per process.
+# Cuts and a fork's first item never change once found (the journal is
+# append-only and a fork's run writes right after it): kept per process.
 _CUTS: OrderedDict[tuple[int, str, int, str | None], int] = OrderedDict()
 _MAX_CUTS = 10_000
 
@@ -83,10 +83,19 @@ class Fork:
         )
 
 
-async def read_forks(store: Any, thread_id: str) -> list[Fork]:
-    """The thread's forks, oldest first: one indexed read per 500."""
+async def latest_fork(store: Any, thread_id: str, at_or_below: int | None = None) -> Fork | None:
+    """The newest fork at or below a seq (None: of all): one indexed read of one record."""
+    page = await store.list_timeline(
+        thread_id, categories=(TRACE,), run_id=BRANCHES_RUN_ID, limit=1,
+        **({} if at_or_below is None else {"before_seq": at_or_below + 1}),
+    )
+    return Fork.of(page[-1]) if page else None
+
+
+async def read_forks(store: Any, thread_id: str, *, after_seq: int = 0) -> list[Fork]:
+    """The thread's forks above `after_seq`, oldest first: one indexed read per 500."""
     forks: list[Fork] = []
-    after = 0
+    after = after_seq
     while True:
         page = await store.list_events(thread_id, BRANCHES_RUN_ID, event_types=[FORK_EVENT], limit=_PAGE, after_seq=after)
         forks.extend(Fork.of(record) for record in page)
@@ -113,12 +122,11 @@ class Branch:
     `top` is the highest seq on the branch (None: the journal's end).
     """
 
-    def __init__(self, store: Any, thread_id: str, forks: list[Fork], top: int | None = None) -> None:
+    def __init__(self, store: Any, thread_id: str, top: int | None = None, *, newest: Fork | None = None) -> None:
         self._store = store
         self._thread_id = thread_id
-        self.forks = forks
-        self._fork_seqs = [fork.seq for fork in forks]
         self._pos: int | None = top
+        self._newest = newest  # the newest fork, when the caller read it already
         self._done = False
         self.ranges: list[tuple[int, int | None]] = []  # (low, high), high None: no bound
         # (fork seq, ids): a message of these ids below the fork shows in its newer version only.
@@ -130,12 +138,14 @@ class Branch:
         if self._done:
             return False
         pos = self._pos
-        index = len(self._fork_seqs) if pos is None else bisect.bisect_right(self._fork_seqs, pos)
-        if index == 0:
+        if self._newest is not None and pos is None:
+            fork, self._newest = self._newest, None
+        else:
+            fork = await latest_fork(self._store, self._thread_id, pos)
+        if fork is None:
             self.ranges.append((1, pos))
             self._done = True
             return True
-        fork = self.forks[index - 1]
         self.ranges.append((fork.seq + 1, pos))
         self.chain.append(fork)
         if fork.edited:
@@ -190,6 +200,19 @@ class Branch:
             _CUTS[key] = await self.find_cut(fork)
             while len(_CUTS) > _MAX_CUTS:
                 _CUTS.popitem(last=False)
+        return _CUTS[key]
+
+    async def first_after(self, fork: Fork) -> int | None:
+        """The seq of the first message or marker after the fork (its branch's first item)."""
+        key = (id(self._store), self._thread_id, -fork.seq, fork.checkpoint_id)
+        if key in _CUTS:
+            return _CUTS[key]
+        found = await self._store.list_timeline(
+            self._thread_id, categories=(MESSAGE, MIDDLEWARE), limit=1, after_seq=fork.seq
+        )
+        if not found:
+            return None  # nothing yet: asked again next time
+        _CUTS[key] = int(found[0].seq)  # type: ignore[arg-type]
         return _CUTS[key]
 
     async def find_cut(self, fork: Fork) -> int:
@@ -253,17 +276,17 @@ async def branch_of(
 
     `LookupError` when `run_id` has no record in the thread.
     """
-    forks = await read_forks(store, thread_id)
     if checkpoint is not None:
         # Where a run going on from the checkpoint now would fork.
         here = Fork.of(dataclasses.replace(
             records.fork(thread_id, None, {"checkpoint_id": (checkpoint.get("checkpoint") or {}).get("checkpoint_id")}, checkpoint),
             seq=await store.last_seq(thread_id) + 1,
         ))
-        top = await Branch(store, thread_id, forks).find_cut(here)
-        return Branch(store, thread_id, forks, top=top)
+        top = await Branch(store, thread_id).find_cut(here)
+        return Branch(store, thread_id, top=top)
     if run_id is None:
-        return Branch(store, thread_id, forks) if forks else None
+        newest = await latest_fork(store, thread_id)
+        return Branch(store, thread_id, newest=newest) if newest is not None else None
     last = None
     after = 0
     while True:
@@ -275,7 +298,7 @@ async def branch_of(
         after = page[-1].seq
     if last is None:
         raise LookupError(f"run {run_id!r} has no record in thread {thread_id!r}")
-    return Branch(store, thread_id, forks, top=last)
+    return Branch(store, thread_id, top=last)
 
 
 async def annotate_forks(store: Any, thread_id: str, branch: Branch, items: list[dict[str, Any]]) -> None:
@@ -288,13 +311,14 @@ async def annotate_forks(store: Any, thread_id: str, branch: Branch, items: list
         if not fork.known or not any(item["seq"] > fork.seq for item in items):
             continue
         # The branch's first record after the fork, which may be on another page.
-        first_record = await store.list_timeline(thread_id, categories=(MESSAGE, MIDDLEWARE), limit=1, after_seq=fork.seq)
-        first = next((i for i in items if first_record and i["seq"] == first_record[0].seq), None)
+        first_seq = await branch.first_after(fork)
+        first = next((i for i in items if i["seq"] == first_seq), None)
         if first is None or "branch" in first:
             continue
-        siblings = [f for f in branch.forks if f.checkpoint_id == fork.checkpoint_id and f.known]
-        alternatives: list[dict[str, Any]] = []
         cut = await branch.cut(fork)
+        siblings = [f for f in await read_forks(store, thread_id, after_seq=cut)
+                    if f.checkpoint_id == fork.checkpoint_id and f.known]
+        alternatives: list[dict[str, Any]] = []
         original = await store.list_timeline(thread_id, categories=(MESSAGE, MIDDLEWARE), limit=1, after_seq=cut)
         if original and original[0].seq < siblings[0].seq:
             alternatives.append({"run_id": original[0].run_id, "seq": original[0].seq})

@@ -546,13 +546,15 @@ class RunEventStore(abc.ABC):
         limit: int = 50,
         before_seq: int | None = None,
         after_seq: int | None = None,
+        run_id: str | None = None,
     ) -> list[RunEvent]:
-        """A page of `RunEvent`s of any of `categories` (messages and markers by default)."""
+        """A page of `RunEvent`s of any of `categories` (messages and markers by
+        default), of one run when `run_id` is given."""
         _check_page(limit, before_seq, after_seq)
         wanted = tuple(dict.fromkeys(categories))
         if not wanted:
             return []
-        return await self._page(Page(thread_id, wanted, limit, before_seq, after_seq))
+        return await self._page(Page(thread_id, wanted, limit, before_seq, after_seq, run_id))
 
     @abc.abstractmethod
     async def _page(self, page: Page) -> list[RunEvent]:
