@@ -11,6 +11,8 @@ equal it id for id, and every abandoned run must stay readable by `run_id`.
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import time
 from typing import Any
 
@@ -18,7 +20,9 @@ import httpx
 import pytest
 from conversation import EARLY_SUMMARIZATION, TURNS, human
 from langgraph_sdk import get_client
+from js_onoff import JS_DIR, ensure_node_modules, node_problem
 from services import create_database, postgres_server
+from suites import require_or_skip
 
 from journal_bridge.store import open_store
 
@@ -303,3 +307,25 @@ async def test_a_thread_deleted_past_the_middleware_loses_its_journal_to_the_rec
     assert _history(dev, kept).status_code == 200
     health = httpx.get(f"{dev.url}/journal/health", timeout=30).json()
     assert health["reconciler"]["threads_deleted"] == 1
+
+
+async def test_regenerate_and_edit_from_the_javascript_sdk_as_usestream_submits_them(server):
+    problem = node_problem()
+    if problem is not None:
+        require_or_skip(problem)
+    ensure_node_modules()
+    script = JS_DIR / "branches.mjs"
+    result = await asyncio.to_thread(
+        subprocess.run, ["node", str(script), server.url, *TURNS[:4]],
+        cwd=JS_DIR, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    done = json.loads(result.stdout)
+    thread_id = done["thread_id"]
+    assert all(done["runs"]) and len(done["runs"]) == 6
+    client = _client(server)
+    items = await _assert_branch(server, client, thread_id)
+    assert [i["content"] for i in items if i["type"] == "human"] == [TURNS[0], "the second question, edited"]
+    # Every run stays readable: the regenerated answer's branch ends with it.
+    regenerated = _history(server, thread_id, run_id=done["runs"][4]).json()["data"]
+    assert regenerated[-1]["run_id"] == done["runs"][4] and regenerated[-1]["type"] == "ai"
