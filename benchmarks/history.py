@@ -246,6 +246,7 @@ async def run(requests: int, small: int, large: int) -> int:
                 cold = {}
                 for name in names[2:]:
                     branches._CUTS.clear()
+                    branches._FIRSTS.clear()
                     start = time.perf_counter()
                     (await client.get(f"/journal/threads/thread-{name}/messages")).raise_for_status()
                     cold[name] = (time.perf_counter() - start) * 1000

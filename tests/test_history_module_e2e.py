@@ -4,6 +4,7 @@ merges it with a live conversation streamed from the same server."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -140,4 +141,72 @@ def test_a_page_shows_the_full_history_with_markers_then_the_live_conversation(
     # The newest rows are the live turn: its question and the streamed answer.
     assert rows[-1][0] == "ai" and rows[-1][2] == "journal"
     assert [row[3] for row in rows].index(LIVE_TURN) > first_marker
+    assert page.console_errors == []
+
+
+# A regenerate as useStream sends it, then the journal brought up to date and
+# the branch switched back: what a page shows after each.
+BRANCH_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>branches</title></head>
+<body>
+<script type="module">
+import { JournalClient } from "__SERVER__/journal/static/history.js";
+const server = "__SERVER__", threadId = "__THREAD__";
+const journal = new JournalClient({ apiUrl: server });
+let history = await journal.loadHistory(threadId);
+const before = history.items.map((item) => item.id);
+const response = await fetch(server + "/threads/" + threadId + "/runs/stream", {
+  method: "POST",
+  headers: { "Content-Type": "application/json" },
+  body: JSON.stringify({ assistant_id: "__ASSISTANT__", input: null, stream_mode: ["values", "messages-tuple"],
+    checkpoint: { checkpoint_id: "__CHECKPOINT__", checkpoint_ns: "" } }),
+});
+await response.text();
+let refreshed = history;
+for (let i = 0; i < 100; i++) {
+  refreshed = await journal.refresh(threadId, history);
+  const last = refreshed.items[refreshed.items.length - 1];
+  if (last && last.type === "ai" && !before.includes(last.id) && last.content) break;
+  await new Promise((resolve) => setTimeout(resolve, 100));
+}
+const switched = await journal.loadHistory(threadId, { checkpointId: "__OLD_HEAD__" });
+document.body.dataset.result = JSON.stringify({
+  before, after: refreshed.items.map((item) => [item.id, item.branch ? item.branch.index + "/" + item.branch.count : ""]),
+  switched: switched.items.map((item) => item.id),
+});
+</script></body></html>"""
+
+
+def test_a_page_keeps_the_branch_right_across_a_regenerate_and_a_branch_switch(
+    page, dev_server, compacted_thread  # noqa: F811
+):
+    assistant_id, thread_id, state = compacted_thread
+    with get_sync_client(url=dev_server.url, api_key=None) as client:
+        history = client.threads.get_history(thread_id, limit=200)
+        head = client.threads.get_state(thread_id)["checkpoint"]["checkpoint_id"]
+    answer = state[-1]
+    # The checkpoint before the last answer: the parent of the first one that holds it.
+    by_id = {h["checkpoint"]["checkpoint_id"]: h for h in history}
+    node, holds = by_id[head], None
+    while node is not None and any(m["id"] == answer["id"] for m in node["values"]["messages"]):
+        holds = node
+        node = by_id.get((node.get("parent_checkpoint") or {}).get("checkpoint_id"))
+    checkpoint = holds["parent_checkpoint"]["checkpoint_id"]
+    html = (BRANCH_PAGE.replace("__SERVER__", dev_server.url).replace("__THREAD__", thread_id)
+            .replace("__ASSISTANT__", assistant_id).replace("__CHECKPOINT__", checkpoint)
+            .replace("__OLD_HEAD__", head))
+    app = Starlette(routes=[Route("/", lambda request: HTMLResponse(html))])
+    with ServedApp(app) as other_origin:
+        page.on("pageerror", lambda exc: page.console_errors.append(str(exc)))
+        page.goto(other_origin.url + "/")
+        page.wait_for_selector("body[data-result]", state="attached", timeout=60_000)
+        result = json.loads(page.locator("body").get_attribute("data-result"))
+    assert result["before"][-1] == answer["id"]
+    after_ids = [item_id for item_id, _ in result["after"]]
+    # The regenerated answer replaced the old one; nothing else changed.
+    assert answer["id"] not in after_ids
+    assert after_ids[: len(result["before"]) - 1] == result["before"][:-1]
+    assert [mark for _, mark in result["after"] if mark] == ["2/2"]
+    # Switched back to the old head: the old answer, as before.
+    assert result["switched"] == result["before"]
     assert page.console_errors == []

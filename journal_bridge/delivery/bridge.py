@@ -33,6 +33,7 @@ from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import CANCELLED, ERRORED, INTERRUPTED
 from journal_bridge.mapping.reader import RunSource, TeeSource, read_checkpoint, read_run
 from journal_bridge.model import records
+from journal_bridge.projection import branches
 from journal_bridge.mapping.state_mapper import StateMapper
 from journal_bridge.store import RunEventStore
 
@@ -165,7 +166,9 @@ class Bridge:
         for task in readers:
             task.cancel()
         await asyncio.gather(*readers, return_exceptions=True)
-        return await self.delivery.forget_thread(thread_id)
+        removed = await self.delivery.forget_thread(thread_id)
+        branches.forget_thread(thread_id)
+        return removed
 
     async def state_forked(self, thread_id: str, checkpoint: Mapping[str, Any], result: Any) -> None:
         """A state update went on from `checkpoint`: journal the fork, then the

@@ -40,14 +40,22 @@ from journal_bridge.model.envelope import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, T
 from journal_bridge.model import records
 from journal_bridge.model.records import BRANCHES_RUN_ID, FORK_EVENT
 
-__all__ = ["Branch", "Fork", "annotate_forks", "branch_of", "read_forks"]
+__all__ = ["Branch", "Fork", "annotate_forks", "branch_of", "forget_thread", "read_forks"]
 
 _PAGE = 500
 _ENDINGS = frozenset({ERROR, OUTPUTS})
 # Cuts and a fork's first item never change once found (the journal is
 # append-only and a fork's run writes right after it): kept per process.
 _CUTS: OrderedDict[tuple[int, str, int, str | None], int] = OrderedDict()
+_FIRSTS: OrderedDict[tuple[int, str, int], tuple[int, str]] = OrderedDict()
 _MAX_CUTS = 10_000
+
+
+def forget_thread(thread_id: str) -> None:
+    """Drop what is remembered of a deleted thread: a thread made again with its id starts anew."""
+    for cache in (_CUTS, _FIRSTS):
+        for key in [key for key in cache if key[1] == thread_id]:
+            del cache[key]
 
 
 @dataclass(frozen=True)
@@ -202,18 +210,21 @@ class Branch:
                 _CUTS.popitem(last=False)
         return _CUTS[key]
 
-    async def first_after(self, fork: Fork) -> int | None:
-        """The seq of the first message or marker after the fork (its branch's first item)."""
-        key = (id(self._store), self._thread_id, -fork.seq, fork.checkpoint_id)
-        if key in _CUTS:
-            return _CUTS[key]
+    async def first_after(self, seq: int) -> tuple[int, str] | None:
+        """`(seq, run_id)` of the first message or marker above `seq`: the first
+        item after a fork point, or of a fork's own branch."""
+        key = (id(self._store), self._thread_id, seq)
+        if key in _FIRSTS:
+            return _FIRSTS[key]
         found = await self._store.list_timeline(
-            self._thread_id, categories=(MESSAGE, MIDDLEWARE), limit=1, after_seq=fork.seq
+            self._thread_id, categories=(MESSAGE, MIDDLEWARE), limit=1, after_seq=seq
         )
         if not found:
             return None  # nothing yet: asked again next time
-        _CUTS[key] = int(found[0].seq)  # type: ignore[arg-type]
-        return _CUTS[key]
+        _FIRSTS[key] = (int(found[0].seq), found[0].run_id)  # type: ignore[arg-type]
+        while len(_FIRSTS) > _MAX_CUTS:
+            _FIRSTS.popitem(last=False)
+        return _FIRSTS[key]
 
     async def find_cut(self, fork: Fork) -> int:
         """`cut`, found now (not remembered)."""
@@ -302,31 +313,46 @@ async def branch_of(
 
 
 async def annotate_forks(store: Any, thread_id: str, branch: Branch, items: list[dict[str, Any]]) -> None:
-    """Mark the first item after each fork the branch went through with the
-    alternatives at that place: `item["branch"] = {"checkpoint_id", "index",
-    "count", "alternatives": [{"run_id", "seq"}, ...]}`, the original
-    continuation first, then each fork from the same checkpoint in the order
-    they were made; `index` (from 1) is this branch's place among them."""
-    for fork in branch.chain:
-        if not fork.known or not any(item["seq"] > fork.seq for item in items):
+    """Mark the first item after each fork point on the page with the versions
+    there: `item["branch"] = {"checkpoint_id", "index", "count", "alternatives":
+    [{"run_id", "seq"}, ...]}` -- the original continuation first, then each
+    fork from the same checkpoint in the order they were made, each by its first
+    item's run and seq; `index` (from 1) is the place of the version shown.
+
+    The fork points are those the branch went through and those of later forks
+    whose original continuation is on the page."""
+    if not items:
+        return
+    by_seq = {item["seq"]: item for item in items}
+    forks = {fork.seq: fork for fork in branch.chain}
+    for fork in await read_forks(store, thread_id, after_seq=min(by_seq)):
+        forks.setdefault(fork.seq, fork)
+    done: set[str | None] = set()
+    for fork in sorted(forks.values(), key=lambda f: f.seq):
+        if not fork.known or fork.checkpoint_id in done:
             continue
-        # The branch's first record after the fork, which may be on another page.
-        first_seq = await branch.first_after(fork)
-        first = next((i for i in items if i["seq"] == first_seq), None)
-        if first is None or "branch" in first:
-            continue
+        done.add(fork.checkpoint_id)
         cut = await branch.cut(fork)
+        original = await branch.first_after(cut)
+        # An item to mark is on the branch: the original continuation's first, or a fork's
+        # this page knows of (the branch went through it, or it came after the page's first item).
+        firsts = [original] + [await branch.first_after(f.seq) for f in forks.values() if f.checkpoint_id == fork.checkpoint_id]
+        if not any(first is not None and first[0] in by_seq for first in firsts):
+            continue
         siblings = [f for f in await read_forks(store, thread_id, after_seq=cut)
                     if f.checkpoint_id == fork.checkpoint_id and f.known]
         alternatives: list[dict[str, Any]] = []
-        original = await store.list_timeline(thread_id, categories=(MESSAGE, MIDDLEWARE), limit=1, after_seq=cut)
-        if original and original[0].seq < siblings[0].seq:
-            alternatives.append({"run_id": original[0].run_id, "seq": original[0].seq})
-        alternatives.extend({"run_id": f.run_id, "seq": f.seq} for f in siblings)
-        index = next(i for i, alt in enumerate(alternatives, 1) if alt["seq"] == fork.seq)
-        first["branch"] = {
-            "checkpoint_id": fork.checkpoint_id,
-            "index": index,
-            "count": len(alternatives),
-            "alternatives": alternatives,
-        }
+        if original is not None and original[0] < siblings[0].seq:
+            alternatives.append({"run_id": original[1], "seq": original[0]})
+        for sibling in siblings:
+            first = await branch.first_after(sibling.seq)
+            alternatives.append({"run_id": sibling.run_id, "seq": first[0] if first else None})
+        for index, alternative in enumerate(alternatives, 1):
+            item = by_seq.get(alternative["seq"])
+            if item is not None and "branch" not in item and branch.contains(item["seq"]):
+                item["branch"] = {
+                    "checkpoint_id": fork.checkpoint_id,
+                    "index": index,
+                    "count": len(alternatives),
+                    "alternatives": alternatives,
+                }

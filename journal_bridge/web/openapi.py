@@ -130,11 +130,12 @@ _FORK_POINT = {
         "count": {"type": "integer", "minimum": 1},
         "alternatives": {
             "type": "array",
-            "description": "the original continuation first, then each fork from the checkpoint; read one with run_id",
+            "description": "the original continuation first, then each fork from the checkpoint, each by the run "
+            "and seq of its first item (null while it has none); read one with run_id",
             "items": {
                 "type": "object",
                 "required": ["run_id", "seq"],
-                "properties": {"run_id": {"type": ["string", "null"]}, "seq": {"type": "integer"}},
+                "properties": {"run_id": {"type": ["string", "null"]}, "seq": {"type": ["integer", "null"]}},
             },
         },
     },

@@ -10,6 +10,11 @@
 // headers on every request. Items are what `GET /journal/threads/{id}/messages`
 // returns: LangChain message dicts plus `seq`, `run_id`, `created_at`, and
 // `{type: "summary_marker", ...}` where a compaction happened.
+//
+// Branches: every read takes `runId` (the branch that ends with that run) or
+// `checkpointId` (the branch as of that checkpoint: what useStream's branch
+// switcher shows); without either, the thread's current branch. The first item
+// after a fork carries `branch: {index, count, alternatives}`.
 
 export const MARKER_TYPE = "summary_marker";
 const MAX_PAGE = 500;
@@ -65,17 +70,20 @@ export class JournalClient {
     return "/threads/" + encodeURIComponent(threadId);
   }
 
-  /** One page: `{data, has_more, next_before_seq, next_after_seq}`. Give at most one cursor. */
-  page(threadId, { limit = 50, beforeSeq, afterSeq, signal } = {}) {
+  /**
+   * One page: `{data, has_more, next_before_seq, next_after_seq}`. Give at most
+   * one cursor, and at most one of `runId` and `checkpointId`.
+   */
+  page(threadId, { limit = 50, beforeSeq, afterSeq, runId, checkpointId, signal } = {}) {
     return this._get(this._thread(threadId) + "/messages",
-      { limit, before_seq: beforeSeq, after_seq: afterSeq }, signal);
+      { limit, before_seq: beforeSeq, after_seq: afterSeq, run_id: runId, checkpoint_id: checkpointId }, signal);
   }
 
   /** Every item after `afterSeq` (default: from the start), oldest first, a page at a time. */
-  async *iterHistory(threadId, { pageSize = MAX_PAGE, afterSeq = 0, signal } = {}) {
+  async *iterHistory(threadId, { pageSize = MAX_PAGE, afterSeq = 0, runId, checkpointId, signal } = {}) {
     let cursor = afterSeq;
     for (;;) {
-      const page = await this.page(threadId, { limit: pageSize, afterSeq: cursor, signal });
+      const page = await this.page(threadId, { limit: pageSize, afterSeq: cursor, runId, checkpointId, signal });
       yield* page.data;
       if (!page.has_more) return;
       cursor = page.next_after_seq;
@@ -86,9 +94,11 @@ export class JournalClient {
    * The whole history: `{items, markers, lastSeq}`. `lastSeq` is the cursor
    * for `poll` (the seq of the newest item; `afterSeq` when nothing came).
    */
-  async loadHistory(threadId, { pageSize = MAX_PAGE, afterSeq = 0, signal } = {}) {
+  async loadHistory(threadId, { pageSize = MAX_PAGE, afterSeq = 0, runId, checkpointId, signal } = {}) {
     const items = [];
-    for await (const item of this.iterHistory(threadId, { pageSize, afterSeq, signal })) items.push(item);
+    for await (const item of this.iterHistory(threadId, { pageSize, afterSeq, runId, checkpointId, signal })) {
+      items.push(item);
+    }
     return {
       items,
       markers: items.filter((item) => item.type === MARKER_TYPE),
@@ -101,18 +111,30 @@ export class JournalClient {
     return this.loadHistory(threadId, { ...options, afterSeq });
   }
 
+  /**
+   * `history` (what `loadHistory` returned) brought up to date: what was
+   * journaled since, or the whole branch again when the thread forked since
+   * (a regenerate or an edit replaces items `history` holds).
+   */
+  async refresh(threadId, history, options = {}) {
+    const more = await this.poll(threadId, history.lastSeq, options);
+    if (more.items.some((item) => item.branch)) return this.loadHistory(threadId, options);
+    const items = history.items.concat(more.items);
+    return { items, markers: items.filter((item) => item.type === MARKER_TYPE), lastSeq: more.lastSeq };
+  }
+
   /** The newest `limit` items, then older pages on demand with `page(..., {beforeSeq})`. */
-  newest(threadId, { limit = 50, signal } = {}) {
-    return this.page(threadId, { limit, signal });
+  newest(threadId, { limit = 50, runId, checkpointId, signal } = {}) {
+    return this.page(threadId, { limit, runId, checkpointId, signal });
   }
 
   /** The summary markers only, oldest first. */
-  async markers(threadId, { signal } = {}) {
+  async markers(threadId, { runId, checkpointId, signal } = {}) {
     const found = [];
     let cursor = 0;
     for (;;) {
       const page = await this._get(this._thread(threadId) + "/markers",
-        { limit: MAX_PAGE, after_seq: cursor }, signal);
+        { limit: MAX_PAGE, after_seq: cursor, run_id: runId, checkpoint_id: checkpointId }, signal);
       found.push(...page.data);
       if (!page.has_more) return found;
       cursor = page.next_after_seq;

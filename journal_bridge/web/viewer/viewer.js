@@ -18,6 +18,10 @@ function bounded(name, low, high, fallback) {
 // run in flight is polled (idle threads: five times less often).
 const PAGE_SIZE = bounded("limit", 1, 500, 50);
 const POLL_MS = bounded("poll", 100, 60000, 1500);
+// `?run_id=` shows the branch that ends with that run (another version of a
+// regenerated or edited turn), `?checkpoint_id=` the branch as of a checkpoint.
+const BRANCH = params.get("run_id") ? { runId: params.get("run_id") }
+  : params.get("checkpoint_id") ? { checkpointId: params.get("checkpoint_id") } : {};
 
 // A run that did not simply return (history item `run_status`).
 const RUN_STATUS_TYPE = "run_status";
@@ -133,7 +137,7 @@ class ThreadView {
   }
 
   async loadTitle() {
-    const first = await journal.page(this.threadId, { limit: 16, afterSeq: 0 });
+    const first = await journal.page(this.threadId, { limit: 16, afterSeq: 0, ...BRANCH });
     const human = first.data.find((item) => item.type === "human" && contentText(item.content).trim());
     const title = human ? contentText(human.content).trim().split("\n")[0] : this.threadId;
     document.getElementById("thread-title").textContent = title.length > 120 ? title.slice(0, 119) + "…" : title;
@@ -145,7 +149,7 @@ class ThreadView {
     this.button.disabled = true;
     try {
       const page = await journal.page(this.threadId, {
-        limit: PAGE_SIZE, beforeSeq: this.nextBefore === null ? undefined : this.nextBefore,
+        limit: PAGE_SIZE, beforeSeq: this.nextBefore === null ? undefined : this.nextBefore, ...BRANCH,
       });
       const fresh = this.add(page.data);
       this.nextBefore = page.has_more ? page.next_before_seq : null;
@@ -157,7 +161,16 @@ class ThreadView {
   }
 
   async poll() {
-    const { items } = await journal.poll(this.threadId, this.lastSeq);
+    const { items } = await journal.poll(this.threadId, this.lastSeq, BRANCH);
+    if (items.some((item) => item.branch)) {
+      // The thread forked (a regenerate, an edit): what is shown is another branch now.
+      this.items = [];
+      this.seqs = new Set();
+      this.nextBefore = null;
+      this.lastSeq = 0;
+      await this.loadOlder();
+      return true;
+    }
     const fresh = this.add(items);
     const running = [...this.runs.values()].filter((run) => run.status === "running").map((run) => run.run_id);
     const unknown = fresh.map((item) => item.run_id).filter((id) => id && !this.runs.has(id));
@@ -197,6 +210,28 @@ class ThreadView {
     this.expanded.delete(marker.id);
     this.render();
     document.getElementById(marker.id).scrollIntoView({ block: "nearest" });
+  }
+
+  // "‹ 2 / 3 ›" before the first item after a fork: the other versions from there.
+  renderBranchSwitch(item) {
+    const fork = item.branch;
+    const nav = el("li", "branch-switch");
+    nav.dataset.seq = item.seq;
+    nav.setAttribute("aria-label", "versions from here");
+    const link = (alternative, text, label) => {
+      if (!alternative) return el("span", "branch-step disabled", text);
+      const a = el("a", "branch-step", text);
+      a.href = window.location.pathname + "?run_id=" + encodeURIComponent(alternative.run_id || "");
+      a.title = label;
+      return a;
+    };
+    const i = fork.index - 1;
+    nav.appendChild(link(fork.alternatives[i - 1], "‹", "the previous version"));
+    nav.appendChild(el("span", "branch-position", fork.index + " / " + fork.count));
+    nav.appendChild(link(fork.alternatives[i + 1], "›", "the next version"));
+    const what = item.type === "human" ? "edited" : "regenerated";
+    nav.appendChild(el("span", "branch-what", fork.count > 1 ? what + " from here" : ""));
+    return nav;
   }
 
   renderMessage(item, marker) {
@@ -366,6 +401,7 @@ class ThreadView {
         fragment.appendChild(section);
       }
       const marker = item.type === MARKER_TYPE ? null : owner.get(item.id) || null;
+      if (item.branch && Array.isArray(item.branch.alternatives)) list.appendChild(this.renderBranchSwitch(item));
       if (item.type === MARKER_TYPE) list.appendChild(this.renderMarker(item));
       else if (item.type === RUN_STATUS_TYPE) list.appendChild(this.renderRunStatus(item));
       else list.appendChild(this.renderMessage(item, marker));
@@ -375,6 +411,14 @@ class ThreadView {
     this.list.replaceChildren(fragment);
     this.button.hidden = this.nextBefore === null;
     setStatus(this.items.length ? "" : "No messages in this thread yet.");
+  }
+
+  showBranchNote() {
+    const note = document.getElementById("branch-note");
+    note.hidden = false;
+    const back = el("a", "", "the thread's current branch");
+    back.href = window.location.pathname;
+    note.replaceChildren(el("span", "", "Another branch of this thread. Back to "), back);
   }
 
   async start() {
@@ -399,6 +443,7 @@ class ThreadView {
       setStatus("Could not load the conversation: " + error.message, true);
       return;
     }
+    if (BRANCH.runId || BRANCH.checkpointId) this.showBranchNote();
     this.render();
     window.scrollTo(0, document.body.scrollHeight);
     document.body.dataset.loaded = "true";
