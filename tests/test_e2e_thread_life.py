@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import time
 from typing import Any
@@ -329,3 +331,46 @@ async def test_regenerate_and_edit_from_the_javascript_sdk_as_usestream_submits_
     # Every run stays readable: the regenerated answer's branch ends with it.
     regenerated = _history(server, thread_id, run_id=done["runs"][4]).json()["data"]
     assert regenerated[-1]["run_id"] == done["runs"][4] and regenerated[-1]["type"] == "ai"
+
+
+async def test_a_run_executed_anew_after_a_kill_leaves_the_killed_attempt_off_the_branch(start_dev_server):
+    # The model writes a token a second: the server is killed mid-answer, before
+    # its state is flushed, and the runtime executes the run anew after the restart.
+    env = {"JOURNAL_BRIDGE_RECONCILE_INTERVAL": "0.5", "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "1.0"}
+    first = start_dev_server(env=env)
+    client = _client(first)
+    thread_id = (await client.threads.create())["thread_id"]
+    await client.runs.wait(thread_id, "agent", input=human(TURNS[0]))
+    frames: list = []
+
+    async def read() -> None:
+        async for part in client.runs.stream(thread_id, "agent", input=human("add 2 and 3"), stream_mode="values"):
+            frames.append((part.event, part.data))
+
+    reader = asyncio.create_task(read())
+    while not any(e == "values" and len(d.get("messages", [])) >= 4 for e, d in frames):
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1)
+    os.killpg(first.process.pid, signal.SIGKILL)
+    first.process.wait()
+    reader.cancel()
+    await asyncio.gather(reader, return_exceptions=True)
+    killed = [m["id"] for m in frames[-1][1]["messages"]]
+
+    second = start_dev_server(env=env, workdir=first.workdir)
+    client = _client(second)
+    deadline = time.monotonic() + 120
+    while any(r["status"] in ("pending", "running") for r in await client.runs.list(thread_id)):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.3)
+    # Whether the runtime kept some of the killed attempt's state depends on when
+    # it last flushed: either way the history is the thread's branch.
+    await _assert_branch(server=second, client=client, thread_id=thread_id)
+    # What the killed attempt journaled stays readable: the branch its run ends.
+    async with open_store(second.store_url) as store:
+        records = await store.list_timeline(thread_id, limit=500)
+    run_of = {r.content.get("id"): r.run_id for r in records if r.category == "message"}
+    assert set(killed) <= set(run_of)
+    killed_run = run_of[killed[-1]]
+    old_branch = [i["id"] for i in _history(second, thread_id, run_id=killed_run).json()["data"]]
+    assert old_branch[-len(killed) + 2 :] == killed[2:]

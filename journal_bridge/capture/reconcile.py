@@ -40,14 +40,14 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from journal_bridge.capture.backfill import BUSY, backfill_thread
 from journal_bridge.delivery.bridge import EVENTS_CAPTURE, Bridge
 from journal_bridge.mapping.capture_setting import Capture
-from journal_bridge.model.envelope import RUN_END, RUN_ERROR
+from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
 from journal_bridge.capture.follower import threads_updated_since
 from journal_bridge.host.modes import EVENTS_MODE, requested_modes
 from journal_bridge.mapping.reader import RunSource
@@ -69,6 +69,13 @@ _FIRST_PAGE = 5
 _SWEEP_EVERY = 10
 _SWEEP_THREADS = 500
 _SWEEP_CHUNK = 100
+
+
+def requested_checkpoint(kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint a run was created to go on from, as its run object keeps it."""
+    configurable = ((kwargs.get("config") or {}).get("configurable")) or {}
+    checkpoint_id = configurable.get("checkpoint_id")
+    return {"checkpoint_id": checkpoint_id} if isinstance(checkpoint_id, str) and checkpoint_id else None
 
 
 def live_capture(kwargs: dict[str, Any]) -> Capture | None:
@@ -109,6 +116,8 @@ class Reconciler:
         self.overlap = timedelta(seconds=overlap)
         self.drain_timeout = drain_timeout
         self.sweep_deleted = sweep_deleted
+        # Runs journaled before this start and running again are executed anew.
+        self._started_at = datetime.now(UTC)
         self._since: datetime | None = None
         self._thread_seen: OrderedDict[str, str] = OrderedDict()  # thread_id -> updated_at last listed
         self._settled: OrderedDict[str, str] = OrderedDict()  # run_id -> how it was journaled
@@ -213,6 +222,9 @@ class Reconciler:
         # Oldest first: the bridge journals a thread's runs in the order it is handed them.
         for run in sorted(runs, key=lambda r: str(r.get("created_at"))):
             run_id = str(run["run_id"])
+            if run_id in self._settled and run.get("status") in _ACTIVE and not self.bridge.knows(thread_id, run_id):
+                # Ended once, running again: the runtime executes it anew after a crash.
+                del self._settled[run_id]
             if run_id in self._settled or run_id in self._waiting or run_id in self._joined:
                 continue
             if self.bridge.knows(thread_id, run_id):
@@ -233,7 +245,8 @@ class Reconciler:
             capture = live_capture(kwargs)
             if capture is not None:
                 logger.info("journal-bridge: joining run %s of thread %s, which no request showed", run_id, thread_id)
-                self.bridge.observe(thread_id, run_id, RunSource(capture, resumable=True))
+                checkpoint = await self._restart_point(thread_id, run_id) or requested_checkpoint(kwargs)
+                self.bridge.observe(thread_id, run_id, RunSource(capture, resumable=True, checkpoint=checkpoint))
                 self._joined[run_id] = thread_id
                 self.stats["runs_joined"] += 1
             else:
@@ -246,6 +259,21 @@ class Reconciler:
         self._waiting[run_id] = thread_id
         self._repair.add(thread_id)
         self._dirty = True
+
+    async def _restart_point(self, thread_id: str, run_id: str) -> dict[str, Any] | None:
+        """For a run journaled in part before this start and running again (the
+        runtime executes a run anew after a crash, from the state it had kept):
+        the thread's checkpoint now, where the new attempt went on from. What the
+        killed attempt journaled past it is then on an abandoned branch."""
+        store = self._store()
+        if store is None:
+            return None
+        started = await store.list_events(thread_id, run_id, event_types=[RUN_START], limit=1)
+        if not started or started[0].created_at >= self._started_at:
+            return None
+        state = await self._sdk().threads.get_state(thread_id)
+        checkpoint_id = (state.get("checkpoint") or {}).get("checkpoint_id")
+        return {"checkpoint_id": checkpoint_id} if checkpoint_id else None
 
     async def _journaled(self, thread_id: str, run_id: str) -> bool:
         store = self._store()

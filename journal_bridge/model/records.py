@@ -409,7 +409,9 @@ def fork(
         content["head_checkpoint_id"] = head_checkpoint_id
     if edited_message_ids:
         content["edited_message_ids"] = list(edited_message_ids)
-    key = f"fork:{run_id}" if run_id else f"fork:state:{head_checkpoint_id or checkpoint.get('checkpoint_id')}"
+    # One fork per run and checkpoint: a run executed anew after a crash forks again.
+    key = (f"fork:{run_id}:{checkpoint.get('checkpoint_id')}" if run_id
+           else f"fork:state:{head_checkpoint_id or checkpoint.get('checkpoint_id')}")
     return make_event(
         thread_id=thread_id,
         run_id=BRANCHES_RUN_ID,
