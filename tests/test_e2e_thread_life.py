@@ -374,3 +374,25 @@ async def test_a_run_executed_anew_after_a_kill_leaves_the_killed_attempt_off_th
     killed_run = run_of[killed[-1]]
     old_branch = [i["id"] for i in _history(second, thread_id, run_id=killed_run).json()["data"]]
     assert old_branch[-len(killed) + 2 :] == killed[2:]
+
+
+async def test_a_run_rolled_back_by_the_next_one_leaves_the_history(start_dev_server):
+    dev = start_dev_server(env={"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0.3"})
+    client = _client(dev)
+    thread_id = await _conversation(client, "agent", TURNS[:1])
+    first = await client.runs.create(thread_id, "agent", input=human("add 2 and 3"))
+    deadline = time.monotonic() + 60
+    # Rolled back once it has answered in part: its messages are journaled.
+    while len(_journal(dev, thread_id)[0]) < 3:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+    second = await client.runs.create(
+        thread_id, "agent", input=human("what is the weather in Paris"), multitask_strategy="rollback"
+    )
+    await client.runs.join(thread_id, second["run_id"])
+    items = await _assert_branch(dev, client, thread_id)
+    assert first["run_id"] not in {i["run_id"] for i in items}
+    assert not any("branch" in i for i in items)
+    # The rolled back run stays readable.
+    rolled_back = _history(dev, thread_id, run_id=first["run_id"]).json()["data"]
+    assert rolled_back[-1]["run_id"] == first["run_id"]

@@ -38,7 +38,7 @@ from journal_bridge.host.compat import assistant_uuid, join_params
 from journal_bridge.model.envelope import RunEvent
 from journal_bridge.mapping.events_mapper import RunMapper
 from journal_bridge.host.modes import EVENTS_MODE
-from journal_bridge.host.outcome import RunOutcome, read_outcome
+from journal_bridge.host.outcome import ROLLBACK, RunOutcome, read_outcome
 from journal_bridge.host.sse import Frame
 from journal_bridge.mapping.state_mapper import StateMapper
 
@@ -362,10 +362,13 @@ async def _read(
     else:
         outcome = await read_outcome(sdk, thread_id, run_id, **wanted)
     if isinstance(mapper, StateMapper):
-        records = mapper.flush(final_state, outcome)
+        ending = mapper.flush(final_state, outcome)
     else:
-        records = mapper.flush(outcome)
-    batches.add(records)
+        ending = mapper.flush(outcome)
+    if outcome is not None and outcome.cancelled and outcome.cancel_action == ROLLBACK:
+        # The server removed the run and its checkpoints: the thread goes on from before it.
+        ending.append(records.rollback(thread_id, run_id))
+    batches.add(ending)
     return mapper
 
 

@@ -95,6 +95,7 @@ __all__ = [
     "run_end",
     "run_error",
     "run_interrupt",
+    "rollback",
     "run_start",
     "summarization_changes",
     "subagent_caller",
@@ -420,6 +421,20 @@ def fork(
         content=content,
         metadata={},
         source_key=key,
+    )
+
+
+def rollback(thread_id: str, run_id: str) -> RunEvent:
+    """The fork of a run the server rolled back (removed with its checkpoints):
+    the thread goes on from where the run started, its records off the branch."""
+    return make_event(
+        thread_id=thread_id,
+        run_id=BRANCHES_RUN_ID,
+        event_type=FORK_EVENT,
+        category=TRACE,
+        content={"run_id": None, "rolled_back_run_id": run_id, "known": True},
+        metadata={},
+        source_key=f"fork:rollback:{run_id}",
     )
 
 

@@ -71,6 +71,7 @@ class Fork:
     message_ids: tuple[str, ...]
     message_count: int
     edited: frozenset[str]
+    rolled_back_run_id: str | None = None
 
     @classmethod
     def of(cls, record: RunEvent) -> Fork:
@@ -88,6 +89,7 @@ class Fork:
             message_ids=tuple(str(i) for i in ids),
             message_count=count if isinstance(count, int) else len(ids),
             edited=frozenset(str(i) for i in edited),
+            rolled_back_run_id=content.get("rolled_back_run_id"),
         )
 
 
@@ -228,6 +230,10 @@ class Branch:
 
     async def find_cut(self, fork: Fork) -> int:
         """`cut`, found now (not remembered)."""
+        if fork.rolled_back_run_id:
+            # The branch goes on from before the rolled back run's first record.
+            first = await self._store.list_events(self._thread_id, str(fork.rolled_back_run_id), limit=1)
+            return int(first[0].seq) - 1 if first and first[0].seq < fork.seq else fork.seq - 1
         if not fork.known:
             return fork.seq - 1
         if fork.message_count == 0:
@@ -329,7 +335,8 @@ async def annotate_forks(store: Any, thread_id: str, branch: Branch, items: list
         forks.setdefault(fork.seq, fork)
     done: set[str | None] = set()
     for fork in sorted(forks.values(), key=lambda f: f.seq):
-        if not fork.known or fork.checkpoint_id in done:
+        # A rollback is no version anybody chose: nothing to switch to.
+        if not fork.known or fork.rolled_back_run_id or fork.checkpoint_id in done:
             continue
         done.add(fork.checkpoint_id)
         cut = await branch.cut(fork)
@@ -340,7 +347,7 @@ async def annotate_forks(store: Any, thread_id: str, branch: Branch, items: list
         if not any(first is not None and first[0] in by_seq for first in firsts):
             continue
         siblings = [f for f in await read_forks(store, thread_id, after_seq=cut)
-                    if f.checkpoint_id == fork.checkpoint_id and f.known]
+                    if f.checkpoint_id == fork.checkpoint_id and f.known and not f.rolled_back_run_id]
         alternatives: list[dict[str, Any]] = []
         if original is not None and original[0] < siblings[0].seq:
             alternatives.append({"run_id": original[1], "seq": original[0]})
