@@ -58,6 +58,7 @@ from journal_bridge.delivery.bridge import Bridge
 from journal_bridge.mapping.capture_setting import Capture, CaptureSetting, plan_capture
 from journal_bridge.host.compat import run_stream_modes
 from journal_bridge.delivery.health import assess
+from journal_bridge.capture.run_requests import requested_checkpoint
 from journal_bridge.host.modes import mode_of, requested_modes
 from journal_bridge.mapping.reader import RunSource, TeeSource
 from journal_bridge.settings import Settings
@@ -314,6 +315,8 @@ async def tee_stream(
         assistant_id=assistant_id,
         # A resume (`Command(resume=...)`) has a command instead of an input.
         run_input=kwargs["input"] if kwargs.get("input") is not None else kwargs.get("command"),
+        # A run from an earlier checkpoint (a regenerate, an edit) forks the thread.
+        checkpoint=requested_checkpoint(kwargs) if thread_id is not None else None,
     )
     run = _RunTee(writer, thread_id, source)
     stream = runs.stream(thread_id, assistant_id, stream_mode=sent, **kwargs)

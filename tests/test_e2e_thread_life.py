@@ -25,12 +25,12 @@ from langgraph_sdk import get_client
 from js_onoff import JS_DIR, ensure_node_modules, node_problem
 from services import create_database, postgres_server
 from suites import require_or_skip
+from thread_truth import MESSAGE_TYPES, chain, is_summary, messages, truth
 
 from journal_bridge.store import open_store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-_MESSAGE_TYPES = ("human", "ai", "tool")
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres", "postgres-deerflow"])
@@ -67,75 +67,38 @@ async def _conversation(client, assistant_id: str, turns: list[str]) -> str:
     return thread["thread_id"]
 
 
-def _is_summary(message: dict[str, Any]) -> bool:
-    return (message.get("additional_kwargs") or {}).get("lc_source") == "summarization"
-
-
-async def _chain(client, thread_id: str, head: str | None = None) -> list[dict[str, Any]]:
-    """The checkpoints of the branch ending at `head` (default: the current one), oldest first."""
-    history = await client.threads.get_history(thread_id, limit=1000)
-    by_id = {h["checkpoint"]["checkpoint_id"]: h for h in history}
-    head = head or (await client.threads.get_state(thread_id))["checkpoint"]["checkpoint_id"]
-    chain = []
-    while head is not None:
-        state = by_id[head]
-        chain.append(state)
-        head = (state.get("parent_checkpoint") or {}).get("checkpoint_id")
-    return chain[::-1]
-
-
-async def _truth(client, thread_id: str, head: str | None = None) -> tuple[list[str], int]:
-    """(ids of the messages first seen on the branch ending at `head`, compactions on it)."""
-    seen: dict[str, str] = {}
-    markers = 0
-    for state in await _chain(client, thread_id, head):
-        for message in state["values"].get("messages", []):
-            if _is_summary(message):
-                if message["id"] not in seen:
-                    markers += 1
-                    seen[message["id"]] = "summary"
-                continue
-            if message["type"] in _MESSAGE_TYPES and message.get("id") and message["id"] not in seen:
-                seen[message["id"]] = message["type"]
-    return [i for i, kind in seen.items() if kind != "summary"], markers
-
-
 def _history(server, thread_id: str, **params) -> httpx.Response:
     return httpx.get(f"{server.url}/journal/threads/{thread_id}/messages", params={"limit": 500, **params}, timeout=30)
 
 
 def _journal(server, thread_id: str, **params) -> tuple[list[str], int, list[dict[str, Any]]]:
     items = _history(server, thread_id, **params).json()["data"]
-    ids = [i["id"] for i in items if i["type"] in _MESSAGE_TYPES]
+    ids = [i["id"] for i in items if i["type"] in MESSAGE_TYPES]
     markers = sum(1 for i in items if i["type"] == "summary_marker")
     return ids, markers, items
 
 
 async def _settled(server, client, thread_id: str, timeout: float = 60) -> tuple[list[str], int, list[dict[str, Any]]]:
     """The journal's history once it equals the thread's branch (or the last one seen)."""
-    truth = await _truth(client, thread_id)
+    expected = await truth(client, thread_id)
     deadline = time.monotonic() + timeout
     while True:
         ids, markers, items = _journal(server, thread_id)
-        if (ids, markers) == truth or time.monotonic() > deadline:
+        if (ids, markers) == expected or time.monotonic() > deadline:
             return ids, markers, items
         await asyncio.sleep(0.3)
 
 
 async def _checkpoint_where(client, thread_id: str, predicate) -> dict[str, Any]:
     """The newest checkpoint of the current branch whose state satisfies `predicate`."""
-    for state in reversed(await _chain(client, thread_id)):
+    for state in reversed(await chain(client, thread_id)):
         if predicate(state):
             return state
     raise AssertionError("no such checkpoint")
 
 
-def _messages(state: dict[str, Any]) -> list[dict[str, Any]]:
-    return state["values"].get("messages", [])
-
-
 async def _assert_branch(server, client, thread_id: str) -> list[dict[str, Any]]:
-    truth_ids, truth_markers = await _truth(client, thread_id)
+    truth_ids, truth_markers = await truth(client, thread_id)
     ids, markers, items = await _settled(server, client, thread_id)
     assert ids == truth_ids
     assert markers == truth_markers
@@ -146,11 +109,11 @@ async def test_regenerate_shows_only_the_new_answer_and_keeps_the_old_one_readab
     client = _client(server)
     assistant_id = await _assistant(client)
     thread_id = await _conversation(client, assistant_id, TURNS[:3])
-    last_human = [m for m in _messages(await client.threads.get_state(thread_id)) if m["type"] == "human"][-1]
+    last_human = [m for m in messages(await client.threads.get_state(thread_id)) if m["type"] == "human"][-1]
     old_ids, _, old_items = await _settled(server, client, thread_id)
     # useStream's regenerate: no input, from the checkpoint that holds the question.
     before_answer = await _checkpoint_where(
-        client, thread_id, lambda s: _messages(s) and _messages(s)[-1]["id"] == last_human["id"]
+        client, thread_id, lambda s: messages(s) and messages(s)[-1]["id"] == last_human["id"]
     )
     run = await client.runs.wait(
         thread_id, assistant_id, input=None, checkpoint_id=before_answer["checkpoint"]["checkpoint_id"]
@@ -163,7 +126,7 @@ async def test_regenerate_shows_only_the_new_answer_and_keeps_the_old_one_readab
     assert len(marked) == 1 and marked[0]["branch"]["count"] == 2 and marked[0]["branch"]["index"] == 2
     original = marked[0]["branch"]["alternatives"][0]
     old_branch = _history(server, thread_id, run_id=original["run_id"]).json()["data"]
-    assert [i["id"] for i in old_branch if i["type"] in _MESSAGE_TYPES] == old_ids
+    assert [i["id"] for i in old_branch if i["type"] in MESSAGE_TYPES] == old_ids
     assert run is not None
 
 
@@ -171,17 +134,17 @@ async def test_the_history_as_of_every_checkpoint_of_every_branch_is_that_branch
     client = _client(server)
     assistant_id = await _assistant(client)
     thread_id = await _conversation(client, assistant_id, TURNS[:4])
-    chain = await _chain(client, thread_id)
-    question = next(s for s in reversed(chain) if s["next"] and _messages(s) and _messages(s)[-1]["type"] == "human")
+    states = await chain(client, thread_id)
+    question = next(s for s in reversed(states) if s["next"] and messages(s) and messages(s)[-1]["type"] == "human")
     await client.runs.wait(thread_id, assistant_id, input=None, checkpoint_id=question["checkpoint"]["checkpoint_id"])
-    await client.runs.wait(thread_id, assistant_id, input=human("an edit"), checkpoint_id=chain[-1]["parent_checkpoint"]["checkpoint_id"])
+    await client.runs.wait(thread_id, assistant_id, input=human("an edit"), checkpoint_id=states[-1]["parent_checkpoint"]["checkpoint_id"])
     await _assert_branch(server, client, thread_id)
     checkpoints = await client.threads.get_history(thread_id, limit=1000)
-    assert len(checkpoints) > len(chain)
+    assert len(checkpoints) > len(states)
     for state in checkpoints:
         checkpoint_id = state["checkpoint"]["checkpoint_id"]
         ids, markers, _ = _journal(server, thread_id, checkpoint_id=checkpoint_id)
-        assert (ids, markers) == await _truth(client, thread_id, checkpoint_id), checkpoint_id
+        assert (ids, markers) == await truth(client, thread_id, checkpoint_id), checkpoint_id
     assert _history(server, thread_id, checkpoint_id="no-such-checkpoint").status_code == 404
     assert _history(server, thread_id, run_id="no-such-run").status_code == 404
 
@@ -190,16 +153,16 @@ async def test_edits_at_depth_one_and_five_show_the_conversation_that_happened(s
     client = _client(server)
     assistant_id = await _assistant(client)
     thread_id = await _conversation(client, assistant_id, TURNS[:6])
-    humans = [m for m in await _truth(client, thread_id)][0]
+    humans = [m for m in await truth(client, thread_id)][0]
     assert humans
     for depth in (1, 5):
         state = await client.threads.get_state(thread_id)
-        asked = [m for m in _messages(state) if m["type"] == "human"]
+        asked = [m for m in messages(state) if m["type"] == "human"]
         target = asked[-depth] if depth <= len(asked) else asked[0]
         # The checkpoint before the edited question: the newest one that does not hold it yet.
-        chain = await _chain(client, thread_id)
-        first = next(i for i, s in enumerate(chain) if any(m["id"] == target["id"] for m in _messages(s)))
-        parent = chain[first - 1]["checkpoint"]["checkpoint_id"]
+        states = await chain(client, thread_id)
+        first = next(i for i, s in enumerate(states) if any(m["id"] == target["id"] for m in messages(s)))
+        parent = states[first - 1]["checkpoint"]["checkpoint_id"]
         await client.runs.wait(thread_id, assistant_id, input=human(f"edited at depth {depth}"), checkpoint_id=parent)
         items = await _assert_branch(server, client, thread_id)
         assert items[-1]["type"] == "ai"
@@ -212,19 +175,19 @@ async def test_forks_before_and_after_a_compaction_and_a_fork_of_a_fork(server):
     thread_id = await _conversation(client, assistant_id, TURNS[:6])
     _, markers_before, _ = await _settled(server, client, thread_id)
     assert markers_before >= 1
-    chain = await _chain(client, thread_id)
-    first_summary = next(i for i, s in enumerate(chain) if any(_is_summary(m) for m in _messages(s)))
-    early = chain[first_summary - 1]["checkpoint"]["checkpoint_id"]
-    late = chain[first_summary + 2]["checkpoint"]["checkpoint_id"]
+    states = await chain(client, thread_id)
+    first_summary = next(i for i, s in enumerate(states) if any(is_summary(m) for m in messages(s)))
+    early = states[first_summary - 1]["checkpoint"]["checkpoint_id"]
+    late = states[first_summary + 2]["checkpoint"]["checkpoint_id"]
     for checkpoint_id in (early, late):
         await client.runs.wait(thread_id, assistant_id, input=human("a fork"), checkpoint_id=checkpoint_id)
         await _assert_branch(server, client, thread_id)
         await client.runs.wait(thread_id, assistant_id, input=human("and on"))
         await _assert_branch(server, client, thread_id)
     # A fork of the fork: from a checkpoint of the branch made just now.
-    chain = await _chain(client, thread_id)
+    states = await chain(client, thread_id)
     await client.runs.wait(
-        thread_id, assistant_id, input=human("a fork of a fork"), checkpoint_id=chain[-3]["checkpoint"]["checkpoint_id"]
+        thread_id, assistant_id, input=human("a fork of a fork"), checkpoint_id=states[-3]["checkpoint"]["checkpoint_id"]
     )
     await _assert_branch(server, client, thread_id)
 
@@ -234,10 +197,10 @@ async def test_a_state_update_from_an_earlier_checkpoint_forks_the_history(serve
     assistant_id = await _assistant(client)
     thread_id = await _conversation(client, assistant_id, TURNS[:3])
     await _settled(server, client, thread_id)
-    chain = await _chain(client, thread_id)
+    states = await chain(client, thread_id)
     # Studio's "edit state": the second question, reworded in place, from the checkpoint that holds it.
-    at = next(s for s in chain if len([m for m in _messages(s) if m["type"] == "human"]) == 2 and s["next"])
-    question = [m for m in _messages(at) if m["type"] == "human"][-1]
+    at = next(s for s in states if len([m for m in messages(s) if m["type"] == "human"]) == 2 and s["next"])
+    question = [m for m in messages(at) if m["type"] == "human"][-1]
     edited = {**question, "content": "reworded question"}
     await client.threads.update_state(
         thread_id, {"messages": [edited]}, checkpoint_id=at["checkpoint"]["checkpoint_id"]
@@ -286,7 +249,7 @@ async def test_a_copy_has_the_source_journal_and_continues_it(server):
     assert strip(copied) == strip(source_items)
     await client.runs.wait(copy, assistant_id, input=human("and after the copy"))
     items = await _assert_branch(server, client, copy)
-    assert [i["id"] for i in items if i["type"] in _MESSAGE_TYPES][: len(source_ids)] == source_ids
+    assert [i["id"] for i in items if i["type"] in MESSAGE_TYPES][: len(source_ids)] == source_ids
     # The source is untouched.
     assert _journal(server, source)[:2] == (source_ids, source_markers)
 

@@ -209,3 +209,35 @@ async def test_runs_are_joined_with_the_modes_they_have_and_journaled_runs_are_r
     assert summary["unobservable"] == 0 and not summary["reported"], summary
     assert [m["id"] for m in messages] == [m["id"] for m in state["values"]["messages"]]
     assert len(ends) == 1
+
+
+async def test_a_run_from_an_earlier_checkpoint_forks_the_followed_journal(start_dev_server, tmp_path):
+    from thread_truth import regenerate_from, truth
+
+    from journal_bridge.projection.history import history_page
+
+    server = start_dev_server(plugin=False)
+    client = get_client(url=server.url)
+    async with open_store(f"sqlite:///{tmp_path / 'followed.db'}") as store:
+        follower = Follower(get_client(url=server.url), store, cursor_path=tmp_path / "cursor.json", interval=0.2)
+        task = asyncio.create_task(follower.run())
+        try:
+            thread_id = (await client.threads.create())["thread_id"]
+            for text in ("hello", "add 2 and 3"):
+                run = await client.runs.create(thread_id, "agent", input=human(text), **OBSERVABLE)
+                await client.runs.join(thread_id, run["run_id"])
+            checkpoint_id = await regenerate_from(client, thread_id)
+            run = await client.runs.create(thread_id, "agent", input=None, checkpoint_id=checkpoint_id, **OBSERVABLE)
+            await client.runs.join(thread_id, run["run_id"])
+            expected, _ = await truth(client, thread_id)
+            deadline = time.monotonic() + 60
+            while True:
+                page = await history_page(store, thread_id, limit=500)
+                ids = [i["id"] for i in page["data"] if i["type"] in ("human", "ai", "tool")]
+                if ids == expected or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    assert ids == expected

@@ -237,3 +237,26 @@ async def test_an_unreachable_store_never_breaks_the_stream_and_the_next_client_
         (thread,) = await store.list_threads()
         messages = [r.content for r in await store.list_messages(thread["thread_id"])]
     assert [m["content"] for m in messages if m["type"] == "human"] == ["add 3 and 4"]
+
+
+async def test_a_regenerate_through_the_tee_shows_the_branch_the_thread_is_on(plain, tmp_path):
+    from thread_truth import regenerate_from, truth
+
+    from journal_bridge.projection.history import history_page
+
+    store_url = f"sqlite:///{tmp_path / 'tee.db'}"
+    async with JournalingClient(get_client(url=plain.url), store_url) as client:
+        thread_id = (await client.threads.create())["thread_id"]
+        for text in TURNS[:2]:
+            async for _ in client.runs.stream(thread_id, "agent", input=human(text), stream_mode="values"):
+                pass
+        checkpoint_id = await regenerate_from(client, thread_id)
+        async for _ in client.runs.stream(thread_id, "agent", input=None, stream_mode="values", checkpoint_id=checkpoint_id):
+            pass
+        assert await client.drain(timeout=30)
+    expected, _ = await truth(get_client(url=plain.url), thread_id)
+    async with open_store(store_url) as store:
+        page = await history_page(store, thread_id, limit=500)
+        everything = await store.list_timeline(thread_id, categories=("message",), limit=500)
+    assert [i["id"] for i in page["data"] if i["type"] in ("human", "ai", "tool")] == expected
+    assert len(everything) > len(expected)  # the regenerated answer stays in the journal

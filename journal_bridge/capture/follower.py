@@ -65,6 +65,7 @@ from journal_bridge.mapping.capture_setting import Capture
 from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
 from journal_bridge.delivery.health import UNAVAILABLE as UNAVAILABLE_STATUS
 from journal_bridge.host.modes import EVENTS_MODE, requested_modes
+from journal_bridge.host.run_objects import run_checkpoint
 from journal_bridge.mapping.reader import RunSource
 from journal_bridge.delivery.spool import spool_path
 from journal_bridge.store import RunEventStore
@@ -350,7 +351,8 @@ class Follower:
             self._report(thread_id, run_id, LIVE_ONLY,
                          f"not created with stream_resumable: journaled from the join on (run was {run.get('status')})")
         self._inflight[run_id] = (thread_id, outcome)
-        self.bridge.observe(thread_id, run_id, RunSource(capture, resumable=resumable, run=run))
+        checkpoint = run_checkpoint(run.get("kwargs") or {})
+        self.bridge.observe(thread_id, run_id, RunSource(capture, resumable=resumable, run=run, checkpoint=checkpoint))
 
     def _report(self, thread_id: str, run_id: str, outcome: str, reason: str) -> None:
         self.stats[outcome] += 1

@@ -50,6 +50,7 @@ from journal_bridge.mapping.capture_setting import Capture
 from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
 from journal_bridge.capture.follower import threads_updated_since
 from journal_bridge.host.modes import EVENTS_MODE, requested_modes
+from journal_bridge.host.run_objects import run_checkpoint
 from journal_bridge.mapping.reader import RunSource
 from journal_bridge.store import RunEventStore
 from journal_bridge.model.timestamps import parse_time
@@ -69,13 +70,6 @@ _FIRST_PAGE = 5
 _SWEEP_EVERY = 10
 _SWEEP_THREADS = 500
 _SWEEP_CHUNK = 100
-
-
-def requested_checkpoint(kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    """The checkpoint a run was created to go on from, as its run object keeps it."""
-    configurable = ((kwargs.get("config") or {}).get("configurable")) or {}
-    checkpoint_id = configurable.get("checkpoint_id")
-    return {"checkpoint_id": checkpoint_id} if isinstance(checkpoint_id, str) and checkpoint_id else None
 
 
 def live_capture(kwargs: dict[str, Any]) -> Capture | None:
@@ -245,7 +239,7 @@ class Reconciler:
             capture = live_capture(kwargs)
             if capture is not None:
                 logger.info("journal-bridge: joining run %s of thread %s, which no request showed", run_id, thread_id)
-                checkpoint = await self._restart_point(thread_id, run_id) or requested_checkpoint(kwargs)
+                checkpoint = await self._restart_point(thread_id, run_id) or run_checkpoint(kwargs)
                 self.bridge.observe(thread_id, run_id, RunSource(capture, resumable=True, checkpoint=checkpoint))
                 self._joined[run_id] = thread_id
                 self.stats["runs_joined"] += 1
