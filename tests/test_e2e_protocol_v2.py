@@ -9,6 +9,7 @@ import asyncio
 import json
 import shutil
 import subprocess
+import time
 
 import httpx
 import pytest
@@ -124,3 +125,30 @@ async def test_a_python_websocket_client_is_journaled_live(dev_server):
                 if _root_end(message):
                     break
     await assert_journal_matches(dev_server.url, thread_id, events)
+
+
+async def test_a_regenerate_sent_as_a_command_forks_the_history(dev_server):
+    from thread_truth import regenerate_from, truth
+
+    client = get_client(url=dev_server.url)
+    thread_id = (await client.threads.create())["thread_id"]
+    for text in TURNS[:2]:
+        await client.runs.wait(thread_id, "agent", input={"messages": [{"role": "user", "content": text}]})
+    checkpoint_id = await regenerate_from(client, thread_id)
+    async with httpx.AsyncClient(base_url=dev_server.url, timeout=60) as http:
+        answer = await http.post(f"/threads/{thread_id}/commands", json={"id": 1, "method": "run.start", "params": {
+            "assistant_id": "agent", "input": None, "config": {"configurable": {"checkpoint_id": checkpoint_id}},
+        }})
+        assert answer.status_code == 200, answer.text
+    run_id = (await client.runs.list(thread_id, limit=1))[0]["run_id"]
+    await client.runs.join(thread_id, run_id)
+    expected, _ = await truth(client, thread_id)
+    deadline = time.monotonic() + 60
+    while True:
+        items = httpx.get(f"{dev_server.url}/journal/threads/{thread_id}/messages", params={"limit": 500}).json()["data"]
+        ids = [i["id"] for i in items if i["type"] in ("human", "ai", "tool")]
+        if ids == expected or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    assert ids == expected
+    assert items[-1]["run_id"] == run_id

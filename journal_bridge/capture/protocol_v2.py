@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from journal_bridge.mapping.capture_setting import Capture
 from journal_bridge.host.compat import protocol_v2_stream_modes
+from journal_bridge.host.run_objects import run_checkpoint
 from journal_bridge.capture.intercept import READER_HEADER, RunSink, route_path
 from journal_bridge.capture.run_requests import RunPlan
 
@@ -57,6 +58,8 @@ def command_plan(params: Any) -> RunPlan:
         forced_resumable=False,
         assistant_id=params.get("assistant_id"),
         run_input=params.get("input"),
+        # `run.start` names a checkpoint as a run object keeps it: in its config.
+        checkpoint=run_checkpoint(params),
     )
 
 
