@@ -139,3 +139,24 @@ async def test_backfill_of_a_thread_the_plugin_journaled_adds_nothing(dev_server
         assert await store.last_seq(thread_id) == before
     assert result.status == "complete"
     assert result.written == 0 and result.already_present == result.messages + result.markers > 0
+
+
+async def test_a_forked_thread_is_backfilled_as_the_branch_it_is_on(plain_thread, tmp_path):
+    from thread_truth import regenerate_from, truth
+
+    from journal_bridge.projection.history import history_page
+
+    _server, client, thread_id, _ = plain_thread
+    # An edit of an early question, then a regenerate of its answer: three branches.
+    states = (await client.threads.get_history(thread_id, limit=1000))[::-1]
+    second = next(s for s in states if len([m for m in s["values"].get("messages", []) if m["type"] == "human"]) == 2)
+    await client.runs.wait(thread_id, "agent", input={"messages": [{"role": "user", "content": "edited"}]},
+                           checkpoint_id=second["parent_checkpoint"]["checkpoint_id"])
+    await client.runs.wait(thread_id, "agent", input=None, checkpoint_id=await regenerate_from(client, thread_id))
+    expected, compactions = await truth(client, thread_id)
+    async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
+        result = await backfill_thread(client, store, thread_id)
+        page = await history_page(store, thread_id, limit=500)
+    assert result.status == "complete", result
+    assert [i["id"] for i in page["data"] if i["type"] != "summary_marker"] == expected
+    assert sum(i["type"] == "summary_marker" for i in page["data"]) == compactions

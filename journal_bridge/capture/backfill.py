@@ -1,7 +1,9 @@
 """Backfill: rebuild the journal of threads the bridge never saw, from checkpoints.
 
 A thread's checkpoint history (`threads.get_history`, paged back with
-`before=`) holds every state the thread went through. Walked oldest to newest:
+`before=`) holds every state the thread went through, on every branch. The
+branch the thread is on (its newest checkpoint and that one's parents) is
+walked oldest to newest:
 
 - every message id that ever appeared, in order of first appearance, becomes
   the record the bridge would have written (`llm.human.input`,
@@ -196,8 +198,22 @@ async def read_history(
         if len(page) < page_size:
             break
         before = page[-1]["checkpoint"]
+    states = _current_branch(states)
     states.reverse()
     return states
+
+
+def _current_branch(states: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Of a thread's checkpoints (newest first, every branch), those of the branch the
+    newest is on, newest first: a backfill rebuilds the conversation the thread is in."""
+    by_id = {_checkpoint_id(state): state for state in states}
+    chain: list[dict[str, Any]] = []
+    state = states[0] if states else None
+    while state is not None:
+        chain.append(state)
+        parent = (state.get("parent_checkpoint") or {}).get("checkpoint_id")
+        state = by_id.get(parent) if parent else None
+    return chain
 
 
 class _Reconstruction:
