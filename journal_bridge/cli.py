@@ -151,7 +151,7 @@ def format_item(item: dict[str, Any], width: int = 100) -> str:
 
 
 async def _history_from_store(
-    store_url: str, thread_id: str, limit: int | None, settings: Settings
+    store_url: str, thread_id: str, limit: int | None, settings: Settings, run_id: str | None = None
 ) -> list[dict[str, Any]] | None:
     from journal_bridge.projection.history import history_page
     from journal_bridge.store import create_store
@@ -160,12 +160,15 @@ async def _history_from_store(
     async with create_store(store_url, **settings.store_options) as store:
         if not await store.has_thread(thread_id):
             return None
-        return await _collect(
-            lambda before: history_page(
-                store, thread_id, limit=_page_size(limit), before_seq=before
-            ),
-            limit,
-        )
+        try:
+            return await _collect(
+                lambda before: history_page(
+                    store, thread_id, limit=_page_size(limit), before_seq=before, run_id=run_id
+                ),
+                limit,
+            )
+        except LookupError as exc:
+            raise _Failure(str(exc)) from None
 
 
 async def _history_from_server(
@@ -176,6 +179,7 @@ async def _history_from_server(
     api_key: str | None,
     prefix: str,
     page_size: int = _PAGE,
+    run_id: str | None = None,
 ) -> list[dict[str, Any]] | None:
     from langgraph_sdk.errors import APIStatusError, NotFoundError
 
@@ -188,15 +192,17 @@ async def _history_from_server(
         items: list[dict[str, Any]] = []
         try:
             if not limit:
-                return await journal.history(thread_id, page_size=page_size)
+                return await journal.history(thread_id, page_size=page_size, run_id=run_id)
             # Only the newest `limit` items: page backwards from the newest one.
             async for page in journal.pages(
-                thread_id, page_size=_page_size(limit, page_size), newest_first=True
+                thread_id, page_size=_page_size(limit, page_size), newest_first=True, run_id=run_id
             ):
                 items = page["data"] + items
                 if len(items) >= limit:
                     break
         except NotFoundError:
+            if run_id is not None:
+                raise _Failure(f"run {run_id!r} has no record in thread {thread_id!r}") from None
             return None
         except APIStatusError as exc:
             try:
@@ -263,11 +269,11 @@ def _run_history(args: argparse.Namespace, settings: Settings) -> int:
         prefix = args.prefix or settings.route_prefix
         source = args.url
         job = _history_from_server(
-            args.url, args.thread_id, args.limit, headers, api_key, prefix, args.page_size
+            args.url, args.thread_id, args.limit, headers, api_key, prefix, args.page_size, args.run_id
         )
     else:
         source = args.store or settings.journal_url
-        job = _history_from_store(source, args.thread_id, args.limit, settings)
+        job = _history_from_store(source, args.thread_id, args.limit, settings, args.run_id)
     try:
         items = asyncio.run(job)
     except _Failure as exc:
@@ -323,6 +329,11 @@ def _add_history(subparsers: Any) -> None:
         "--url", metavar="SERVER_URL", help="LangGraph Server URL with the plugin"
     )
     parser.add_argument("--limit", type=_positive, help="show only the newest N items")
+    parser.add_argument(
+        "--run-id",
+        help="the branch that ends with this run (a regenerated or edited turn's other version) "
+        "instead of the thread's current one",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON item per line")
     _add_credentials(parser, "with --url: ")
     parser.add_argument(

@@ -54,6 +54,7 @@ _Request = tuple[str, dict[str, Any]]
 # back, from which it works out the next request (or stops). Both clients run
 # the same walks, one blocking and one awaiting each request.
 _Walk = Generator[_Request, dict[str, Any], None]
+_Branch = dict[str, str]  # the query parameters naming a branch
 
 
 class _Requests:
@@ -66,11 +67,19 @@ class _Requests:
     def thread(self, thread_id: str, tail: str) -> str:
         return f"{self.prefix}/threads/{quote(thread_id, safe='')}{tail}"
 
-    def messages(self, thread_id: str, limit: int, before_seq: int | None, after_seq: int | None):
-        return self.thread(thread_id, "/messages"), _params(limit=limit, before_seq=before_seq, after_seq=after_seq)
+    def messages(
+        self, thread_id: str, limit: int, before_seq: int | None, after_seq: int | None, branch: _Branch | None = None
+    ):
+        return self.thread(thread_id, "/messages"), _params(
+            limit=limit, before_seq=before_seq, after_seq=after_seq, **(branch or {})
+        )
 
-    def markers(self, thread_id: str, limit: int, before_seq: int | None, after_seq: int | None):
-        return self.thread(thread_id, "/markers"), _params(limit=limit, before_seq=before_seq, after_seq=after_seq)
+    def markers(
+        self, thread_id: str, limit: int, before_seq: int | None, after_seq: int | None, branch: _Branch | None = None
+    ):
+        return self.thread(thread_id, "/markers"), _params(
+            limit=limit, before_seq=before_seq, after_seq=after_seq, **(branch or {})
+        )
 
     def run_events(
         self, thread_id: str, run_id: str, event_types: Iterable[str] | None, after_seq: int | None, limit: int
@@ -86,18 +95,28 @@ class _Requests:
         return f"{self.prefix}/threads", _params(limit=limit, q=q)
 
     def history_pages(
-        self, thread_id: str, page_size: int, before_seq: int | None, after_seq: int | None, newest_first: bool
+        self,
+        thread_id: str,
+        page_size: int,
+        before_seq: int | None,
+        after_seq: int | None,
+        newest_first: bool,
+        branch: _Branch,
     ) -> _Walk:
         if newest_first:
             if after_seq is not None:
                 raise ValueError("after_seq: newest_first pages go backwards; use before_seq")
-            return _paged(lambda cursor: self.messages(thread_id, page_size, cursor, None), before_seq, "next_before_seq")
+            return _paged(
+                lambda cursor: self.messages(thread_id, page_size, cursor, None, branch), before_seq, "next_before_seq"
+            )
         if before_seq is not None:
             raise ValueError("before_seq: oldest-first pages go forwards; use after_seq")
-        return _paged(lambda cursor: self.messages(thread_id, page_size, None, cursor), after_seq or 0, "next_after_seq")
+        return _paged(
+            lambda cursor: self.messages(thread_id, page_size, None, cursor, branch), after_seq or 0, "next_after_seq"
+        )
 
-    def marker_pages(self, thread_id: str) -> _Walk:
-        return _paged(lambda cursor: self.markers(thread_id, MAX_PAGE, None, cursor), 0, "next_after_seq")
+    def marker_pages(self, thread_id: str, branch: _Branch) -> _Walk:
+        return _paged(lambda cursor: self.markers(thread_id, MAX_PAGE, None, cursor, branch), 0, "next_after_seq")
 
     def run_event_pages(self, thread_id: str, run_id: str, event_types: list[str] | None) -> _Walk:
         return _paged(
@@ -124,6 +143,14 @@ def _next_request(walk: _Walk, page: dict[str, Any] | None) -> _Request | None:
         return next(walk) if page is None else walk.send(page)
     except StopIteration:
         return None
+
+
+def _branch(run_id: str | None, checkpoint_id: str | None) -> _Branch:
+    """The query parameters naming a branch: the one ending with `run_id`, the one
+    as of `checkpoint_id`, or (neither) the thread's current one."""
+    if run_id is not None and checkpoint_id is not None:
+        raise ValueError("run_id and checkpoint_id: give at most one")
+    return _params(run_id=run_id, checkpoint_id=checkpoint_id)
 
 
 def _check_cursors(before_seq: int | None, after_seq: int | None) -> None:
@@ -160,15 +187,29 @@ class JournalClient:
             request = _next_request(walk, page)
 
     async def page(
-        self, thread_id: str, *, limit: int = 50, before_seq: int | None = None, after_seq: int | None = None
+        self,
+        thread_id: str,
+        *,
+        limit: int = 50,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        run_id: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> dict[str, Any]:
-        """One page of messages and markers; no cursor gives the newest `limit` items."""
-        _check_cursors(before_seq, after_seq)
-        return await self._get(self._requests.messages(thread_id, limit, before_seq, after_seq))
+        """One page of messages and markers; no cursor gives the newest `limit` items.
 
-    async def newest(self, thread_id: str, *, limit: int = 50) -> dict[str, Any]:
+        Of the thread's current branch; `run_id` reads the branch that ends with
+        that run, `checkpoint_id` the branch as of that checkpoint (every read of
+        the history takes both)."""
+        _check_cursors(before_seq, after_seq)
+        branch = _branch(run_id, checkpoint_id)
+        return await self._get(self._requests.messages(thread_id, limit, before_seq, after_seq, branch))
+
+    async def newest(
+        self, thread_id: str, *, limit: int = 50, run_id: str | None = None, checkpoint_id: str | None = None
+    ) -> dict[str, Any]:
         """The newest `limit` items (a page; `next_before_seq` continues to older ones)."""
-        return await self.page(thread_id, limit=limit)
+        return await self.page(thread_id, limit=limit, run_id=run_id, checkpoint_id=checkpoint_id)
 
     async def pages(
         self,
@@ -178,28 +219,50 @@ class JournalClient:
         before_seq: int | None = None,
         after_seq: int | None = None,
         newest_first: bool = False,
+        run_id: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Pages in turn: oldest first from `after_seq` (default the start), or with
         `newest_first` from the newest item (or `before_seq`) back to the oldest."""
-        walk = self._requests.history_pages(thread_id, page_size, before_seq, after_seq, newest_first)
+        branch = _branch(run_id, checkpoint_id)
+        walk = self._requests.history_pages(thread_id, page_size, before_seq, after_seq, newest_first, branch)
         async for page in self._walk(walk):
             yield page
 
     async def iter_history(
-        self, thread_id: str, *, after_seq: int | None = None, page_size: int = MAX_PAGE
+        self,
+        thread_id: str,
+        *,
+        after_seq: int | None = None,
+        page_size: int = MAX_PAGE,
+        run_id: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Every item after `after_seq` (default: all), oldest first, markers inline."""
-        async for page in self.pages(thread_id, page_size=page_size, after_seq=after_seq):
+        async for page in self.pages(
+            thread_id, page_size=page_size, after_seq=after_seq, run_id=run_id, checkpoint_id=checkpoint_id
+        ):
             for item in page["data"]:
                 yield item
 
-    async def history(self, thread_id: str, *, page_size: int = MAX_PAGE) -> list[dict[str, Any]]:
+    async def history(
+        self,
+        thread_id: str,
+        *,
+        page_size: int = MAX_PAGE,
+        run_id: str | None = None,
+        checkpoint_id: str | None = None,
+    ) -> list[dict[str, Any]]:
         """The whole history, oldest first."""
-        return [item async for item in self.iter_history(thread_id, page_size=page_size)]
+        items = self.iter_history(thread_id, page_size=page_size, run_id=run_id, checkpoint_id=checkpoint_id)
+        return [item async for item in items]
 
-    async def markers(self, thread_id: str) -> list[dict[str, Any]]:
-        """Every summary marker of the thread, oldest first."""
-        return [marker async for page in self._walk(self._requests.marker_pages(thread_id)) for marker in page["data"]]
+    async def markers(
+        self, thread_id: str, *, run_id: str | None = None, checkpoint_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every summary marker of the thread's branch, oldest first."""
+        walk = self._requests.marker_pages(thread_id, _branch(run_id, checkpoint_id))
+        return [marker async for page in self._walk(walk) for marker in page["data"]]
 
     async def run_events(
         self,
@@ -260,13 +323,23 @@ class SyncJournalClient:
             request = _next_request(walk, page)
 
     def page(
-        self, thread_id: str, *, limit: int = 50, before_seq: int | None = None, after_seq: int | None = None
+        self,
+        thread_id: str,
+        *,
+        limit: int = 50,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        run_id: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> dict[str, Any]:
         _check_cursors(before_seq, after_seq)
-        return self._get(self._requests.messages(thread_id, limit, before_seq, after_seq))
+        branch = _branch(run_id, checkpoint_id)
+        return self._get(self._requests.messages(thread_id, limit, before_seq, after_seq, branch))
 
-    def newest(self, thread_id: str, *, limit: int = 50) -> dict[str, Any]:
-        return self.page(thread_id, limit=limit)
+    def newest(
+        self, thread_id: str, *, limit: int = 50, run_id: str | None = None, checkpoint_id: str | None = None
+    ) -> dict[str, Any]:
+        return self.page(thread_id, limit=limit, run_id=run_id, checkpoint_id=checkpoint_id)
 
     def pages(
         self,
@@ -276,20 +349,43 @@ class SyncJournalClient:
         before_seq: int | None = None,
         after_seq: int | None = None,
         newest_first: bool = False,
+        run_id: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> Iterator[dict[str, Any]]:
-        yield from self._walk(self._requests.history_pages(thread_id, page_size, before_seq, after_seq, newest_first))
+        branch = _branch(run_id, checkpoint_id)
+        yield from self._walk(
+            self._requests.history_pages(thread_id, page_size, before_seq, after_seq, newest_first, branch)
+        )
 
     def iter_history(
-        self, thread_id: str, *, after_seq: int | None = None, page_size: int = MAX_PAGE
+        self,
+        thread_id: str,
+        *,
+        after_seq: int | None = None,
+        page_size: int = MAX_PAGE,
+        run_id: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> Iterator[dict[str, Any]]:
-        for page in self.pages(thread_id, page_size=page_size, after_seq=after_seq):
+        for page in self.pages(
+            thread_id, page_size=page_size, after_seq=after_seq, run_id=run_id, checkpoint_id=checkpoint_id
+        ):
             yield from page["data"]
 
-    def history(self, thread_id: str, *, page_size: int = MAX_PAGE) -> list[dict[str, Any]]:
-        return list(self.iter_history(thread_id, page_size=page_size))
+    def history(
+        self,
+        thread_id: str,
+        *,
+        page_size: int = MAX_PAGE,
+        run_id: str | None = None,
+        checkpoint_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return list(self.iter_history(thread_id, page_size=page_size, run_id=run_id, checkpoint_id=checkpoint_id))
 
-    def markers(self, thread_id: str) -> list[dict[str, Any]]:
-        return [marker for page in self._walk(self._requests.marker_pages(thread_id)) for marker in page["data"]]
+    def markers(
+        self, thread_id: str, *, run_id: str | None = None, checkpoint_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        walk = self._requests.marker_pages(thread_id, _branch(run_id, checkpoint_id))
+        return [marker for page in self._walk(walk) for marker in page["data"]]
 
     def run_events(
         self,

@@ -305,3 +305,34 @@ def seed_agent_file(store_url: str, thread_id: str) -> list[Any]:
             return await journal_agent_thread(store, thread_id)
 
     return asyncio.run(seed())
+
+
+BRANCHED_THREAD = "thread-branched"
+
+
+def branched_records() -> list[Any]:
+    """Two turns whose second answer was regenerated: runs a, b and c, the fork before c."""
+    from journal_bridge.model import records
+    from journal_bridge.model.envelope import make_event
+
+    def message(run: str, kind: str, event_type: str, message_id: str, text: str) -> Any:
+        return make_event(thread_id=BRANCHED_THREAD, run_id=run, event_type=event_type,
+                          content={"type": kind, "id": message_id, "content": text})
+
+    def ends(run: str) -> Any:
+        return make_event(thread_id=BRANCHED_THREAD, run_id=run, event_type="run.end", content={})
+
+    # The checkpoint that holds the second question, written by run b.
+    checkpoint = {"values": {"messages": [{"id": "h1"}, {"id": "a1"}, {"id": "h2"}]},
+                  "metadata": {"run_id": "run-b"}, "next": ["model"], "created_at": "2026-12-01T00:00:00+00:00"}
+    return [
+        message("run-a", "human", "llm.human.input", "h1", "first question"),
+        message("run-a", "ai", "llm.ai.response", "a1", "first answer"),
+        ends("run-a"),
+        message("run-b", "human", "llm.human.input", "h2", "second question"),
+        message("run-b", "ai", "llm.ai.response", "a2", "the answer that was regenerated"),
+        ends("run-b"),
+        records.fork(BRANCHED_THREAD, "run-c", {"checkpoint_id": "cp-h2"}, checkpoint),
+        message("run-c", "ai", "llm.ai.response", "c2", "the regenerated answer"),
+        ends("run-c"),
+    ]

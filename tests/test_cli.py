@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from seed import SUMMARY_TEXT, THREAD_ID, ServedApp, journal_app, seed_file
+from seed import BRANCHED_THREAD, SUMMARY_TEXT, THREAD_ID, ServedApp, branched_records, journal_app, seed_file
 
 from journal_bridge.cli import main
 
@@ -85,6 +85,35 @@ def test_history_over_http_pages_through_the_server_and_matches_the_store(
 def test_history_of_an_unknown_thread_fails_with_a_message(store_url, capsys):
     assert main(["history", "no-such-thread", "--store", store_url]) == 1
     assert "not in the journal" in capsys.readouterr().err
+
+
+def test_history_shows_the_current_branch_and_any_other_by_its_run(tmp_path, capsys):
+    import asyncio
+
+    from journal_bridge.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+
+    async def seed() -> None:
+        async with open_store(url) as store:
+            await store.put_batch(branched_records())
+
+    asyncio.run(seed())
+
+    def contents(args: list[str]) -> list[str]:
+        assert main(["history", BRANCHED_THREAD, "--json", *args]) == 0
+        return [json.loads(line)["content"] for line in capsys.readouterr().out.splitlines()]
+
+    current = ["first question", "first answer", "second question", "the regenerated answer"]
+    original = [*current[:3], "the answer that was regenerated"]
+    assert contents(["--store", url]) == current
+    assert contents(["--store", url, "--run-id", "run-b"]) == original
+    with ServedApp(journal_app(url)) as served:
+        assert contents(["--url", served.url, "--run-id", "run-b"]) == original
+        assert main(["history", BRANCHED_THREAD, "--url", served.url, "--run-id", "no-such-run"]) == 1
+        assert "no-such-run" in capsys.readouterr().err
+    assert main(["history", BRANCHED_THREAD, "--store", url, "--run-id", "no-such-run"]) == 1
+    assert "has no record" in capsys.readouterr().err
 
 
 def test_history_of_an_unreachable_server_fails_with_the_reason(capsys):

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 from seed import (
+    BRANCHED_THREAD,
     SCRIPT_TEXT,
     SUMMARY_TEXT,
     THREAD_ID,
     ServedApp,
+    branched_records,
     journal_app,
     seed_file,
 )
@@ -557,41 +559,13 @@ def test_a_run_in_flight_updates_live(page, tmp_path):
         assert page.console_errors == []
 
 
-BRANCHED = "thread-branched"
-
-
-def _branched_records() -> list:
-    from journal_bridge.model import records
-
-    def message(run, kind, event_type, mid, text):
-        return make_event(thread_id=BRANCHED, run_id=run, event_type=event_type,
-                          content={"type": kind, "id": mid, "content": text})
-
-    def ends(run):
-        return make_event(thread_id=BRANCHED, run_id=run, event_type="run.end", content={})
-
-    checkpoint = {"values": {"messages": [{"id": "h1"}, {"id": "a1"}, {"id": "h2"}]},
-                  "metadata": {"run_id": "run-b"}, "next": ["model"], "created_at": "2026-12-01T00:00:00+00:00"}
-    return [
-        message("run-a", "human", "llm.human.input", "h1", "first question"),
-        message("run-a", "ai", "llm.ai.response", "a1", "first answer"),
-        ends("run-a"),
-        message("run-b", "human", "llm.human.input", "h2", "second question"),
-        message("run-b", "ai", "llm.ai.response", "a2", "the answer that was regenerated"),
-        ends("run-b"),
-        records.fork(BRANCHED, "run-c", {"checkpoint_id": "cp-h2"}, checkpoint),
-        message("run-c", "ai", "llm.ai.response", "c2", "the regenerated answer"),
-        ends("run-c"),
-    ]
-
-
 @pytest.fixture(scope="module")
 def served_branches(tmp_path_factory):
     url = f"sqlite:///{tmp_path_factory.mktemp('viewer-branches') / 'journal.db'}"
 
     async def seed() -> None:
         async with open_store(url) as store:
-            await store.put_batch(_branched_records())
+            await store.put_batch(branched_records())
 
     asyncio.run(seed())
     with ServedApp(journal_app(url)) as app:
@@ -603,7 +577,7 @@ def _texts(page) -> list[str]:
 
 
 def test_a_regenerated_turn_shows_its_versions_and_opens_the_others(page, served_branches):
-    _open_thread(page, served_branches, limit=50, thread_id=BRANCHED)
+    _open_thread(page, served_branches, limit=50, thread_id=BRANCHED_THREAD)
     assert _texts(page) == ["first question", "first answer", "second question", "the regenerated answer"]
     switch = page.locator("#conversation .branch-switch")
     assert switch.count() == 1
