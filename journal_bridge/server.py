@@ -189,18 +189,19 @@ class Journal:
     async def deleted(self, thread_ids: list[str]) -> None:
         """The server deleted these threads: so goes their journal, spool included.
 
-        With the store down the stored records stay until the reconciler finds
-        the thread gone from the server. With `keep_deleted` the journal stays."""
+        With the store down, what it holds stays until the reconciler finds the
+        thread gone from the server; nothing waiting is written meanwhile. With
+        `keep_deleted` the journal stays."""
         assert self.bridge is not None
         if self.keep_deleted:
             return
         for thread_id in thread_ids:
-            try:
-                removed = await self.bridge.forget_thread(thread_id)
-            except StoreUnavailable as exc:
-                logger.warning("journal-bridge: journal of deleted thread %s not yet deleted (%s)", thread_id, exc)
-                continue
-            logger.info("journal-bridge: deleted the journal of thread %s (%d records)", thread_id, removed)
+            removed = await self.bridge.forget_thread(thread_id)
+            if removed is None:
+                logger.warning("journal-bridge: the stored journal of deleted thread %s goes once the store answers "
+                               "(the reconciler finds it)", thread_id)
+            else:
+                logger.info("journal-bridge: deleted the journal of thread %s (%d records)", thread_id, removed)
 
     async def copied(self, source_id: str, copy_id: str) -> None:
         """The server copied a thread: the copy gets the source's journal, written first."""

@@ -437,3 +437,53 @@ async def test_write_throughs_appended_together_that_the_store_refuses_are_spool
     contents, seqs = await _contents(journal.url)
     assert contents == [f"m{n}" for n in range(7)] and seqs == list(range(1, 8))
     assert _spooled_rows(queue.spool_path) == 0
+
+
+async def test_forgetting_a_thread_deletes_what_is_stored_and_what_waits_and_nothing_else(journal, tmp_path):
+    await _create_schema(journal.url)
+    async with open_store(journal.url) as store:
+        queue = DeliveryQueue(store, spool=tmp_path / "q.spool")
+        await queue.write([_record(n, thread) for n in range(5) for thread in ("t1", "t2")])
+        await queue.drain()
+        assert await queue.forget_thread("t1") == 5
+        await queue.stop()
+        assert not await store.has_thread("t1")
+    assert (await _contents(journal.url, "t2"))[0] == [f"m{n}" for n in range(5)]
+
+
+async def test_a_thread_forgotten_while_the_store_is_down_never_reaches_it(journal, tmp_path):
+    await _create_schema(journal.url)
+    spool = tmp_path / "spool" / "q.spool"
+    journal.lock()
+    async with open_store(journal.locked_url) as store:
+        queue = DeliveryQueue(store, spool=spool, max_backoff=0.01)
+        await queue.write([_record(n, thread) for n in range(20) for thread in ("t1", "t2")])
+        # The writer is retrying a batch of both threads: the deletion does not wait for it.
+        assert await queue.forget_thread("t1", timeout=0.2) is None
+        assert queue.backlog == 20
+        journal.unlock()
+        await queue.drain()
+        await queue.stop()
+    async with open_store(journal.url) as store:
+        assert not await store.has_thread("t1")
+    assert (await _contents(journal.url, "t2"))[0] == [f"m{n}" for n in range(20)]
+
+
+async def test_a_forgotten_thread_stays_out_of_the_spool_across_a_restart(journal, tmp_path):
+    await _create_schema(journal.url)
+    spool = tmp_path / "spool" / "q.spool"
+    journal.lock()
+    async with open_store(journal.locked_url) as store:
+        queue = DeliveryQueue(store, spool=spool, max_backoff=0.01)
+        await queue.write([_record(n, thread) for n in range(10) for thread in ("t1", "t2")])
+        assert await queue.forget_thread("t1", timeout=0.2) is None
+        await queue.stop(timeout=0.2)
+    journal.unlock()
+    async with open_store(journal.url) as store:
+        again = DeliveryQueue(store, spool=spool)
+        await again.start()
+        assert again.report()["spool_recovered"] == 10
+        await again.drain()
+        await again.stop()
+        assert not await store.has_thread("t1")
+    assert (await _contents(journal.url, "t2"))[0] == [f"m{n}" for n in range(10)]

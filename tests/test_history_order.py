@@ -133,3 +133,22 @@ async def test_records_written_live_after_a_filled_hole_come_after_it(store):
         content={"type": "human", "id": "m11", "content": "message 11"}, source_key="message:m11",
     )])
     assert [i["content"] for i in await _whole(store)] == [*TEXTS, "message 11"]
+
+
+async def test_a_copy_of_a_thread_with_filled_holes_reads_the_same(store):
+    from journal_bridge.delivery.thread_copy import copy_journal
+
+    # A gap in the source's seqs before the filled holes: the copy numbers them anew.
+    await store.put(thread_id=THREAD, run_id="gone", event_type="run.start", category="trace", content={})
+    await store.delete_by_run(THREAD, "gone")
+    await backfill_thread(_Client(), store, THREAD)
+    copied = await copy_journal(store, THREAD, "the-copy")
+    assert copied == len(await store.list_timeline(THREAD, categories=("message", "trace"), limit=500))
+    original = await _whole(store)
+    copy = (await history.history_page(store, "the-copy", limit=500))["data"]
+    strip = lambda items: [{k: v for k, v in i.items() if k not in ("seq", "id")} for i in items]  # noqa: E731
+    assert [i["content"] for i in copy] == TEXTS
+    assert strip(copy) == strip(original)
+    # Copying again adds nothing: the keys are in the copy already.
+    assert await copy_journal(store, THREAD, "the-copy") == copied
+    assert len((await history.history_page(store, "the-copy", limit=500))["data"]) == len(TEXTS)

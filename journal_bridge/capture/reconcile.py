@@ -346,6 +346,8 @@ class Reconciler:
                 if thread_id in existing or await store.list_events(thread_id, thread_id, limit=1):
                     continue
                 removed = await self.bridge.forget_thread(thread_id)
+                if removed is None:
+                    continue  # the store did not answer: the next sweep tries again
                 self.stats["threads_deleted"] += 1
                 logger.info("journal-bridge: thread %s is gone from the server; deleted its journal (%d records)",
                             thread_id, removed)

@@ -154,12 +154,12 @@ class Bridge:
         while self._followers:
             await asyncio.gather(*list(self._followers.values()), return_exceptions=True)
 
-    async def forget_thread(self, thread_id: str) -> int:
+    async def forget_thread(self, thread_id: str) -> int | None:
         """The thread was deleted: stop reading its runs and delete its journal.
 
         Records a reader held are dropped with it; the queue then deletes what
         waits and what is stored (`DeliveryQueue.forget_thread`). Returns how
-        many stored records went; raises the store's error when it is down.
+        many stored records went, None when the store could not delete them now.
         """
         thread_id = str(thread_id)
         readers = [task for (tid, _), task in self._followers.items() if tid == thread_id]
@@ -167,7 +167,8 @@ class Bridge:
             task.cancel()
         await asyncio.gather(*readers, return_exceptions=True)
         removed = await self.delivery.forget_thread(thread_id)
-        branches.forget_thread(thread_id)
+        if removed is not None:
+            branches.forget_thread(thread_id)
         return removed
 
     async def state_forked(self, thread_id: str, checkpoint: Mapping[str, Any], result: Any) -> None:

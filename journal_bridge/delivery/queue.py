@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,9 @@ from journal_bridge.delivery.spool import Spool, SpooledRecord, encode
 from journal_bridge.store import RunEventStore, StoreUnavailable
 
 logger = logging.getLogger(__name__)
+
+# Deleted threads remembered, for records of theirs read before the deletion.
+_MAX_FORGOTTEN = 10_000
 
 __all__ = ["DeliveryQueue", "DeliveryStats"]
 
@@ -129,6 +133,8 @@ class DeliveryQueue:
         # The growth window: when it began and the backlog then.
         self._window = (clock(), 0)
         self._growing_since: float | None = None
+        # Deleted threads -> the last spool id when they were: their records up to it are never written.
+        self._forgotten: OrderedDict[str, int] = OrderedDict()
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -196,23 +202,39 @@ class DeliveryQueue:
                 lambda: self._delivered_through >= target or self._spool.size == 0
             )
 
-    async def forget_thread(self, thread_id: str) -> int:
-        """Delete the thread's journal: its waiting records and those in the store.
+    async def forget_thread(self, thread_id: str, *, timeout: float = 2.0) -> int | None:
+        """Delete the thread's journal: its records waiting here, and those in the store.
 
-        Holds the store lock, so no append of the thread's records is under way
-        or starts meanwhile. Returns how many stored records went; raises the
-        store's error (`StoreUnavailable`) when it could not delete them, after
-        the waiting ones are gone.
+        No record of the thread accepted so far reaches the store after this
+        returns, not even one of a write under way. Returns how many stored
+        records went, or None when the store could not delete them within
+        `timeout` (down, or a write hangs): the caller deletes them later.
         """
-        async with self._store_lock:
-            dropped = await self._spool.remove_thread(thread_id)
-            if dropped:
-                self._track_growth()
-                async with self._changed:
-                    self._changed.notify_all()
+        self._forgotten[thread_id] = self._spool.last_id
+        while len(self._forgotten) > _MAX_FORGOTTEN:
+            self._forgotten.popitem(last=False)
+        if await self._spool.remove_thread(thread_id):
+            self._track_growth()
+            async with self._changed:
+                self._changed.notify_all()
+        try:
+            await asyncio.wait_for(self._store_lock.acquire(), timeout)
+        except TimeoutError:
+            return None
+        try:
             if self.store is None:
-                raise StoreUnavailable("the run event store is not open yet")
-            return await self.store.delete_by_thread(thread_id)
+                return None
+            return await asyncio.wait_for(self.store.delete_by_thread(thread_id), timeout)
+        except (StoreUnavailable, TimeoutError) as exc:
+            logger.warning("journal-bridge: could not delete the journal of thread %s yet: %s", thread_id, exc)
+            return None
+        finally:
+            self._store_lock.release()
+
+    def _deleted_since(self, spool_id: int, record: RunEvent) -> bool:
+        """Whether `record` (spooled as `spool_id`) belongs to a thread deleted after it came."""
+        last = self._forgotten.get(record.thread_id)
+        return last is not None and spool_id <= last
 
     # -- accepting records ----------------------------------------------------
 
@@ -396,6 +418,12 @@ class DeliveryQueue:
         """Write a batch. While the store is unavailable, wait and retry for as long as
         it takes. Any other failure is retried a few times, then the batch is written
         record by record so one bad record cannot hold up every thread."""
+        if self._forgotten:
+            kept = [(spool_id, record) for spool_id, record in batch if not self._deleted_since(spool_id, record)]
+            if not kept:
+                await self._removed(batch[-1][0])
+                return
+            batch = kept
         attempt = 0
         while True:
             try:

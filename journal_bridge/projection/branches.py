@@ -31,6 +31,7 @@ journals written before then read as they always did.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,18 +45,39 @@ __all__ = ["Branch", "Fork", "annotate_forks", "branch_of", "forget_thread", "re
 
 _PAGE = 500
 _ENDINGS = frozenset({ERROR, OUTPUTS})
-# Cuts and a fork's first item never change once found (the journal is
-# append-only and a fork's run writes right after it): kept per process.
-_CUTS: OrderedDict[tuple[int, str, int, str | None], int] = OrderedDict()
-_FIRSTS: OrderedDict[tuple[int, str, int], tuple[int, str]] = OrderedDict()
-_MAX_CUTS = 10_000
+_MAX_REMEMBERED = 10_000
+
+
+class _Remembered:
+    """What never changes once found, per store: a fork's cut and the first item
+    after a seq (the journal is append-only, and a fork's run writes right after it)."""
+
+    def __init__(self) -> None:
+        self.cuts: OrderedDict[tuple[str, int, str | None], int] = OrderedDict()
+        self.firsts: OrderedDict[tuple[str, int], tuple[int, str]] = OrderedDict()
+
+    def keep(self, cache: OrderedDict[Any, Any], key: Any, value: Any) -> Any:
+        cache[key] = value
+        while len(cache) > _MAX_REMEMBERED:
+            cache.popitem(last=False)
+        return value
+
+
+_REMEMBERED: weakref.WeakKeyDictionary[Any, _Remembered] = weakref.WeakKeyDictionary()
+
+
+def _remembered(store: Any) -> _Remembered:
+    if store not in _REMEMBERED:
+        _REMEMBERED[store] = _Remembered()
+    return _REMEMBERED[store]
 
 
 def forget_thread(thread_id: str) -> None:
     """Drop what is remembered of a deleted thread: a thread made again with its id starts anew."""
-    for cache in (_CUTS, _FIRSTS):
-        for key in [key for key in cache if key[1] == thread_id]:
-            del cache[key]
+    for remembered in list(_REMEMBERED.values()):
+        for cache in (remembered.cuts, remembered.firsts):
+            for key in [key for key in cache if key[0] == thread_id]:
+                del cache[key]
 
 
 @dataclass(frozen=True)
@@ -205,28 +227,25 @@ class Branch:
 
     async def cut(self, fork: Fork) -> int:
         """The seq of the last record on the fork's checkpoint (0: none)."""
-        key = (id(self._store), self._thread_id, fork.seq, fork.checkpoint_id)
-        if key not in _CUTS:
-            _CUTS[key] = await self.find_cut(fork)
-            while len(_CUTS) > _MAX_CUTS:
-                _CUTS.popitem(last=False)
-        return _CUTS[key]
+        remembered = _remembered(self._store)
+        key = (self._thread_id, fork.seq, fork.checkpoint_id)
+        if key in remembered.cuts:
+            return remembered.cuts[key]
+        return remembered.keep(remembered.cuts, key, await self.find_cut(fork))
 
     async def first_after(self, seq: int) -> tuple[int, str] | None:
         """`(seq, run_id)` of the first message or marker above `seq`: the first
         item after a fork point, or of a fork's own branch."""
-        key = (id(self._store), self._thread_id, seq)
-        if key in _FIRSTS:
-            return _FIRSTS[key]
+        remembered = _remembered(self._store)
+        key = (self._thread_id, seq)
+        if key in remembered.firsts:
+            return remembered.firsts[key]
         found = await self._store.list_timeline(
             self._thread_id, categories=(MESSAGE, MIDDLEWARE), limit=1, after_seq=seq
         )
         if not found:
             return None  # nothing yet: asked again next time
-        _FIRSTS[key] = (int(found[0].seq), found[0].run_id)  # type: ignore[arg-type]
-        while len(_FIRSTS) > _MAX_CUTS:
-            _FIRSTS.popitem(last=False)
-        return _FIRSTS[key]
+        return remembered.keep(remembered.firsts, key, (int(found[0].seq), found[0].run_id))
 
     async def find_cut(self, fork: Fork) -> int:
         """`cut`, found now (not remembered)."""

@@ -1,0 +1,134 @@
+"""Branches of a journal, read from real stores: which records a branch holds, and paging over forks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal_bridge.model import records
+from journal_bridge.model.envelope import make_event
+from journal_bridge.projection import branches, history
+from journal_bridge.store import open_store
+
+THREAD = "forked"
+
+
+class _Journal:
+    """Writes a thread's journal run by run, forks included, as the bridge would."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self.state: list[str] = []  # the message ids of the thread's head
+        self.run_of: dict[str, str] = {}
+
+    def run(self, run_id: str, *texts: str) -> None:
+        self.events.append(make_event(thread_id=THREAD, run_id=run_id, event_type="run.start", content={}))
+        for text in texts:
+            kind = "human" if text.startswith("q") else "ai"
+            event_type = "llm.human.input" if kind == "human" else "llm.ai.response"
+            self.events.append(make_event(thread_id=THREAD, run_id=run_id, event_type=event_type,
+                                          content={"type": kind, "id": text, "content": text}))
+            self.state.append(text)
+            self.run_of[text] = run_id
+        self.events.append(make_event(thread_id=THREAD, run_id=run_id, event_type="run.end", content={}))
+
+    def fork(self, run_id: str, after: str, *texts: str) -> None:
+        """Run `run_id` from the checkpoint whose newest message is `after`."""
+        kept = self.state[: self.state.index(after) + 1]
+        checkpoint = {"values": {"messages": [{"id": i} for i in kept]}, "metadata": {"run_id": self.run_of[after]},
+                      "next": ["model"], "created_at": "2026-12-01T00:00:00+00:00"}
+        self.events.append(records.fork(THREAD, run_id, {"checkpoint_id": f"cp-{after}"}, checkpoint))
+        self.state = kept
+        self.run(run_id, *texts)
+
+
+def _scenario() -> tuple[_Journal, list[str]]:
+    journal = _Journal()
+    journal.run("r1", "q1", "a1")
+    journal.run("r2", "q2", "a2")
+    journal.run("r3", "q3", "a3")
+    journal.fork("r4", "q3", "a3-again")          # regenerate
+    journal.fork("r5", "a1", "q2-edited", "a2b")  # edit the second question
+    journal.run("r6", "q3b", "a3b")
+    journal.fork("r7", "a2b", "q3c", "a3c")       # a fork of the fork
+    journal.run("r8", "q4", "a4")
+    rolled = journal.state[:]
+    journal.run("r9", "q5", "a5-partial")
+    journal.events.append(records.rollback(THREAD, "r9"))
+    journal.state = rolled
+    journal.run("r10", "q5b", "a5b")
+    return journal, journal.state
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'journal.db'}" if request.param == "sqlite" else "memory://"
+    async with open_store(url) as opened:
+        yield opened
+
+
+async def _seed(store) -> list[str]:
+    journal, expected = _scenario()
+    await store.put_batch(journal.events)
+    return expected
+
+
+async def test_the_history_is_the_branch_the_thread_is_on(store):
+    expected = await _seed(store)
+    assert expected == ["q1", "a1", "q2-edited", "a2b", "q3c", "a3c", "q4", "a4", "q5b", "a5b"]
+    page = await history.history_page(store, THREAD, limit=500)
+    assert [i["id"] for i in page["data"]] == expected
+
+
+@pytest.mark.parametrize("run_id", ["r3", "r4", "r6", "r9"])
+async def test_every_abandoned_run_reads_as_the_branch_it_ends(store, run_id):
+    await _seed(store)
+    ends = {
+        "r3": ["q1", "a1", "q2", "a2", "q3", "a3"],
+        "r4": ["q1", "a1", "q2", "a2", "q3", "a3-again"],
+        "r6": ["q1", "a1", "q2-edited", "a2b", "q3b", "a3b"],
+        "r9": ["q1", "a1", "q2-edited", "a2b", "q3c", "a3c", "q4", "a4", "q5", "a5-partial"],
+    }
+    page = await history.history_page(store, THREAD, limit=500, run_id=run_id)
+    assert [i["id"] for i in page["data"]] == ends[run_id]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5])
+async def test_paging_either_way_over_forks_yields_the_branch_once(store, limit):
+    expected = await _seed(store)
+    backward, before = [], None
+    while True:
+        page = await history.history_page(store, THREAD, limit=limit, before_seq=before)
+        assert 0 < len(page["data"]) <= limit
+        backward = page["data"] + backward
+        if not page["has_more"]:
+            break
+        before = page["next_before_seq"]
+    forward, after = [], 0
+    while True:
+        page = await history.history_page(store, THREAD, limit=limit, after_seq=after)
+        forward += page["data"]
+        if not page["has_more"]:
+            break
+        after = page["next_after_seq"]
+    assert [i["id"] for i in backward] == [i["id"] for i in forward] == expected
+
+
+async def test_the_versions_at_each_fork_point_are_marked(store):
+    await _seed(store)
+    items = (await history.history_page(store, THREAD, limit=500))["data"]
+    marked = {i["id"]: (i["branch"]["index"], i["branch"]["count"]) for i in items if "branch" in i}
+    # q2-edited is the second version after a1; q3c the second after a2b. The rollback is no version.
+    assert marked == {"q2-edited": (2, 2), "q3c": (2, 2)}
+    original = (await history.history_page(store, THREAD, limit=500, run_id="r3"))["data"]
+    marked = {i["id"]: (i["branch"]["index"], i["branch"]["count"]) for i in original if "branch" in i}
+    assert marked == {"q2": (1, 2), "a3": (1, 2)}
+
+
+async def test_a_journal_without_forks_is_read_as_before(store):
+    journal = _Journal()
+    journal.run("r1", "q1", "a1")
+    await store.put_batch(journal.events)
+    assert await branches.branch_of(store, THREAD) is None
