@@ -25,7 +25,7 @@ from langgraph_sdk import get_client
 from js_onoff import JS_DIR, ensure_node_modules, node_problem
 from services import create_database, postgres_server
 from suites import require_or_skip
-from thread_truth import MESSAGE_TYPES, chain, is_summary, messages, truth
+from thread_truth import MESSAGE_TYPES, chain, conversation, is_summary, messages, shown, truth
 
 from journal_bridge.store import open_store
 
@@ -102,6 +102,8 @@ async def _assert_branch(server, client, thread_id: str) -> list[dict[str, Any]]
     ids, markers, items = await _settled(server, client, thread_id)
     assert ids == truth_ids
     assert markers == truth_markers
+    # Each marker at its place.
+    assert shown(items) == await conversation(client, thread_id)
     return items
 
 
@@ -143,8 +145,9 @@ async def test_the_history_as_of_every_checkpoint_of_every_branch_is_that_branch
     assert len(checkpoints) > len(states)
     for state in checkpoints:
         checkpoint_id = state["checkpoint"]["checkpoint_id"]
-        ids, markers, _ = _journal(server, thread_id, checkpoint_id=checkpoint_id)
+        ids, markers, items = _journal(server, thread_id, checkpoint_id=checkpoint_id)
         assert (ids, markers) == await truth(client, thread_id, checkpoint_id), checkpoint_id
+        assert shown(items) == await conversation(client, thread_id, checkpoint_id), checkpoint_id
     assert _history(server, thread_id, checkpoint_id="no-such-checkpoint").status_code == 404
     assert _history(server, thread_id, run_id="no-such-run").status_code == 404
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 MESSAGE_TYPES = ("human", "ai", "tool")
+MARKER = "<marker>"
 
 
 def is_summary(message: dict[str, Any]) -> bool:
@@ -55,3 +56,22 @@ async def regenerate_from(client, thread_id: str) -> str:
     answer = messages(states[-1])[-1]["id"]
     first = next(s for s in states if any(m["id"] == answer for m in messages(s)))
     return first["parent_checkpoint"]["checkpoint_id"]
+
+
+async def conversation(client, thread_id: str, head: str | None = None) -> list[str]:
+    """The branch's conversation as the history must show it: message ids in order
+    of first appearance, and `MARKER` where each compaction happened -- before the
+    messages first seen in the checkpoint that first holds its summary."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for state in await chain(client, thread_id, head):
+        new = [m for m in messages(state) if m.get("id") and m["id"] not in seen]
+        seen.update(m["id"] for m in new)
+        out += [MARKER for m in new if is_summary(m)]
+        out += [m["id"] for m in new if not is_summary(m) and m["type"] in MESSAGE_TYPES]
+    return out
+
+
+def shown(items: list[dict[str, Any]]) -> list[str]:
+    """A history page's items in the form of `conversation`."""
+    return [MARKER if i["type"] == "summary_marker" else i["id"] for i in items if i["type"] != "run_status"]
