@@ -444,7 +444,8 @@ def _run_backfill(args: argparse.Namespace, settings: Settings) -> int:
     def progress(index: int, total: int, result: Any) -> None:
         print(
             f"[{index}/{total}] thread {result.thread_id}: {result.status}, "
-            f"{result.written} written, {result.already_present} already present",
+            f"{result.written} written, {result.already_present} already present"
+            + (f", {result.owners_filled} given their owner" if result.owners_filled else ""),
             file=sys.stderr,
         )
 
@@ -452,7 +453,7 @@ def _run_backfill(args: argparse.Namespace, settings: Settings) -> int:
         async with create_store(store_url, **settings.store_options) as store:
             return await backfill(
                 _sdk_client(args.url, credentials), store, args.thread or None,
-                since_checkpoint=args.since_checkpoint, on_thread=progress,
+                since_checkpoint=args.since_checkpoint, on_thread=progress, default_owner=settings.default_owner,
             )
 
     try:

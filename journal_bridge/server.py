@@ -45,7 +45,7 @@ from journal_bridge.delivery.health import http_status, prometheus_text
 from journal_bridge.capture.intercept import READER_HEADER, RunObserverMiddleware
 from journal_bridge.web.openapi import HEALTH, describe
 from journal_bridge.capture.protocol_v2 import CommandObserverMiddleware
-from journal_bridge.mapping.reader import RunSource, TeeSource
+from journal_bridge.mapping.reader import OWNERS, RunSource, TeeSource
 from journal_bridge.capture.reconcile import Reconciler
 from journal_bridge.capture.run_requests import RunPlan
 from journal_bridge.capture.thread_life import ThreadLifeMiddleware
@@ -55,6 +55,7 @@ from journal_bridge.host.retained_frames import release_run_frames, retained_fra
 from journal_bridge.settings import ENV, Settings
 from journal_bridge.delivery.spool import redact_url, spool_path
 from journal_bridge.store import RunEventStore, StoreUnavailable, open_store_when_available
+from journal_bridge.store.base import supports
 
 logger = logging.getLogger(__name__)
 
@@ -79,9 +80,11 @@ class Journal:
         spool_dir: Path | None = None,
         store_options: dict[str, Any] | None = None,
         keep_deleted: bool = False,
+        default_owner: str | None = None,
     ) -> None:
         self.store_url = store_url
         self.keep_deleted = keep_deleted
+        self.default_owner = default_owner
         self.growing_after = growing_after
         self.spool_dir = spool_dir
         self.store_options = store_options or {}
@@ -110,6 +113,7 @@ class Journal:
             queue_size=0,
             growing_after=self.growing_after,
             on_run_done=self._run_done,
+            default_owner=self.default_owner,
         )
         await self.bridge.start()
         self._opener = asyncio.create_task(self._open_store(app), name="journal-bridge-open-store")
@@ -213,6 +217,10 @@ class Journal:
             logger.warning("journal-bridge: store not open; thread %s copied without its journal", source_id)
             return
         await copy_journal(self.store, source_id, copy_id)
+        # The copy's records are its owner's, whoever owned the source's.
+        owner = await OWNERS.owner_of(self.bridge.sdk(), copy_id) or self.default_owner
+        if owner is not None and supports(self.store, "fill_owner"):
+            await self.store.fill_owner(copy_id, owner)
 
     async def state_forked(self, thread_id: str, checkpoint: dict[str, Any], result: Any) -> None:
         """A state update from an earlier checkpoint: the thread's branch moved there."""
@@ -254,6 +262,7 @@ def _journal_parts(settings: Settings) -> tuple[Journal | None, list[BaseRoute],
             spool_dir=settings.spool_dir,
             store_options=settings.store_options,
             keep_deleted=settings.keep_deleted,
+            default_owner=settings.default_owner,
         )
         if settings.enabled
         else None

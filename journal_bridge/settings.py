@@ -99,6 +99,7 @@ ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "backlog_growing_after": ("JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER", _seconds(minimum=0, inclusive=False)),
     "app_spec": ("JOURNAL_BRIDGE_APP", _text),
     "keep_deleted": ("JOURNAL_BRIDGE_KEEP_DELETED", _flag),
+    "default_owner": ("JOURNAL_BRIDGE_DEFAULT_OWNER", _text),
 }
 
 
@@ -116,6 +117,7 @@ class Settings:
     backlog_growing_after: float = 60.0
     app_spec: str | None = None  # `module:attr` or `path/to/file.py:attr`: the app the plugin serves
     keep_deleted: bool = False  # True: a deleted thread's journal stays (audit, a store shared by servers)
+    default_owner: str | None = None  # the owner of records of threads without `metadata.user_id`
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, only: Iterable[str] | None = None) -> Settings:

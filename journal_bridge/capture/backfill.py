@@ -59,7 +59,9 @@ from journal_bridge.model.envelope import (
     make_event,
 )
 from journal_bridge.projection.history import ORDER_EVENT, ORDER_RUN_ID, anchor_of
+from journal_bridge.mapping.reader import OWNER_KEY, owned
 from journal_bridge.store import RunEventStore
+from journal_bridge.store.base import supports
 from journal_bridge.model.timestamps import parse_time
 
 logger = logging.getLogger(__name__)
@@ -97,6 +99,7 @@ class ThreadBackfill:
     markers: int = 0
     written: int = 0
     already_present: int = 0
+    owners_filled: int = 0  # records journaled before owners were recorded, given the thread's
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -397,11 +400,15 @@ async def backfill_thread(
     since_checkpoint: str | None = None,
     page_size: int = _PAGE,
     allow_busy: bool = False,
+    default_owner: str | None = None,
 ) -> ThreadBackfill:
     """Journal what `thread_id`'s checkpoints show and the journal lacks.
 
     `since_checkpoint` ignores checkpoints older than the given id, as if they
-    had been pruned. Never raises for a thread-level problem: the result says it.
+    had been pruned. The records written carry the thread's owner (its
+    `metadata.user_id`, else `default_owner`), and records journaled before
+    owners were recorded are given it (`result.owners_filled`). Never raises
+    for a thread-level problem: the result says it.
     """
     result = ThreadBackfill(thread_id=thread_id)
     try:
@@ -415,6 +422,9 @@ async def backfill_thread(
         result.status = BUSY
         result.notes.append("a run is in progress; backfill the thread again once it is idle")
         return result
+    owner = (thread.get("metadata") or {}).get(OWNER_KEY) or default_owner
+    if isinstance(owner, str) and owner and supports(store, "fill_owner"):
+        result.owners_filled = await store.fill_owner(thread_id, owner)
     states = await read_history(client, thread_id, page_size=page_size)
     if since_checkpoint is not None:
         ids = [_checkpoint_id(s) for s in states]
@@ -443,7 +453,7 @@ async def backfill_thread(
         if anchor is not None:
             record = replace(record, metadata={**record.metadata, "anchor_seq": anchor})
         fresh.append(record)
-    fresh.reverse()
+    fresh = owned(fresh[::-1], owner if isinstance(owner, str) and owner else None)
     result.already_present = len(rebuilt.records) - len(fresh)
     placed = sum(1 for r in fresh if "anchor_seq" in r.metadata)
     if placed:
@@ -490,13 +500,16 @@ async def backfill(
     *,
     since_checkpoint: str | None = None,
     on_thread: Callable[[int, int, ThreadBackfill], Awaitable[None] | None] | None = None,
+    default_owner: str | None = None,
 ) -> BackfillSummary:
     """Backfill `thread_ids` (default: every thread on the server), one after another."""
     ids = list(thread_ids) if thread_ids else await _all_thread_ids(client)
     summary = BackfillSummary()
     for index, thread_id in enumerate(ids, start=1):
         try:
-            result = await backfill_thread(client, store, thread_id, since_checkpoint=since_checkpoint)
+            result = await backfill_thread(
+                client, store, thread_id, since_checkpoint=since_checkpoint, default_owner=default_owner
+            )
         except Exception as exc:
             logger.exception("journal-bridge backfill: thread %s failed", thread_id)
             result = ThreadBackfill(thread_id=thread_id, status=FAILED, notes=[str(exc)])

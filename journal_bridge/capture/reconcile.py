@@ -307,7 +307,7 @@ class Reconciler:
                 await asyncio.wait_for(self.bridge.drain(), timeout=self.drain_timeout)
             except TimeoutError:
                 return  # the store is behind; next pass
-            result = await backfill_thread(self._sdk(), store, thread_id)
+            result = await backfill_thread(self._sdk(), store, thread_id, default_owner=self.bridge.default_owner)
             if result.status == BUSY:
                 continue
             self._repair.discard(thread_id)

@@ -31,7 +31,7 @@ from journal_bridge.delivery.health import assess
 from journal_bridge.mapping.events_mapper import RunMapper
 from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import CANCELLED, ERRORED, INTERRUPTED
-from journal_bridge.mapping.reader import RunSource, TeeSource, read_checkpoint, read_run
+from journal_bridge.mapping.reader import OWNERS, RunSource, TeeSource, owned, read_checkpoint, read_run
 from journal_bridge.model import records
 from journal_bridge.projection import branches
 from journal_bridge.mapping.state_mapper import StateMapper
@@ -76,8 +76,10 @@ class Bridge:
         failures_before_split: int = 5,
         growing_after: float = 60.0,
         on_run_done: Callable[[str, str], Awaitable[None] | None] | None = None,
+        default_owner: str | None = None,
     ) -> None:
         self._client_factory = client_factory
+        self.default_owner = default_owner
         self._client: Any = None
         self._max_backoff = max_backoff
         self._join_retries = join_retries
@@ -177,10 +179,11 @@ class Bridge:
         thread_id = str(thread_id)
         await self.wait_for_thread(thread_id)
         head = (result.get("checkpoint") or {}).get("checkpoint_id") if isinstance(result, dict) else None
-        sdk = self._sdk()
+        sdk = self.sdk()
         base = await read_checkpoint(sdk, thread_id, str(checkpoint["checkpoint_id"]))
         updated = await read_checkpoint(sdk, thread_id, str(head)) if head else None
-        await self.delivery.write(records.state_fork(thread_id, checkpoint, base, updated, head))
+        owner = await OWNERS.owner_of(sdk, thread_id) or self.default_owner
+        await self.delivery.write(owned(records.state_fork(thread_id, checkpoint, base, updated, head), owner))
 
     # -- observing runs -------------------------------------------------------
 
@@ -231,7 +234,8 @@ class Bridge:
     def active_runs(self) -> int:
         return len(self._followers)
 
-    def _sdk(self) -> Any:
+    def sdk(self) -> Any:
+        """The SDK client the bridge reads runs with."""
         if self._client is None:
             self._client = self._client_factory()
         return self._client
@@ -264,7 +268,9 @@ class Bridge:
         while True:
             try:
                 # A second reading replays from the first frame: the records' keys make the repeat harmless.
-                return await read_run(self._sdk(), thread_id, run_id, source, emit, on_part=seen)
+                return await read_run(
+                    self.sdk(), thread_id, run_id, source, emit, on_part=seen, default_owner=self.default_owner
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the run goes on; report and retry the join

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 from collections import OrderedDict
@@ -44,7 +45,7 @@ from journal_bridge.mapping.state_mapper import StateMapper
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Part", "RunSource", "TeeSource", "fork_record", "read_checkpoint", "read_run"]
+__all__ = ["OWNERS", "Part", "RunSource", "TeeSource", "fork_record", "owned", "read_checkpoint", "read_run"]
 
 _ERROR_MODE = "error"
 _INTERRUPT_MODES = frozenset({"values", "updates"})
@@ -233,6 +234,43 @@ class AssistantGraphs:
 
 _ASSISTANTS = AssistantGraphs()
 
+# Where a thread's owner is kept: deer-flow's auth handler (and handlers like
+# it) stamps the authenticated identity on every thread as `metadata.user_id`.
+OWNER_KEY = "user_id"
+
+
+class ThreadOwners:
+    """Whose each thread is (`metadata.user_id`), asked of the server once per thread."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._owners: OrderedDict[str, str | None] = OrderedDict()
+        self._size = size
+
+    async def owner_of(self, sdk: Any, thread_id: str) -> str | None:
+        if thread_id in self._owners:
+            return self._owners[thread_id]
+        try:
+            thread = await sdk.threads.get(thread_id)
+        except Exception as exc:  # noqa: BLE001 - a stateless run's thread, one deleted since: no owner
+            logger.debug("journal-bridge: thread %s not readable (%s)", thread_id, exc)
+            return None  # not remembered: a thread that appears later is asked again
+        owner = (thread.get("metadata") or {}).get(OWNER_KEY) if isinstance(thread, Mapping) else None
+        owner = owner if isinstance(owner, str) and owner else None
+        self._owners[thread_id] = owner
+        while len(self._owners) > self._size:
+            self._owners.popitem(last=False)
+        return owner
+
+
+OWNERS = ThreadOwners()
+
+
+def owned(records: list[RunEvent], owner: str | None) -> list[RunEvent]:
+    """`records` with `owner` as the owner of those that have none."""
+    if owner is None:
+        return records
+    return [r if r.user_id is not None else dataclasses.replace(r, user_id=owner) for r in records]
+
 
 async def _start_state_mapper(sdk: Any, mapper: StateMapper, source: RunSource) -> list[RunEvent]:
     run = source.run
@@ -280,12 +318,20 @@ async def read_run(
     emit: Emit,
     *,
     on_part: Callable[[], None] | None = None,
+    default_owner: str | None = None,
 ) -> RunMapper | StateMapper:
     """Read the run to its end and emit its records; returns the mapper (its `malformed` count).
 
+    Every record carries the thread's owner (`ThreadOwners`), else `default_owner`.
     Join failures propagate; the caller decides whether to read again.
     """
-    batches = _Batches(emit)
+    # A stateless run's journal is filed under its run id: no thread to ask.
+    owner = (None if thread_id == run_id else await OWNERS.owner_of(sdk, thread_id)) or default_owner
+
+    async def emit_owned(records: list[RunEvent]) -> None:
+        await emit(owned(records, owner))
+
+    batches = _Batches(emit_owned)
     try:
         mapper = await _read(sdk, thread_id, run_id, source, batches, on_part)
     except asyncio.CancelledError:

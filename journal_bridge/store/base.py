@@ -123,7 +123,7 @@ def take_layout(url: str, layouts: Mapping[str, str], backend: str) -> tuple[str
 
 
 # The optional methods: what a caller does without one is its own choice.
-CAPABILITIES: tuple[str, ...] = ("search_threads",)
+CAPABILITIES: tuple[str, ...] = ("search_threads", "fill_owner")
 
 
 def supports(store: Any, capability: str) -> bool:
@@ -669,6 +669,14 @@ class RunEventStore(abc.ABC):
 
     # -- optional capabilities -----------------------------------------------------
     # A backend offers one by overriding it; `supports(store, name)` tells.
+
+    async def fill_owner(self, thread_id: str, user_id: str) -> int:
+        """Give the thread's records without an owner (`user_id` NULL) this one; how many.
+
+        Optional: a journal written before records carried owners gets them so.
+        Records that have an owner keep it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot fill in owners")
 
     async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
         """Threads with a message whose text contains `text` (ASCII letters in any

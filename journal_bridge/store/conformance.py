@@ -736,6 +736,27 @@ class RunEventStoreConformance:
         assert datetime.fromisoformat(first["updated_at"]).tzinfo is not None
         assert [t["thread_id"] for t in await store.list_threads(limit=2)] == ["a", "c"]
 
+    # -- optional: fill_owner ----------------------------------------------------
+
+    async def test_fill_owner_gives_only_records_without_an_owner_that_owner(self, store):
+        if not supports(store, "fill_owner"):
+            with pytest.raises(NotImplementedError):
+                await store.fill_owner("t", "bob")
+            return
+        await store.put_batch([
+            event(thread_id="t", content={"type": "human", "content": "one"}),
+            event(thread_id="t", content={"type": "human", "content": "two"}),
+            event(thread_id="t", content={"type": "human", "content": "three"}, user_id="alice"),
+            event(thread_id="other", content={"type": "human", "content": "four"}),
+        ])
+        assert await store.fill_owner("t", "bob") == 2
+        assert [r.user_id for r in await store.list_messages("t")] == ["bob", "bob", "alice"]
+        assert [r.content["content"] for r in await store.list_messages("t", user_id="bob")] == ["one", "two"]
+        assert [r.user_id for r in await store.list_messages("other")] == [None]
+        assert await store.fill_owner("t", "carol") == 0
+        with pytest.raises(ValueError, match="user_id"):
+            await store.fill_owner("t", "")
+
     # -- optional: search_threads ------------------------------------------------
 
     async def _search_fixture(self, store):

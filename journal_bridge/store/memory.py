@@ -10,7 +10,7 @@ import bisect
 import itertools
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -220,6 +220,22 @@ class MemoryRunEventStore(RunEventStore):
             thread = self._threads.pop(thread_id, None)
             return len(thread.events) if thread else 0
         return self._delete(thread_id, lambda event: event.user_id == user_id)
+
+    async def fill_owner(self, thread_id: str, user_id: str) -> int:
+        if not isinstance(user_id, str) or not user_id:
+            raise ValueError(f"user_id must be a non-empty str, got {user_id!r}")
+        self._check_open()
+        thread = self._threads.get(thread_id)
+        if thread is None:
+            return 0
+        filled = 0
+        for i, event in enumerate(thread.events):
+            if event.user_id is None:
+                thread.events[i] = replace(event, user_id=user_id)
+                if event.source_key is not None:
+                    thread.by_source_key[event.source_key] = thread.events[i]
+                filled += 1
+        return filled
 
     async def delete_by_run(
         self, thread_id: str, run_id: str, *, user_id: str | None = None

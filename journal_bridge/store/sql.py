@@ -261,6 +261,20 @@ class SqlRunEventStore(RunEventStore):
             thread_id, f"thread_id = {m} AND user_id = {m}", (thread_id, user_id)
         )
 
+    async def fill_owner(self, thread_id: str, user_id: str) -> int:
+        if not isinstance(user_id, str) or not user_id:
+            raise ValueError(f"user_id must be a non-empty str, got {user_id!r}")
+        m = self.mark
+        try:
+            async with self._writing([thread_id]) as conn:
+                cursor = await conn.execute(
+                    f"UPDATE {self._events} SET user_id = {m} WHERE thread_id = {m} AND user_id IS NULL",
+                    (user_id, thread_id),
+                )
+                return cursor.rowcount
+        except self.driver_error as exc:
+            raise self._translate(exc, "fill owners") from exc
+
     async def delete_by_run(
         self, thread_id: str, run_id: str, *, user_id: str | None = None
     ) -> int:

@@ -264,6 +264,7 @@ _BACKFILL = {
         "markers": {"type": "integer"},
         "written": {"type": "integer", "description": "records appended now"},
         "already_present": {"type": "integer", "description": "messages and markers already journaled"},
+        "owners_filled": {"type": "integer", "description": "records journaled without an owner, given the thread's"},
         "notes": {"type": "array", "items": {"type": "string"}},
     },
 }

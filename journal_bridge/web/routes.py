@@ -308,7 +308,10 @@ async def thread_repair(request: Request) -> Response:
         except TimeoutError:
             return _error(409, "the journal is still catching up on this thread; retry shortly",
                           {"Retry-After": "5"})
-    result = await backfill_thread(get_client(), store, thread_id, since_checkpoint=since)
+    bridge = getattr(getattr(request.app.state, "journal", None), "bridge", None)
+    result = await backfill_thread(
+        get_client(), store, thread_id, since_checkpoint=since, default_owner=getattr(bridge, "default_owner", None)
+    )
     if result.status == NOT_FOUND:
         raise HTTPException(404, f"thread {thread_id!r} not found")
     if result.status == BUSY:
