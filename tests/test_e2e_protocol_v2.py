@@ -45,7 +45,7 @@ def is_summary(message: dict) -> bool:
 
 
 def summary_prefix() -> str:
-    from journal_bridge.capture.backfill import _PREFIX
+    from journal_bridge.mapping.compactions import PREFIX as _PREFIX
 
     assert _PREFIX
     return _PREFIX

@@ -59,6 +59,7 @@ from journal_bridge.model.envelope import (
     make_event,
 )
 from journal_bridge.projection.history import ORDER_EVENT, ORDER_RUN_ID, anchor_of
+from journal_bridge.mapping.compactions import summary_text
 from journal_bridge.mapping.reader import OWNER_KEY, owned
 from journal_bridge.store import RunEventStore
 from journal_bridge.store.base import supports
@@ -72,7 +73,6 @@ __all__ = [
     "ThreadBackfill",
     "backfill",
     "backfill_thread",
-    "summary_text",
 ]
 
 BACKFILL_SOURCE = "backfill"
@@ -131,35 +131,6 @@ class BackfillSummary:
             ],
             "results": [t.to_dict() for t in self.threads],
         }
-
-
-def _summary_prefix() -> tuple[str, str]:
-    """The text upstream puts around a summary, read from upstream itself."""
-    try:
-        from langchain.agents.middleware.summarization import SummarizationMiddleware
-
-        sentinel = "\x00journal-bridge\x00"
-        (message,) = SummarizationMiddleware._build_new_messages(sentinel)
-        before, _, after = str(message.content).partition(sentinel)
-        return before, after
-    except Exception:  # noqa: BLE001 - an upstream change: fall back to the whole content
-        return "", ""
-
-
-_PREFIX, _SUFFIX = _summary_prefix()
-
-
-def summary_text(message: dict[str, Any]) -> str:
-    """The summary a summary message carries, without upstream's template around it."""
-    content = message.get("content")
-    if isinstance(content, list):
-        content = "".join(
-            b.get("text", "") if isinstance(b, dict) else str(b) for b in content
-        )
-    text = str(content or "")
-    if _PREFIX and text.startswith(_PREFIX) and text.endswith(_SUFFIX):
-        return text[len(_PREFIX): len(text) - len(_SUFFIX) if _SUFFIX else None]
-    return text
 
 
 def _is_summary(message: dict[str, Any]) -> bool:

@@ -13,6 +13,7 @@ each record says is defined once, in `journal_bridge.model.records`:
 | `on_tool_end` in a top-level node         | `llm.tool.result` (message)         |
 | `on_tool_end` inside a tool or subgraph   | `llm.tool.result` (message, hidden by its `caller`) |
 | `on_custom_event` of `records.CUSTOM_EVENTS` | its record: `summarization` is `middleware:summarize` (middleware) |
+| `on_chain_end` of a top-level node whose update removes messages | `middleware:summarize`: a compaction, whatever the middleware announced (`journal_bridge.mapping.compactions`) |
 | root `on_chain_end`                       | `run.end` (outputs), at `flush`     |
 | root `on_chain_error`, an `error` part    | `run.error` (error)                 |
 
@@ -39,7 +40,8 @@ from typing import Any
 
 from journal_bridge.model import records
 from journal_bridge.host.compat import is_cancel_part
-from journal_bridge.model.envelope import SUMMARIZER_CALLER, RunEvent
+from journal_bridge.mapping.compactions import Compactions
+from journal_bridge.model.envelope import SUMMARIZATION_EVENT, SUMMARIZER_CALLER, RunEvent
 from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
 from journal_bridge.model.records import Draft, message_dict
@@ -85,6 +87,7 @@ class RunMapper:
         # Tool calls in progress: model calls and tools under them are not the conversation.
         self._tool_runs: set[Any] = set()
         self._end: Draft | None = None
+        self._compactions = Compactions()
         self._failed = False
         self.ending: str | None = None  # how the journaled run ended (`journal_bridge.host.outcome`)
 
@@ -126,6 +129,8 @@ class RunMapper:
         outcome shows interrupts) or, for a stream that just stopped, the
         `run.error` of a cancelled or failed run."""
         out = self._release(None, final=True)
+        if (announced := self._compactions.flush()) is not None:
+            out += self._emit(announced)
         if self._failed or self.ending is not None:
             return out
         if self._end is not None:
@@ -171,8 +176,17 @@ class RunMapper:
         if kind == "on_tool_end":
             return self._emit(self._tool_result(data, payload))
         if kind == "on_custom_event":
-            draft = records.custom_event(data.get("name"), payload)
+            if data.get("name") == SUMMARIZATION_EVENT:
+                draft = self._compactions.announced(payload)
+            else:
+                draft = records.custom_event(data.get("name"), payload)
             return self._emit(draft) if draft is not None else []
+        if kind == "on_chain_end" and not is_root:
+            before, update = payload.get("input"), payload.get("output")
+            if isinstance(before, Mapping) and isinstance(update, Mapping) and _in_conversation(data):
+                draft = self._compactions.from_update(before, update)
+                return self._emit(draft) if draft is not None else []
+            return []
         if kind == "on_chain_end" and is_root:
             output = payload.get("output")
             # `run.end` waits for `flush`: an interrupt the run paused at comes before it.

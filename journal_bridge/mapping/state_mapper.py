@@ -8,16 +8,13 @@ alone:
 - each `values` part is the thread's state after a step; a message that was
   not in the state before the run and appears in it now is a new conversation
   message, journaled once, in state order, with the id the state gives it;
-- a `custom` part named `summarization` (what `TrackingSummarizationMiddleware`
-  writes) is the compaction marker; it arrives before the `values` part that
-  shows the compacted state, so the marker sits after the messages it
-  replaced and before the answer that followed (any other custom event of
-  `records.CUSTOM_EVENTS` makes the same record as on the `events` path);
-- a summary message new in a state, with no such `custom` part before it
-  (a summarization middleware that does not write one, or a protocol v2 run,
-  whose stream carries no `custom` parts of middleware), is the same marker,
-  read off the states as backfill reads checkpoints: the ids the previous
-  state held and this one does not were replaced;
+- a compaction -- messages a state held and the next one does not -- is a
+  marker, placed before the messages new in the state that shows it, whatever
+  the middleware announced (`journal_bridge.mapping.compactions`): a
+  `custom` part named `summarization` with ids is the marker itself, one with
+  only `{summary, replaced_count}` adds to the marker the states show (any
+  other custom event of `records.CUSTOM_EVENTS` makes the same record as on
+  the `events` path);
 - the last state is the run's output (`run.end`); an `error` part is `run.error`;
 - `__interrupt__` in a `values` part (a run paused at `interrupt()`) is
   `run.interrupt`, journaled before `run.end`.
@@ -48,7 +45,8 @@ from typing import Any
 
 from journal_bridge.model import records
 from journal_bridge.host.compat import is_cancel_part
-from journal_bridge.model.envelope import MIDDLEWARE_SUMMARIZE, RunEvent
+from journal_bridge.mapping.compactions import Compactions
+from journal_bridge.model.envelope import SUMMARIZATION_EVENT, RunEvent
 from journal_bridge.host.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
 from journal_bridge.model.records import Draft, message_dict
 
@@ -86,9 +84,7 @@ class StateMapper:
         self._inputs: list[tuple[Any, Any]] = []
         self._seen: set[str] | None = None
         self._calls = 0
-        self._marked: set[str] = set()  # summary ids a marker was journaled for
-        self._previous_ids: list[str] = []
-        self._previous_summaries: set[str] = set()
+        self._compactions = Compactions()
         self._last_state: Mapping[str, Any] | None = None
         self._failed = False
         self._interrupts: list[dict[str, Any]] = []
@@ -109,10 +105,10 @@ class StateMapper:
             if event == CUSTOM_MODE:
                 if not isinstance(data, Mapping):
                     return []
-                draft = records.custom_event(data.get("event"), data)
-                if draft is not None and draft.event_type == MIDDLEWARE_SUMMARIZE and data.get("summary_message_id"):
-                    # Its summary message is marked: a later state does not mark it again.
-                    self._marked.add(str(data["summary_message_id"]))
+                if data.get("event") == SUMMARIZATION_EVENT:
+                    draft = self._compactions.announced(data)
+                else:
+                    draft = records.custom_event(data.get("event"), data)
                 return [self._record(draft)] if draft is not None else []
             if event == "error":
                 if is_cancel_part(data):
@@ -139,6 +135,8 @@ class StateMapper:
         cancelled or failed run, else `run.end` (after `run.interrupt` when
         the run paused). An unknown outcome counts as returned."""
         out = self._state(final_state) if isinstance(final_state, Mapping) else []
+        if (announced := self._compactions.flush()) is not None:
+            out.append(self._record(announced))
         if self._failed or self.ending is not None:
             return out
         if outcome is not None and outcome.cancelled:
@@ -168,7 +166,7 @@ class StateMapper:
             if not state:
                 return []
         raw = state.get("messages")
-        self._last_state = state
+        previous, self._last_state = self._last_state, state
         if not isinstance(raw, list):
             return []
         messages = [m for m in (message_dict(x) for x in raw) if m]
@@ -177,24 +175,22 @@ class StateMapper:
             before = messages[: self._input_at(messages)]
             self._seen = {str(m["id"]) for m in before if m.get("id")}
         out: list[RunEvent] = []
-        ids = [str(m["id"]) for m in messages if m.get("id")]
+        # A compaction comes before the messages new in the state that shows it.
+        compaction = self._compactions.from_states(previous, state) if previous is not None else None
+        if compaction is not None:
+            out.append(self._record(compaction))
         for message in messages:
             message_id = message.get("id")
             if not message_id or str(message_id) in self._seen:
                 continue
             self._seen.add(str(message_id))
             if records.is_summary_message(message):
-                if str(message_id) not in self._marked and self._previous_ids:
-                    self._marked.add(str(message_id))
-                    out.append(self._record(records.summarize(self._compaction(message, ids))))
-                continue
+                continue  # state, not conversation: its marker stands for it
             call = self._calls + 1 if message.get("type") == "ai" else 0
             draft = records.conversation_message(message, f"message:{message_id}", call)
             if draft is not None:
                 self._calls = call or self._calls
                 out.append(self._record(draft))
-        self._previous_ids = ids
-        self._previous_summaries = {str(m["id"]) for m in messages if m.get("id") and records.is_summary_message(m)}
         return out
 
     def _input_at(self, messages: list[dict[str, Any]]) -> int:
@@ -210,27 +206,6 @@ class StateMapper:
             if [(m.get("type"), m.get("content")) for m in window] == self._inputs:
                 return start
         return max(0, len(messages) - count)
-
-    def _compaction(self, summary: Mapping[str, Any], ids: list[str]) -> dict[str, Any]:
-        """The summarization payload a compaction implies: what the previous state held and this one lost."""
-        from journal_bridge.capture.backfill import summary_text
-
-        present = set(ids)
-        replaced = [i for i in self._previous_ids if i not in present]
-        earlier = [i for i in replaced if i in self._previous_summaries]
-        preserved = [i for i in self._previous_ids if i in present]
-        return {
-            "event": "summarization",
-            "replaced_count": len(replaced),
-            "condensed_count": len(replaced) - len(earlier),
-            "preserved_count": len(preserved),
-            "replaced_message_ids": replaced,
-            "previous_summary_ids": earlier,
-            "preserved_message_ids": preserved,
-            "summary_message_id": str(summary["id"]),
-            "summary": summary_text(dict(summary)),
-            "source": "state",
-        }
 
     def _record(self, draft: Draft) -> RunEvent:
         return records.record(self.thread_id, self.run_id, draft)
