@@ -4,7 +4,8 @@ The graph (`tests/graphs/minimal_summary.py`) sends only
 `adispatch_custom_event("summarization", {"summary", "replaced_count"})`,
 which only the `events` stream mode carries: the server captures every run
 from it (`JOURNAL_BRIDGE_CAPTURE=events`). The marker must still be a whole
-one: counts, summary, its place in the conversation, the contract.
+one: the replaced ids the node's update shows, counts, summary, its place in
+the conversation, the contract.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from conversation import human, is_summary, wait_journal_idle
 from langgraph_sdk import get_client
 from langgraph_server import PROJECT_ROOT, LanggraphDevServer, project_config
 
+from journal_bridge.mapping.compactions import summary_text
 from journal_bridge.model.records import is_hidden
 
 pytestmark = pytest.mark.e2e
@@ -51,20 +53,22 @@ async def test_the_minimal_payload_becomes_a_whole_marker(server):
     kept = [m for m in after if not is_summary(m)][:-1]  # less the answer after the compaction
     replaced = len(before) + 1 - len(kept)  # the compacting turn's question was in the state too
     changes = markers[0].content["changes"]
-    assert changes == {
-        "event": "summarization",
-        "summary": summary["content"],
-        "replaced_count": replaced,
-        "condensed_count": replaced,
-    }
+    text = summary_text(summary)
+    assert text and text != summary["content"]  # upstream's template around it is not the summary
+    gone = [m["id"] for m in before if m["id"] not in {a["id"] for a in after}]
+    assert (changes["summary"], changes["replaced_count"], changes["condensed_count"]) == (text, replaced, replaced)
+    # The announcement had no ids: the node's update gave them.
+    assert changes["replaced_message_ids"][: len(gone)] == gone
+    assert len(changes["replaced_message_ids"]) == replaced
+    assert changes["summary_message_id"] == summary["id"]
     assert markers[0].content["name"] and markers[0].content["hook"] == "before_model"
 
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
         items = (await http.get(f"/journal/threads/{thread_id}/messages", params={"limit": 100})).json()["data"]
     marker = next(item for item in items if item["type"] == "summary_marker")
-    assert (marker["replaced_count"], marker["condensed_count"], marker["summary"]) == (
-        replaced, replaced, summary["content"],
-    )
+    assert (marker["replaced_count"], marker["condensed_count"], marker["summary"]) == (replaced, replaced, text)
+    # With its ids the viewer folds the condensed messages under it.
+    assert marker["condensed_message_ids"] == changes["replaced_message_ids"]
     # After every message it replaced (the compacting question included), before the answer.
     types = [item["type"] for item in items]
     at = types.index("summary_marker")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conversation import TURNS, human
+from conversation import EARLY_SUMMARIZATION, TURNS, human
 from langgraph_sdk import get_client
 from seed import seed_conversation
 
@@ -37,14 +37,16 @@ def _start(start_dev_server, tmp_path, *, auth: bool, env: dict | None = None):
 
 
 async def _converse(server, headers: dict) -> str:
-    """Three turns, one per way a client reads a run: a values stream, a token stream, runs.wait."""
+    """Three turns, one per way a client reads a run: a values stream, a token stream,
+    runs.wait; the assistant compacts early, so the journal holds markers too."""
     client = get_client(url=server.url, api_key=None, headers=headers)
+    assistant = (await client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION}))["assistant_id"]
     thread_id = (await client.threads.create())["thread_id"]
-    async for _ in client.runs.stream(thread_id, "agent", input=human(TURNS[0]), stream_mode="values"):
+    async for _ in client.runs.stream(thread_id, assistant, input=human(TURNS[0]), stream_mode="values"):
         pass
-    async for _ in client.runs.stream(thread_id, "agent", input=human(TURNS[1]), stream_mode=["values", "messages-tuple"]):
+    async for _ in client.runs.stream(thread_id, assistant, input=human(TURNS[1]), stream_mode=["values", "messages-tuple"]):
         pass
-    await client.runs.wait(thread_id, "agent", input=human(TURNS[2]))
+    await client.runs.wait(thread_id, assistant, input=human(TURNS[2]))
     return thread_id
 
 
@@ -80,6 +82,16 @@ async def test_the_gateway_shows_each_user_the_journal_of_their_own_threads(star
         for thread_id in (alices, bobs):
             records = await store.list_timeline(thread_id, categories=("message", "trace", "outputs"), limit=500)
             assert records and {r.user_id for r in records} == {"alice" if thread_id == alices else "bob"}
+        # The markers are `middleware` rows: in a run's events for its owner, not on the messages page.
+        markers = await store.list_timeline(alices, categories=("middleware",), limit=500)
+        assert markers and {r.user_id for r in markers} == {"alice"}
+        run_events = await store.list_events(alices, markers[0].run_id, user_id="alice")
+        assert "middleware:summarize" in [r.event_type for r in run_events]
+        assert await store.list_events(alices, markers[0].run_id, user_id="bob") == []
+    # A deer-flow frontend reads them from the journal's routes with the session cookie.
+    items = (await _history(server, alices, ALICE))
+    assert len([i for i in items if i["type"] == "summary_marker"]) == len(markers)
+    assert httpx.get(f"{server.url}/journal/threads/{alices}/messages", headers=BOB, timeout=30).status_code == 404
 
 
 async def test_with_auth_disabled_the_records_are_the_default_users(start_dev_server, tmp_path):
