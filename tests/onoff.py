@@ -236,6 +236,9 @@ BAD_BODIES: dict[str, bytes] = {
     "3000 deep": b'{"assistant_id": "agent", "input": ' + b"[" * 3000 + b"]" * 3000 + b"}",
     "not json": b"{nope",
     "unknown assistant": b'{"assistant_id": "nobody"}',
+    # Accepted, and stored with the NUL replaced: the run object says so in its own escapes.
+    "nul in content": b'{"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "a\\u0000b"}]}}',
+    "nul in metadata": b'{"assistant_id": "agent", "metadata": {"note": "\\u0000"}, "stream_mode": ["updates"]}',
 }
 
 

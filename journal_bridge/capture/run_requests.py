@@ -33,6 +33,8 @@ __all__ = ["RunPlan", "plan_run_request", "requested_checkpoint", "restore_run_o
 _THREAD_RUNS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs(?P<kind>/stream|/wait)?/?$")
 _STATELESS_RUNS = re.compile(r"^/runs(?P<kind>/stream|/wait|/batch)?/?$")
 _DEFAULT_MODES = ("values",)
+_ESCAPED_REPLACEMENT = b"\\ufffd"
+_RAW_REPLACEMENT = "\ufffd".encode()
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,12 @@ def restore_run_objects(body: bytes, plans: Mapping[str, RunPlan]) -> bytes | No
     Only a body the server's serialiser would have written the same way is
     rewritten, so nothing but those two fields can change.
     """
+    # The server writes a NUL it replaced (U+FFFD) escaped, where orjson writes it raw.
+    escaped = _ESCAPED_REPLACEMENT in body
+    if escaped:
+        if _RAW_REPLACEMENT in body:
+            return None  # both forms: which was which cannot be told
+        body = body.replace(_ESCAPED_REPLACEMENT, _RAW_REPLACEMENT)
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -165,4 +173,7 @@ def restore_run_objects(body: bytes, plans: Mapping[str, RunPlan]) -> bytes | No
         if plan.forced_resumable and kwargs.get("resumable") is True:
             kwargs["resumable"] = False
             changed = True
-    return orjson.dumps(data) if changed else None
+    if not changed:
+        return None
+    out = orjson.dumps(data)
+    return out.replace(_RAW_REPLACEMENT, _ESCAPED_REPLACEMENT) if escaped else out
