@@ -443,7 +443,7 @@ async def test_forgetting_a_thread_deletes_what_is_stored_and_what_waits_and_not
     await _create_schema(journal.url)
     async with open_store(journal.url) as store:
         queue = DeliveryQueue(store, spool=tmp_path / "q.spool")
-        await queue.write([_record(n, thread) for n in range(5) for thread in ("t1", "t2")])
+        await queue.write(_both_threads(5))
         await queue.drain()
         assert await queue.forget_thread("t1") == 5
         await queue.stop()
@@ -451,19 +451,31 @@ async def test_forgetting_a_thread_deletes_what_is_stored_and_what_waits_and_not
     assert (await _contents(journal.url, "t2"))[0] == [f"m{n}" for n in range(5)]
 
 
-async def test_a_thread_forgotten_while_the_store_is_down_never_reaches_it(journal, tmp_path):
-    await _create_schema(journal.url)
-    spool = tmp_path / "spool" / "q.spool"
+def _both_threads(count: int) -> list:
+    return [_record(n, thread) for n in range(count) for thread in ("t1", "t2")]
+
+
+async def _forget_t1_while_locked(journal, spool, queue_stop, count: int) -> None:
+    """Records of t1 and t2 accepted while the store is locked, then t1 forgotten:
+    the deletion does not wait for the writer, which is retrying a batch of both."""
     journal.lock()
     async with open_store(journal.locked_url) as store:
         queue = DeliveryQueue(store, spool=spool, max_backoff=0.01)
-        await queue.write([_record(n, thread) for n in range(20) for thread in ("t1", "t2")])
-        # The writer is retrying a batch of both threads: the deletion does not wait for it.
+        await queue.write(_both_threads(count))
         assert await queue.forget_thread("t1", timeout=0.2) is None
-        assert queue.backlog == 20
+        assert queue.backlog == count
+        await queue_stop(queue)
+
+
+async def test_a_thread_forgotten_while_the_store_is_down_never_reaches_it(journal, tmp_path):
+    await _create_schema(journal.url)
+
+    async def unlock_and_drain(queue) -> None:
         journal.unlock()
         await queue.drain()
         await queue.stop()
+
+    await _forget_t1_while_locked(journal, tmp_path / "spool" / "q.spool", unlock_and_drain, 20)
     async with open_store(journal.url) as store:
         assert not await store.has_thread("t1")
     assert (await _contents(journal.url, "t2"))[0] == [f"m{n}" for n in range(20)]
@@ -472,12 +484,11 @@ async def test_a_thread_forgotten_while_the_store_is_down_never_reaches_it(journ
 async def test_a_forgotten_thread_stays_out_of_the_spool_across_a_restart(journal, tmp_path):
     await _create_schema(journal.url)
     spool = tmp_path / "spool" / "q.spool"
-    journal.lock()
-    async with open_store(journal.locked_url) as store:
-        queue = DeliveryQueue(store, spool=spool, max_backoff=0.01)
-        await queue.write([_record(n, thread) for n in range(10) for thread in ("t1", "t2")])
-        assert await queue.forget_thread("t1", timeout=0.2) is None
+
+    async def stop(queue) -> None:
         await queue.stop(timeout=0.2)
+
+    await _forget_t1_while_locked(journal, spool, stop, 10)
     journal.unlock()
     async with open_store(journal.url) as store:
         again = DeliveryQueue(store, spool=spool)
