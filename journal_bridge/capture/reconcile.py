@@ -114,6 +114,10 @@ class Reconciler:
         self._started_at = datetime.now(UTC)
         self._since: datetime | None = None
         self._thread_seen: OrderedDict[str, str] = OrderedDict()  # thread_id -> updated_at last listed
+        # Threads this process saw the server have: only their journals go when they are
+        # gone. Not kept across restarts: a runtime whose state was reset lost threads
+        # nobody deleted, and their journal is all that is left of them.
+        self._alive: OrderedDict[str, None] = OrderedDict()
         self._settled: OrderedDict[str, str] = OrderedDict()  # run_id -> how it was journaled
         self._waiting: dict[str, str] = {}  # run_id -> thread_id: not ended, not joinable
         self._joined: dict[str, str] = {}  # run_id -> thread_id: joined by the reconciler
@@ -177,6 +181,7 @@ class Reconciler:
             when = parse_time(updated)
             if when is not None and (newest is None or when > newest):
                 newest = when
+            self._seen_alive(thread_id)
             if self._thread_seen.get(thread_id) == str(updated):
                 continue
             if await self._discover(thread_id):
@@ -328,8 +333,12 @@ class Reconciler:
         """Delete the journal of threads the server no longer has (deleted by another
         process, a TTL sweep, a request the middleware never saw).
 
-        The journal's newest threads are looked up by id, a hundred per request;
-        a stateless run's journal (filed under its run id) has no thread and is kept.
+        Only threads this process saw the server have count (listed by a pass,
+        or found by an earlier sweep): a journal written by another server, or
+        before the runtime's state was reset, is not this server's to delete.
+        The journal's newest threads are looked up by id, a hundred per
+        request; a stateless run's journal (filed under its run id) has no
+        thread and is kept.
         """
         store = self._store()
         if store is None:
@@ -342,22 +351,31 @@ class Reconciler:
             if not existing <= set(chunk):
                 logger.warning("journal-bridge: the server ignores thread ids in searches; deletions not swept")
                 return
+            for thread_id in existing:
+                self._seen_alive(thread_id)
             for thread_id in chunk:
-                if thread_id in existing or await store.list_events(thread_id, thread_id, limit=1):
+                if thread_id in existing or thread_id not in self._alive:
+                    continue
+                if await store.list_events(thread_id, thread_id, limit=1):
                     continue
                 removed = await self.bridge.forget_thread(thread_id)
                 if removed is None:
                     continue  # the store did not answer: the next sweep tries again
                 self.stats["threads_deleted"] += 1
+                self._alive.pop(thread_id, None)
                 logger.info("journal-bridge: thread %s is gone from the server; deleted its journal (%d records)",
                             thread_id, removed)
+
+    def _seen_alive(self, thread_id: str) -> None:
+        self._alive[thread_id] = None
+        self._alive.move_to_end(thread_id)
 
     def _settle(self, run_id: str, how: str) -> None:
         self._settled[run_id] = how
         self._dirty = True
 
     def _trim(self) -> None:
-        for remembered in (self._settled, self._thread_seen):
+        for remembered in (self._settled, self._thread_seen, self._alive):
             while len(remembered) > _MAX_REMEMBERED:
                 remembered.popitem(last=False)
         while len(self.repaired_at) > _MAX_REMEMBERED:
