@@ -169,6 +169,7 @@ class Bridge:
             task.cancel()
         await asyncio.gather(*readers, return_exceptions=True)
         removed = await self.delivery.forget_thread(thread_id)
+        OWNERS.forget(thread_id)
         if removed is not None:
             branches.forget_thread(thread_id)
         return removed

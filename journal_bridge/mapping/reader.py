@@ -261,15 +261,19 @@ class ThreadOwners:
             self._owners.popitem(last=False)
         return owner
 
+    def forget(self, thread_id: str) -> None:
+        """The thread was deleted: one made again with its id may be someone else's."""
+        self._owners.pop(thread_id, None)
+
 
 OWNERS = ThreadOwners()
 
 
-def owned(records: list[RunEvent], owner: str | None) -> list[RunEvent]:
-    """`records` with `owner` as the owner of those that have none."""
+def owned(events: list[RunEvent], owner: str | None) -> list[RunEvent]:
+    """`events` with `owner` as the owner of those that have none."""
     if owner is None:
-        return records
-    return [r if r.user_id is not None else dataclasses.replace(r, user_id=owner) for r in records]
+        return events
+    return [e if e.user_id is not None else dataclasses.replace(e, user_id=owner) for e in events]
 
 
 async def _start_state_mapper(sdk: Any, mapper: StateMapper, source: RunSource) -> list[RunEvent]:
@@ -328,8 +332,8 @@ async def read_run(
     # A stateless run's journal is filed under its run id: no thread to ask.
     owner = (None if thread_id == run_id else await OWNERS.owner_of(sdk, thread_id)) or default_owner
 
-    async def emit_owned(records: list[RunEvent]) -> None:
-        await emit(owned(records, owner))
+    async def emit_owned(events: list[RunEvent]) -> None:
+        await emit(owned(events, owner))
 
     batches = _Batches(emit_owned)
     try:
