@@ -210,8 +210,9 @@ class Journal:
     async def copied(self, source_id: str, copy_id: str) -> None:
         """The server copied a thread: the copy gets the source's journal, written first."""
         assert self.bridge is not None
-        await self.bridge.wait_for_thread(source_id)
+        # What is journaled of the source by then: a run still going holds the answer up no longer.
         with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.bridge.wait_for_thread(source_id), timeout=10)
             await asyncio.wait_for(self.bridge.drain(), timeout=10)
         if self.store is None:
             logger.warning("journal-bridge: store not open; thread %s copied without its journal", source_id)
