@@ -119,10 +119,15 @@ class Compactions:
             after = [m for m in previous if str(m.get("id")) not in removed and str(m.get("id")) not in kept_ids] + kept
         return self._compaction(previous, after, before, update)
 
-    def from_states(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> Draft | None:
-        """Two successive states (`values` path): a compaction when messages left."""
-        previous = [m for m in (message_dict(x) for x in before.get("messages") or []) if m]
-        now = [m for m in (message_dict(x) for x in after.get("messages") or []) if m]
+    def from_states(
+        self,
+        before: Mapping[str, Any],
+        previous: list[dict[str, Any]],
+        after: Mapping[str, Any],
+        now: list[dict[str, Any]],
+    ) -> Draft | None:
+        """Two successive states (`values` path), with their messages as message
+        dicts: a compaction when messages left."""
         present = set(_ids(now))
         if not any(i not in present for i in _ids(previous)):
             return None

@@ -86,6 +86,7 @@ class StateMapper:
         self._calls = 0
         self._compactions = Compactions()
         self._last_state: Mapping[str, Any] | None = None
+        self._last_messages: list[dict[str, Any]] | None = None  # of `_last_state`, as message dicts
         self._failed = False
         self._interrupts: list[dict[str, Any]] = []
         self.ending: str | None = None  # how the journaled run ended (`journal_bridge.host.outcome`)
@@ -167,16 +168,21 @@ class StateMapper:
                 return []
         raw = state.get("messages")
         previous, self._last_state = self._last_state, state
+        previous_messages, self._last_messages = self._last_messages, None
         if not isinstance(raw, list):
             return []
-        messages = [m for m in (message_dict(x) for x in raw) if m]
+        messages = self._last_messages = [m for m in (message_dict(x) for x in raw) if m]
         if self._seen is None:
             # The first state: everything before the run's input was there before.
             before = messages[: self._input_at(messages)]
             self._seen = {str(m["id"]) for m in before if m.get("id")}
         out: list[RunEvent] = []
         # A compaction comes before the messages new in the state that shows it.
-        compaction = self._compactions.from_states(previous, state) if previous is not None else None
+        compaction = (
+            self._compactions.from_states(previous, previous_messages, state, messages)
+            if previous is not None and previous_messages is not None
+            else None
+        )
         if compaction is not None:
             out.append(self._record(compaction))
         for message in messages:
