@@ -2,8 +2,8 @@
 """The project's two entry points, using nothing but the Python standard library.
 
     python3 tasks.py dev    # langgraph dev with the plugin on embedded defaults
-    python3 tasks.py test   # the whole test suite
-    python3 tasks.py bench  # the benchmarks (store, history, bridge)
+    python3 tasks.py test   # the whole test suite (--quick: only the tests that start no server)
+    python3 tasks.py bench  # the benchmarks (store, history, bridge; or name one, with its options)
 
 Each command first makes sure `.venv` exists and holds this project with its
 test extras; it reinstalls only when `pyproject.toml` changed. With
@@ -137,7 +137,13 @@ def dev(args: list[str]) -> int:
     return _run([str(BIN / "langgraph"), "dev", "--no-browser", *args])
 
 
+# What `test --quick` runs: every test that starts no server.
+QUICK = ["tests/unit"]
+
+
 def test(args: list[str]) -> int:
+    if "--quick" in args:
+        args = [*QUICK, *(arg for arg in args if arg != "--quick")]
     code = _run([_python(), "-m", "pytest", *args])
     if code == 5:
         print("pytest collected no tests: treating that as a failure", file=sys.stderr)
@@ -146,9 +152,12 @@ def test(args: list[str]) -> int:
 
 
 def bench(args: list[str]) -> int:
-    scripts = args or ["store", "history", "bridge"]
-    for name in scripts:
-        code = _run([_python(), str(ROOT / "benchmarks" / f"{name}.py")])
+    """`bench [NAME ...] [--option ...]`: the named benchmarks (all three by default), each given the options."""
+    cut = next((i for i, arg in enumerate(args) if arg.startswith("-")), len(args))
+    names, options = args[:cut] or ["store", "history", "bridge"], args[cut:]
+    for name in names:
+        # As modules from the project root, so they import the test harness as a package.
+        code = _run([_python(), "-m", f"benchmarks.{name}", *options])
         if code:
             return code
     return 0

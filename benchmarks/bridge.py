@@ -26,7 +26,7 @@ CPU with the plugin to those without it (and to the client asking for
 and the lag from a compaction's custom frame reaching a client to its marker
 being readable.
 
-Run: `.venv/bin/python benchmarks/bridge.py [--runs 40] [--threads 4] [--pace 0.02] [--soak-turns 50]`.
+Run: `python3 tasks.py bench bridge [--runs 40] [--threads 4] [--pace 0.02] [--soak-turns 50]`.
 """
 
 from __future__ import annotations
@@ -35,25 +35,24 @@ import argparse
 import asyncio
 import signal
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
+from benchmarks.compaction_lag import turn_compaction_lags
+from langgraph_sdk import get_client
 
-from compaction_lag import turn_compaction_lags  # noqa: E402
-from conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle  # noqa: E402
-from langgraph_sdk import get_client  # noqa: E402
-from langgraph_server import LanggraphDevServer  # noqa: E402
-
-from journal_bridge.store import open_store  # noqa: E402
+from journal_bridge.store import open_store
+from tests.harness.conversation import (
+    EARLY_SUMMARIZATION,
+    TURNS,
+    human,
+    wait_journal_idle,
+)
+from tests.harness.langgraph_server import LanggraphDevServer
 
 CAPTURES = ("off", "auto", "events", "lean")
 USE_STREAM = ["values", "messages-tuple", "custom"]

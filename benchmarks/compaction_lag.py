@@ -1,6 +1,6 @@
 """The lag from a compaction reaching a client to its marker being readable in the journal.
 
-Shared by the benchmarks that measure it; needs `tests` on the import path.
+Shared by the benchmarks that measure it.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import asyncio
 import time
 from typing import Any
 
-from conversation import human
+from tests.harness.conversation import human
 
 
 async def turn_compaction_lags(

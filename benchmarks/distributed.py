@@ -14,30 +14,25 @@ by side:
 
 Needs PostgreSQL and Redis: `JOURNAL_BRIDGE_TEST_POSTGRES_URL` /
 `JOURNAL_BRIDGE_TEST_REDIS_URL`, or Debian's packages installed (started here).
-Run: `.venv/bin/python benchmarks/distributed.py [--threads 8] [--turns 12] [--sizes 1,2,4]`.
+Run: `python3 tasks.py bench distributed [--threads 8] [--turns 12] [--sizes 1,2,4]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
+from benchmarks.compaction_lag import turn_compaction_lags
+from langgraph_sdk import get_client
 
-from compaction_lag import turn_compaction_lags  # noqa: E402
-from conversation import EARLY_SUMMARIZATION, TURNS, wait_journal_idle  # noqa: E402
-from langgraph_sdk import get_client  # noqa: E402
-from langhost_server import LanghostServer, ensure_pg_runtime_venv  # noqa: E402
-from services import create_database, postgres_server, redis_server  # noqa: E402
-
-from journal_bridge.store import open_store  # noqa: E402
+from journal_bridge.store import open_store
+from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, wait_journal_idle
+from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
+from tests.harness.services import create_database, postgres_server, redis_server
 
 
 def pct(values: list[float], q: float) -> float:

@@ -1,6 +1,6 @@
 """History endpoint latency: the newest page of a small thread vs a very large one.
 
-    .venv/bin/python benchmarks/history.py [--requests N] [--large N]
+    python3 tasks.py bench history [--requests N] [--large N]
 
 Seeds two threads into one SQLite journal (1,000 and 100,000 records: turns of
 human input, tool call, tool result and answer, run records, and a compaction
@@ -40,8 +40,8 @@ from starlette.applications import Starlette
 from journal_bridge.model.envelope import make_event
 from journal_bridge.model.records import BRANCHES_RUN_ID, FORK_EVENT
 from journal_bridge.projection import branches, history
-from journal_bridge.web.routes import journal_routes
 from journal_bridge.store import open_store
+from journal_bridge.web.routes import journal_routes
 
 TARGET_RATIO = 1.5
 FORKS = (10, 100)
@@ -172,10 +172,8 @@ async def _measure(
 
 async def _measure_client(store_url: str, requests: int, large: int) -> None:
     """Page latency through the journal client against uvicorn, on the large thread."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from seed import ServedApp, journal_app
-
     from journal_bridge.client import get_journal_client
+    from tests.harness.seed import ServedApp, journal_app
 
     with ServedApp(journal_app(store_url)) as served:
         async with get_journal_client(url=served.url, api_key=None) as journal:

@@ -1,6 +1,6 @@
 """Run event store benchmark: the store next to its raw driver, side by side.
 
-    .venv/bin/python benchmarks/store.py
+    python3 tasks.py bench store
 
 Per backend (sqlite; postgres when JOURNAL_BRIDGE_BENCH_POSTGRES_URL or
 JOURNAL_BRIDGE_TEST_POSTGRES_URL is set; memory):
@@ -30,8 +30,6 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from journal_bridge.model.envelope import (
     LLM_AI_RESPONSE,

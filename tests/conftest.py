@@ -5,15 +5,14 @@ The policy for suites that need a service (Postgres, Chromium) is in `suites.py`
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from langgraph_server import LanggraphDevServer  # noqa: E402
+# Headless Chromium for the browser suites: `chromium_path` and `page`.
+from tests.harness.browser import chromium_path, page  # noqa: F401
+from tests.harness.langgraph_server import LanggraphDevServer
 
 
 @pytest.fixture

@@ -1,0 +1,191 @@
+"""The plugin in a distributed LangGraph Server: langgraph-runtime-pg, several processes.
+
+Every process runs the plugin and journals into one PostgreSQL journal. Runs
+are queued in PostgreSQL and executed by whichever process takes them; a run
+is journaled by the process its request came through, reading the run's frames
+from Redis wherever it executes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.harness.conversation import (
+    EARLY_SUMMARIZATION,
+    TURNS,
+    human,
+    wait_journal_idle,
+)
+from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
+from tests.harness.services import create_database, postgres_server, redis_server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.own_versions, pytest.mark.timeout(900)]
+
+
+class Deployment:
+    """One database, one Redis, one journal; server processes added on demand."""
+
+    def __init__(self, root: Path, postgres_url: str, redis_url: str) -> None:
+        self.root = root
+        name = uuid.uuid4().hex[:10]
+        self.database_url = create_database(postgres_url, f"runtime_{name}")
+        self.store_url = create_database(postgres_url, f"journal_{name}")
+        self.redis_url = redis_url
+        self.bin_dir = ensure_pg_runtime_venv()
+        self.servers: list[LanghostServer] = []
+
+    def start(self, *, n_jobs: int = 2, env: dict[str, str] | None = None) -> LanghostServer:
+        server = LanghostServer(
+            self.bin_dir,
+            self.root / f"server-{len(self.servers)}",
+            database_url=self.database_url,
+            redis_url=self.redis_url,
+            store_url=self.store_url,
+            n_jobs=n_jobs,
+            # A crashed executor's runs are reclaimed within a few seconds.
+            env={"LG_BG_JOB_HEARTBEAT": "1", **(env or {})},
+        )
+        self.servers.append(server)
+        return server.start()
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Iterator[Deployment]:
+    with postgres_server() as postgres_url, redis_server() as redis_url:
+        deployment = Deployment(tmp_path, postgres_url, redis_url)
+        try:
+            yield deployment
+        finally:
+            deployment.stop()
+
+
+async def _journal(url: str, thread_id: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        response = await http.get(f"/journal/threads/{thread_id}/messages", params={"limit": 500})
+        response.raise_for_status()
+        return response.json()["data"]
+
+
+async def _run_events(url: str, thread_id: str, run_id: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        response = await http.get(f"/journal/threads/{thread_id}/runs/{run_id}/events", params={"limit": 500})
+        response.raise_for_status()
+        body = response.json()
+        return body["data"] if isinstance(body, dict) else body
+
+
+async def _turn(client, thread_id: str, assistant_id: str, text: str, kind: int) -> None:
+    if kind == 0:
+        async for _ in client.runs.stream(thread_id, assistant_id, input=human(text), stream_mode="values"):
+            pass
+    elif kind == 1:
+        await client.runs.wait(thread_id, assistant_id, input=human(text))
+    else:
+        run = await client.runs.create(thread_id, assistant_id, input=human(text))
+        await client.runs.join(thread_id, run["run_id"])
+
+
+def _assert_conversation(journal: list[dict[str, Any]], turns: list[str]) -> None:
+    ids = [item["id"] for item in journal if item.get("id")]
+    assert len(ids) == len(set(ids)), Counter(ids).most_common(3)
+    humans = [item["content"] for item in journal if item["type"] == "human"]
+    assert humans == turns
+    markers = [item for item in journal if item["type"] == "summary_marker"]
+    assert markers, "the conversation compacts: its markers are journaled"
+    seqs = [item["seq"] for item in journal]
+    assert seqs == sorted(seqs)
+
+
+async def test_runs_through_either_process_are_journaled_once_in_conversation_order(deployment):
+    from langgraph_sdk import get_client
+
+    # One process only serves the API; the other also executes the queue, so a
+    # run created through the first is executed by the second.
+    api_only = deployment.start(n_jobs=0)
+    executor = deployment.start(n_jobs=2)
+    clients = [get_client(url=api_only.url), get_client(url=executor.url)]
+    assistant = await clients[0].assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
+    thread = await clients[1].threads.create()
+    thread_id, assistant_id = thread["thread_id"], assistant["assistant_id"]
+    turns = TURNS[:9]
+    for index, text in enumerate(turns):
+        await _turn(clients[index % 2], thread_id, assistant_id, text, index % 3)
+    for server in deployment.servers:
+        await wait_journal_idle(server.url)
+
+    runs = await clients[0].runs.list(thread_id, limit=100)
+    assert len(runs) == len(turns)
+    assert {run["run_id"] for run in runs} <= executor.executed_run_ids()
+    for run in runs:
+        events = await _run_events(api_only.url, thread_id, run["run_id"])
+        kinds = Counter(event["event_type"] for event in events)
+        assert kinds["run.start"] == 1 and kinds["run.end"] == 1, (run["run_id"], kinds)
+
+    # Either process reads the same journal.
+    journal = await _journal(api_only.url, thread_id)
+    assert journal == await _journal(executor.url, thread_id)
+    _assert_conversation(journal, turns)
+    state = await clients[0].threads.get_state(thread_id)
+    summary = next(m for m in state["values"]["messages"] if (m.get("additional_kwargs") or {}).get("lc_source"))
+    assert [m for m in journal if m["type"] == "summary_marker"][-1]["summary_message_id"] == summary["id"]
+
+
+
+def _started(server: LanghostServer, run_id: str) -> bool:
+    return any(run_id in line for line in server.read_log().splitlines() if "Starting background run" in line)
+
+
+async def test_a_server_killed_mid_run_is_repaired_by_the_other_without_duplicates(deployment):
+    from langgraph_sdk import get_client
+
+    # The first process answers slowly, so the run is in flight when it dies;
+    # until the second process is up, it is the only one executing runs.
+    first = deployment.start(n_jobs=2, env={"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0.5"})
+    client = get_client(url=first.url)
+    assistant = await client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
+    thread = await client.threads.create()
+    thread_id, assistant_id = thread["thread_id"], assistant["assistant_id"]
+    turns = TURNS[:4]
+    for text in turns[:-1]:
+        await _turn(client, thread_id, assistant_id, text, 1)
+
+    # The last run is created through, executed by and journaled by `first`.
+    run = await client.runs.create(thread_id, assistant_id, input=human(turns[-1]))
+    while not _started(first, run["run_id"]):
+        await asyncio.sleep(0.1)
+    second = deployment.start(n_jobs=2)
+    assert (await get_client(url=second.url).runs.get(thread_id, run["run_id"]))["status"] == "running"
+    while not any(item.get("content") == turns[-1] for item in await _journal(second.url, thread_id)):
+        await asyncio.sleep(0.1)
+    first.kill()
+
+    # The second process reclaims the run once its heartbeat expires and
+    # executes it again; its reconciler, or else the repair route, journals
+    # what the killed one had not, each record once.
+    survivor = get_client(url=second.url)
+    await survivor.runs.join(thread_id, run["run_id"])
+    assert (await survivor.runs.get(thread_id, run["run_id"]))["status"] == "success"
+    assert _started(second, run["run_id"])
+    await wait_journal_idle(second.url)
+    async with httpx.AsyncClient(base_url=second.url, timeout=60) as http:
+        repaired = await http.post(f"/journal/threads/{thread_id}/repair")
+        assert repaired.status_code == 200, repaired.text
+        again = await http.post(f"/journal/threads/{thread_id}/repair")
+    assert again.status_code == 200 and again.json()["written"] == 0, again.text
+    journal = await _journal(second.url, thread_id)
+    _assert_conversation(journal, turns)
+    state = await survivor.threads.get_state(thread_id)
+    journaled = {item["id"] for item in journal}
+    assert {m["id"] for m in state["values"]["messages"] if not (m.get("additional_kwargs") or {}).get("lc_source")} <= journaled

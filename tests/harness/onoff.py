@@ -1,0 +1,252 @@
+"""Client scenarios run against a server with and without the plugin, recorded as transcripts.
+
+A transcript is everything a client can observe: status codes, the headers that
+matter, every SSE frame (its field lines and its data), every JSON body, and
+afterwards the thread's checkpoints (message ids and types, as a client reading
+the history sees them). `normalize_transcript` replaces what differs between
+any two runs of the same script -- generated ids, times, the port, stream
+event ids -- and nothing else, so two transcripts compare equal exactly when
+the client could not tell the servers apart.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import httpx
+from langgraph_sdk import get_client
+
+from tests.harness.conversation import EARLY_SUMMARIZATION, human
+
+TURNS = ["hello", "add 2 and 3", "what is the weather in Paris", "add 4 and 5"]
+
+STREAM_MODES: list[Any] = [
+    "values",
+    "updates",
+    "messages-tuple",
+    "messages",
+    "custom",
+    "debug",
+    "tasks",
+    "checkpoints",
+    "events",
+    ["values", "messages-tuple", "custom"],
+    ["values", "updates"],
+]
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(\+00:00|Z)?")
+_PORT = re.compile(r"(http://127\.0\.0\.1):\d+")
+_STREAM_ID = re.compile(r"^id: .*$", re.MULTILINE)
+_TIMING_KEYS = {"__request_start_time_ms__", "created_at", "updated_at", "timestamp", "run_started_at"}
+# A token langchain draws at random once per process to mark its internal model calls.
+_PROCESS_TOKENS = {"lc_internal_call"}
+
+
+def normalize_transcript(items: list[Any]) -> list[Any]:
+    names: dict[str, str] = {}
+
+    def rename(match: re.Match[str]) -> str:
+        return names.setdefault(match.group(0), f"<id-{len(names)}>")
+
+    def text(value: str) -> str:
+        value = _UUID.sub(rename, value)
+        value = _TIME.sub("<time>", value)
+        return _PORT.sub(r"\1:<port>", value)
+
+    def walk(value: Any, key: str | None = None) -> Any:
+        if key in _TIMING_KEYS and value is not None:
+            return "<time>"
+        if key in _PROCESS_TOKENS and value is not None:
+            return "<process-token>"
+        if isinstance(value, str):
+            return text(value)
+        if isinstance(value, list | tuple):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {text(k): walk(v, k) for k, v in value.items()}
+        return value
+
+    return [walk(item) for item in items]
+
+
+def sse_frames(raw: bytes) -> list[Any]:
+    """Each frame as (field lines without `data:`, data as JSON); heartbeats dropped.
+
+    Data is compared as JSON values: the server does not keep the key order of
+    run metadata from one frame to the next, with or without the plugin.
+    """
+    frames: list[Any] = []
+    for frame in re.split(r"\r\n\r\n|\n\n", raw.decode()):
+        if not frame or frame.startswith(":"):
+            continue
+        lines = frame.splitlines()
+        data = "\n".join(line[len("data: ") :] for line in lines if line.startswith("data: "))
+        fields = [_STREAM_ID.sub("id: <n>", line) for line in lines if not line.startswith("data: ")]
+        try:
+            value: Any = _sorted(json.loads(data)) if data else None
+        except ValueError:
+            value = data
+        frames.append({"fields": fields, "data": value})
+    return frames
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def _response(response: httpx.Response, *, stream: bool = False) -> dict[str, Any]:
+    body = response.content
+    item: dict[str, Any] = {
+        "status": response.status_code,
+        "content-type": response.headers.get("content-type"),
+        "location": response.headers.get("location"),
+        "content-location": response.headers.get("content-location"),
+    }
+    if stream and response.headers.get("content-type", "").startswith("text/event-stream"):
+        item["frames"] = sse_frames(body)
+    else:
+        try:
+            item["json"] = _sorted(json.loads(body)) if body.strip() else None
+        except ValueError:
+            item["text"] = body.decode("utf-8", "replace")
+    return item
+
+
+class Scenario:
+    """One client's script against one server; `transcript` is what it observed."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.sdk = get_client(url=url)
+        self.http = httpx.AsyncClient(base_url=url, timeout=60)
+        self.transcript: list[Any] = []
+
+    async def __aenter__(self) -> Scenario:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.http.aclose()
+
+    async def setup(self) -> tuple[str, str]:
+        assistant = await self.sdk.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
+        thread = await self.sdk.threads.create()
+        return assistant["assistant_id"], thread["thread_id"]
+
+    async def post(self, path: str, body: Any = None, *, raw: bytes | None = None, headers=None, stream=False):
+        content = raw if raw is not None else json.dumps(body).encode()
+        hdrs = {"content-type": "application/json", **(headers or {})}
+        response = await self.http.post(path, content=content, headers=hdrs)
+        item = _response(response, stream=stream)
+        self.transcript.append({"request": f"POST {path}", **item})
+        return response
+
+    async def get(self, path: str, *, headers=None, stream=False, record=True):
+        response = await self.http.get(path, headers=headers)
+        item = _response(response, stream=stream)
+        if record:
+            self.transcript.append({"request": f"GET {path}", **item})
+        return response
+
+    async def checkpoints(self, thread_id: str) -> None:
+        """What a client reading the thread's history sees: message ids and types per checkpoint."""
+        history = await self.sdk.threads.get_history(thread_id, limit=1000)
+        self.transcript.append(
+            {
+                "history": [
+                    [[m.get("type"), m.get("id")] for m in (c.get("values") or {}).get("messages", [])]
+                    for c in reversed(history)
+                ]
+            }
+        )
+
+
+def mode_name(mode: Any) -> str:
+    return "+".join(mode) if isinstance(mode, list) else str(mode)
+
+
+async def stream_scenario(url: str, mode: Any, *, subgraphs: bool = False) -> list[Any]:
+    async with Scenario(url) as s:
+        assistant_id, thread_id = await s.setup()
+        for text in TURNS:
+            body = {"assistant_id": assistant_id, "input": human(text), "stream_mode": mode}
+            if subgraphs:
+                body["stream_subgraphs"] = True
+            await s.post(f"/threads/{thread_id}/runs/stream", body, stream=True)
+        await s.checkpoints(thread_id)
+        return s.transcript
+
+
+async def wait_scenario(url: str) -> list[Any]:
+    async with Scenario(url) as s:
+        assistant_id, thread_id = await s.setup()
+        for text in TURNS:
+            await s.post(f"/threads/{thread_id}/runs/wait", {"assistant_id": assistant_id, "input": human(text)})
+        await s.checkpoints(thread_id)
+        return s.transcript
+
+
+async def background_scenario(url: str) -> list[Any]:
+    """runs.create, then the ways a client follows a run it did not stream."""
+    async with Scenario(url) as s:
+        assistant_id, thread_id = await s.setup()
+        for index, text in enumerate(TURNS):
+            created = await s.post(f"/threads/{thread_id}/runs", {"assistant_id": assistant_id, "input": human(text)})
+            run_id = created.json()["run_id"]
+            if index % 2:
+                await s.get(f"/threads/{thread_id}/runs/{run_id}/stream", stream=True)
+            else:
+                await s.get(f"/threads/{thread_id}/runs/{run_id}/join")
+            await s.get(f"/threads/{thread_id}/runs/{run_id}")
+            # A client resuming with a Last-Event-ID on a run it did not make resumable.
+            await s.get(f"/threads/{thread_id}/runs/{run_id}/stream", headers={"Last-Event-ID": "-1"}, stream=True)
+        await s.get(f"/threads/{thread_id}/runs")
+        sdk_runs = await s.sdk.runs.list(thread_id)
+        s.transcript.append({"sdk runs.list": _sorted(sdk_runs)})
+        await s.checkpoints(thread_id)
+        return s.transcript
+
+
+async def stateless_scenario(url: str) -> list[Any]:
+    async with Scenario(url) as s:
+        await s.post("/runs/stream", {"assistant_id": "agent", "input": human("add 2 and 3")}, stream=True)
+        await s.post("/runs/wait", {"assistant_id": "agent", "input": human("weather in Paris")})
+        await s.post(
+            "/runs/batch",
+            [{"assistant_id": "agent", "input": human("hello")}, {"assistant_id": "agent", "input": human("add 1 and 1"), "stream_mode": "updates"}],
+        )
+        return s.transcript
+
+
+BAD_BODIES: dict[str, bytes] = {
+    "stream_mode bogus": b'{"assistant_id": "agent", "input": {"messages": []}, "stream_mode": "bogus"}',
+    "stream_mode list with bogus": b'{"assistant_id": "agent", "stream_mode": ["values", "bogus"]}',
+    "stream_mode empty string": b'{"assistant_id": "agent", "stream_mode": ""}',
+    "stream_mode null": b'{"assistant_id": "agent", "stream_mode": null}',
+    "stream_resumable 0": b'{"assistant_id": "agent", "stream_resumable": 0}',
+    "stream_resumable null": b'{"assistant_id": "agent", "stream_resumable": null}',
+    "utf-8 bom": b'\xef\xbb\xbf{"assistant_id": "agent"}',
+    "utf-16": '{"assistant_id": "agent"}'.encode("utf-16"),
+    "3000 deep": b'{"assistant_id": "agent", "input": ' + b"[" * 3000 + b"]" * 3000 + b"}",
+    "not json": b"{nope",
+    "unknown assistant": b'{"assistant_id": "nobody"}',
+    # Accepted, and stored with the NUL replaced: the run object says so in its own escapes.
+    "nul in content": b'{"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "a\\u0000b"}]}}',
+    "nul in metadata": b'{"assistant_id": "agent", "metadata": {"note": "\\u0000"}, "stream_mode": ["updates"]}',
+}
+
+
+async def bad_input_scenario(url: str) -> list[Any]:
+    async with Scenario(url) as s:
+        _, thread_id = await s.setup()
+        for name, body in BAD_BODIES.items():
+            for path in (f"/threads/{thread_id}/runs/stream", f"/threads/{thread_id}/runs", "/runs/wait"):
+                await s.post(path, raw=body, stream=True)
+                s.transcript[-1]["case"] = name
+        return s.transcript

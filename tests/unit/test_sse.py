@@ -1,0 +1,124 @@
+"""SSE frames on their way to the client: cut at any chunk boundary, dropped or sent on."""
+
+from __future__ import annotations
+
+import pytest
+
+from journal_bridge.host.sse import Frame, SSEFrames
+
+FRAMES = (
+    b"event: metadata\r\ndata: {\"run_id\":\"r\"}\r\nid: 1-0\r\n\r\n"
+    b"event: events\r\ndata: {\"event\":\"on_chain_start\",\"metadata\":{\"thread_id\":\"t9\"}}\r\nid: 1-0\r\n\r\n"
+    b": heartbeat\r\n\r\n"
+    b"event: values\r\ndata: {\"messages\":[]}\r\nid: 2-0\r\n\r\n"
+    b"event: events\r\ndata: {\"event\":\"on_chain_end\"}\r\nid: 2-0\r\n\r\n"
+    b"event: messages|sub\r\ndata: [1]\r\nid: 3-0\r\n\r\n"
+)
+
+
+def _through(on_frame, chunk_size: int) -> bytes:
+    frames = SSEFrames(on_frame)
+    out = b""
+    for start in range(0, len(FRAMES), chunk_size):
+        out += frames.feed(FRAMES[start : start + chunk_size], final=start + chunk_size >= len(FRAMES))
+    return out
+
+
+def _drop_events(frame: Frame) -> bytes:
+    return b"" if frame.mode == "events" else frame.to_bytes(strip_ids=True)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 64, len(FRAMES)])
+def test_frames_of_a_mode_are_dropped_and_ids_stripped_at_any_chunk_size(chunk_size):
+    assert _through(_drop_events, chunk_size) == (
+        b"event: metadata\r\ndata: {\"run_id\":\"r\"}\r\n\r\n"
+        b": heartbeat\r\n\r\n"
+        b"event: values\r\ndata: {\"messages\":[]}\r\n\r\n"
+        b"event: messages|sub\r\ndata: [1]\r\n\r\n"
+    )
+
+
+def test_frames_pass_byte_for_byte_and_their_fields_are_read():
+    seen: list[Frame] = []
+
+    def keep(frame: Frame) -> bytes:
+        seen.append(frame)
+        return frame.to_bytes()
+
+    assert _through(keep, 5) == FRAMES
+    assert (seen[1].event, seen[1].data, seen[1].id) == (
+        "events",
+        b'{"event":"on_chain_start","metadata":{"thread_id":"t9"}}',
+        "1-0",
+    )
+    assert (seen[2].event, seen[2].data) == (None, None)
+    assert seen[5].mode == "messages"
+
+
+def test_data_spread_over_several_lines_is_joined():
+    frame = Frame.parse(b"event: values\ndata: {\"a\":\ndata: 1}", b"\n\n")
+    assert frame.data == b'{"a":\n1}'
+
+
+def test_a_callback_that_fails_passes_the_frame_through():
+    def broken(frame: Frame) -> bytes:
+        raise RuntimeError("boom")
+
+    assert _through(broken, 11) == FRAMES
+
+
+MIXED = (
+    b"event: values\ndata: 1\n\n"
+    b"event: values\r\ndata: 2\r\n\r\n\n"
+    b"event: custom\ndata: 3\n\n"
+    b": ping\r\n\r\n"
+    b"event: values\r\ndata: 4"
+)
+
+
+@pytest.mark.parametrize("split", range(len(MIXED) + 1))
+def test_frames_end_at_the_first_blank_line_of_either_kind_wherever_the_body_is_cut(split):
+    seen: list[tuple[bytes, bytes]] = []
+
+    def keep(frame: Frame) -> bytes:
+        seen.append((frame.raw, frame.terminator))
+        return frame.to_bytes()
+
+    frames = SSEFrames(keep)
+    out = frames.feed(MIXED[:split], final=False) + frames.feed(MIXED[split:], final=True)
+    assert out == MIXED
+    assert seen == [
+        (b"event: values\ndata: 1", b"\n\n"),
+        (b"event: values\r\ndata: 2", b"\r\n\r\n"),
+        (b"\nevent: custom\ndata: 3", b"\n\n"),
+        (b": ping", b"\r\n\r\n"),
+        (b"event: values\r\ndata: 4", b""),
+    ]
+
+
+def test_a_frame_in_many_chunks_is_scanned_once_not_once_per_chunk():
+    """Each chunk's search starts where the held-back part could end a frame: the
+    total scanned stays near the frame's size however many chunks it comes in."""
+
+    class CountingBytes(bytes):
+        scanned = 0
+
+        def find(self, sub, start=0, *args):
+            CountingBytes.scanned += len(self) - start
+            return bytes.find(self, sub, start, *args)
+
+        def __add__(self, other):
+            return CountingBytes(bytes(self) + bytes(other))
+
+        def __getitem__(self, index):
+            item = bytes.__getitem__(self, index)
+            return CountingBytes(item) if isinstance(item, bytes) else item
+
+    frame = b"event: values\r\ndata: " + b"x" * 100_000 + b"\r\n\r\n"
+    seen: list[Frame] = []
+    frames = SSEFrames(lambda f: seen.append(f) or f.to_bytes())
+    frames._buffer = CountingBytes()
+    out = b"".join(frames.feed(CountingBytes(frame[i : i + 1000]), final=False) for i in range(0, len(frame), 1000))
+    assert out == frame and len(seen) == 1 and len(seen[0].data) == 100_000
+    # Two terminators searched for: about twice the frame, not ~100 times it.
+    assert CountingBytes.scanned < 3 * len(frame)

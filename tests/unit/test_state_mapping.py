@@ -1,0 +1,126 @@
+"""The state mapper: `values` and `custom` parts become the same records as `events` parts.
+
+The bundled agent (compiled in-process) runs one conversation twice from the
+same inputs: once streamed with `values` + `custom`, once through
+`astream_events`. Both record lists must agree on everything but generated ids.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+import pytest
+
+from journal_bridge.mapping.events_mapper import RunMapper
+from journal_bridge.mapping.state_mapper import StateMapper
+from journal_bridge.model.records import is_hidden
+from tests.unit.test_mapping import _dump, _graph
+
+TURNS = ["hello", "add 2 and 3", "weather in Paris", "one more", "add 4 and 5", "weather in Oslo"]
+
+
+async def _values_runs(graph, thread_id: str) -> list[tuple[str, dict, list[tuple[str, Any]]]]:
+    runs = []
+    for text in TURNS:
+        run_id = str(uuid.uuid4())
+        run_input = {"messages": [{"role": "user", "content": text}]}
+        config = {"configurable": {"thread_id": thread_id}, "run_id": run_id}
+        parts = []
+        async for mode, chunk in graph.astream(run_input, config, stream_mode=["values", "custom"]):
+            parts.append((mode, json.loads(json.dumps(chunk, default=_dump))))
+        runs.append((run_id, run_input, parts))
+    return runs
+
+
+async def _events_runs(graph, thread_id: str) -> list[tuple[str, list[tuple[str, Any]]]]:
+    runs = []
+    for text in TURNS:
+        run_id = str(uuid.uuid4())
+        config = {"configurable": {"thread_id": thread_id, "graph_id": "agent"}, "run_id": run_id}
+        parts = []
+        async for event in graph.astream_events({"messages": [{"role": "user", "content": text}]}, config, version="v2"):
+            parts.append(("events", json.loads(json.dumps(event, default=_dump))))
+        runs.append((run_id, parts))
+    return runs
+
+
+def _state_records(thread_id: str, runs) -> list:
+    out = []
+    for run_id, run_input, parts in runs:
+        mapper = StateMapper(thread_id, run_id)
+        out += mapper.start("agent", None, run_input)
+        for mode, data in parts:
+            out += mapper.feed(mode, data)
+        out += mapper.flush()
+    return out
+
+
+def _events_records(thread_id: str, runs) -> list:
+    out = []
+    for run_id, parts in runs:
+        mapper = RunMapper(thread_id, run_id)
+        for event, data in parts:
+            out += mapper.feed(event, data)
+        out += mapper.flush()
+    return out
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _comparable(records) -> list[Any]:
+    """Records as JSON with every generated id renamed in order of appearance."""
+    names: dict[str, str] = {}
+    text = json.dumps(
+        [
+            [r.event_type, r.category, r.content, r.metadata, r.source_key]
+            for r in records
+            # The summarizer's own call is seen only by `events` (hidden from history by its caller).
+            if not is_hidden(r.metadata)
+        ],
+        sort_keys=True,
+    )
+    # A model streamed (events) ends its id without the `-0` an invoked one has.
+    text = re.sub(r"(lc_run--[0-9a-f-]{36})-0", r"\1", text)
+    return json.loads(_UUID.sub(lambda m: names.setdefault(m.group(0), f"<id-{len(names)}>"), text))
+
+
+@pytest.fixture
+async def both():
+    thread_a, thread_b = str(uuid.uuid4()), str(uuid.uuid4())
+    state = _state_records(thread_a, await _values_runs(_graph(), thread_a))
+    events = _events_records(thread_b, await _events_runs(_graph(), thread_b))
+    return state, events
+
+
+async def test_both_paths_yield_the_same_records(both):
+    state, events = both
+    assert [r.event_type for r in state].count("middleware:summarize") >= 2, "the script should compact"
+    assert _comparable(state) == _comparable(events)
+
+
+async def test_a_message_is_journaled_once_though_every_state_repeats_it(both):
+    state, _ = both
+    ids = [r.content["id"] for r in state if r.category == "message"]
+    assert len(ids) == len(set(ids))
+    assert [r.content["content"] for r in state if r.event_type == "llm.human.input"] == TURNS
+
+
+def test_a_state_joined_late_finds_the_input_by_content():
+    mapper = StateMapper("t", "r")
+    mapper.start("agent", None, {"messages": [{"role": "user", "content": "again"}]})
+    earlier = [{"type": "human", "content": "again", "id": "h0"}, {"type": "ai", "content": "ok", "id": "a0"}]
+    new = [{"type": "human", "content": "again", "id": "h1"}, {"type": "ai", "content": "done", "id": "a1"}]
+    records = mapper.feed("values", {"messages": earlier + new})
+    assert [r.content["id"] for r in records] == ["h1", "a1"]
+
+
+def test_parts_that_are_not_states_are_counted_not_raised():
+    mapper = StateMapper("t", "r")
+    mapper.start("agent", None, None)
+    assert mapper.feed("values", ["not", "a", "state"]) == []
+    assert mapper.feed("custom", {"event": "progress"}) == []
+    assert mapper.malformed == 1

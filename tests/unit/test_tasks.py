@@ -1,0 +1,67 @@
+"""`tasks.py`, the project's entry points: Ctrl-C, concurrent starts, pytest's report.
+
+Each test runs a copy of `tasks.py` in a directory of its own whose `.venv` is
+already prepared (it links the real environment's executables), so nothing
+here installs anything or touches the project's own `.venv`.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from tests.harness.langgraph_server import (
+    PROJECT_ROOT,
+)
+from tests.harness.project_copy import project_copy
+
+
+def test_a_second_command_waits_for_the_first_to_prepare_the_venv_then_uses_it(tmp_path):
+    root = project_copy(tmp_path, prepared=False)
+    holder = subprocess.Popen(
+        [
+            sys.executable, "-c",
+            "import hashlib, sys, tasks\n"
+            "with tasks._venv_lock():\n"
+            "    print('holding', flush=True)\n"
+            "    sys.stdin.readline()\n"
+            "    tasks.BIN.mkdir(parents=True)\n"
+            "    wanted = hashlib.sha256((tasks.ROOT / 'pyproject.toml').read_bytes()).hexdigest()\n"
+            "    tasks.STAMP.write_text(wanted)\n",
+        ],
+        cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    waiter = None
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        waiter = subprocess.Popen(
+            [sys.executable, "-c", "import tasks; tasks.ensure_venv(); print('ready')"],
+            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        assert waiter.stdout.readline() == "waiting for another tasks.py to finish preparing .venv ...\n"
+        holder.stdin.write("done\n")
+        holder.stdin.flush()
+        rest = waiter.stdout.read()
+        assert waiter.wait(timeout=60) == 0, rest
+        assert holder.wait(timeout=60) == 0
+    finally:
+        for process in (holder, waiter):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+    # It found .venv prepared and created and installed nothing itself.
+    assert rest == "ready\n"
+
+
+def test_pytest_reports_why_a_test_was_skipped(tmp_path):
+    (tmp_path / "test_skips.py").write_text(
+        "import pytest\n\n\ndef test_needs_a_service():\n    pytest.skip('no such service here')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(PROJECT_ROOT / "pyproject.toml"),
+         "--rootdir", str(tmp_path), "-p", "no:cacheprovider", str(tmp_path / "test_skips.py")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode == 0, result.stdout
+    assert re.search(r"^SKIPPED \[1\] \S*test_skips\.py:5: no such service here$", result.stdout, re.MULTILINE)
