@@ -32,9 +32,12 @@ def start_dev_server(tmp_path: Path) -> Iterator:
         server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LanggraphDevServer]:
-    """One `langgraph dev` with the plugin, shared by the tests of a module."""
+    """One `langgraph dev` with the plugin on its defaults, shared by every test that needs no other.
+
+    Tests using it make threads of their own and never read another test's.
+    """
     workdir = tmp_path_factory.mktemp("dev-server")
     with LanggraphDevServer(workdir=workdir) as server:
         yield server
@@ -43,7 +46,7 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LanggraphDe
 @pytest.fixture(scope="module")
 def compacted_twice(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """A real agent's thread `compacted-twice`, compacted more than once, served; and its records."""
-    from seed import ServedApp, journal_app, seed_agent_file
+    from tests.harness.seed import ServedApp, journal_app, seed_agent_file
 
     url = f"sqlite:///{tmp_path_factory.mktemp('agent') / 'journal.db'}"
     records = seed_agent_file(url, "compacted-twice")

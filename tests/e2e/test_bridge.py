@@ -251,12 +251,14 @@ async def test_stateless_and_batch_runs_are_journaled(dev_server):
 
 async def test_frames_kept_for_the_replay_are_released_after_journaling(dev_server):
     client = get_client(url=dev_server.url)
+    # The server is shared: other tests' clients may keep frames for their own resumption.
+    before = await wait_journal_idle(dev_server.url)
     thread_id = (await client.threads.create())["thread_id"]
     for text in ("hello", "add 1 and 2", "weather in Bern"):
         await stream_turn(client, thread_id, "agent", text, ["values", "messages-tuple"])
     health = await wait_journal_idle(dev_server.url)
-    assert health["frames_released"] > 0
-    assert health["retained_frames"] == 0, "journaling must not leave per-run buffers behind"
+    assert health["frames_released"] > before["frames_released"]
+    assert health["retained_frames"] == before["retained_frames"], "journaling must not leave per-run buffers behind"
 
 
 async def test_a_client_that_asked_for_resumable_can_still_resume(dev_server):
