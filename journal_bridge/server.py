@@ -36,26 +36,34 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import BaseRoute, Route
-from starlette.schemas import SchemaGenerator
 from starlette.types import Scope
 
-from journal_bridge.delivery.bridge import Bridge
-from journal_bridge.host.compat import LifespanFirstMiddleware, check_server, in_process_client
-from journal_bridge.delivery.health import http_status, prometheus_text
 from journal_bridge.capture.intercept import READER_HEADER, RunObserverMiddleware
-from journal_bridge.web.openapi import HEALTH, describe
 from journal_bridge.capture.protocol_v2 import CommandObserverMiddleware
-from journal_bridge.mapping.reader import OWNERS, RunSource, TeeSource
 from journal_bridge.capture.reconcile import Reconciler
 from journal_bridge.capture.run_requests import RunPlan
 from journal_bridge.capture.thread_life import ThreadLifeMiddleware
-from journal_bridge.delivery.thread_copy import copy_journal
-from journal_bridge.web.routes import journal_routes
-from journal_bridge.host.retained_frames import release_run_frames, retained_frame_count
-from journal_bridge.settings import ENV, Settings
+from journal_bridge.delivery.bridge import Bridge
+from journal_bridge.delivery.health import http_status, prometheus_text
 from journal_bridge.delivery.spool import redact_url, spool_path
-from journal_bridge.store import RunEventStore, StoreUnavailable, open_store_when_available
+from journal_bridge.delivery.thread_copy import copy_journal
+from journal_bridge.host.compat import (
+    LifespanFirstMiddleware,
+    check_server,
+    extend_served_openapi,
+    in_process_client,
+)
+from journal_bridge.host.retained_frames import release_run_frames, retained_frame_count
+from journal_bridge.mapping.reader import OWNERS, RunSource, TeeSource
+from journal_bridge.settings import ENV, Settings
+from journal_bridge.store import (
+    RunEventStore,
+    StoreUnavailable,
+    open_store_when_available,
+)
 from journal_bridge.store.base import supports
+from journal_bridge.web.openapi import HEALTH, describe, document, with_components
+from journal_bridge.web.routes import journal_routes
 
 logger = logging.getLogger(__name__)
 
@@ -273,6 +281,8 @@ def _journal_parts(settings: Settings) -> tuple[Journal | None, list[BaseRoute],
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         app.state.journal_store = None
+        # The server built its OpenAPI document from the routes by now; their answers' schemas go in too.
+        extend_served_openapi(with_components)
         if journal is None:
             yield
             return
@@ -353,18 +363,17 @@ def with_journal(app: Starlette, settings: Settings | None = None) -> Starlette:
 
 
 def _describe_in_fastapi_openapi(app: Starlette, routes: list[BaseRoute]) -> None:
-    """FastAPI builds `/openapi.json` from its own routes only: add the journal's."""
+    """FastAPI builds `/openapi.json` from its own routes only: add the journal's, and their schemas."""
     openapi = getattr(app, "openapi", None)
     if not callable(openapi):
         return
 
     def with_journal_paths() -> dict[str, Any]:
         spec = openapi()
-        journal_spec = SchemaGenerator({}).get_schema(routes=routes)
         paths = spec.setdefault("paths", {})
-        for path, operations in journal_spec.get("paths", {}).items():
+        for path, operations in document(routes)["paths"].items():
             paths.setdefault(path, operations)
-        return spec
+        return with_components(spec)
 
     app.openapi = with_journal_paths  # type: ignore[attr-defined]
 

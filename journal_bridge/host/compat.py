@@ -29,6 +29,7 @@ __all__ = [
     "UnsupportedServer",
     "cancel_reason",
     "check_server",
+    "extend_served_openapi",
     "frame_mode",
     "in_process_client",
     "is_cancel_part",
@@ -283,3 +284,25 @@ def in_process_client(headers: Mapping[str, str]) -> Any:
         if _REQUESTS_FILTER not in httpx_logger.filters:
             httpx_logger.addFilter(_REQUESTS_FILTER)
     return client
+
+
+def extend_served_openapi(extend: Callable[[dict[str, Any]], Any]) -> bool:
+    """Let `extend` add to the OpenAPI document the server built from the app's routes.
+
+    langgraph-api builds that document (`CUSTOM_OPENAPI_SPEC`, from the routes'
+    docstrings, which can only describe operations) when it loads the app, and
+    merges it into `/openapi.json`, cached on first use. False, and nothing
+    changed, where the server keeps no such document.
+    """
+    try:
+        from langgraph_api.api import openapi as served
+    except ImportError:
+        return False
+    spec = getattr(served, "CUSTOM_OPENAPI_SPEC", None)
+    if not isinstance(spec, dict):
+        return False
+    extend(spec)
+    cache_clear = getattr(getattr(served, "get_openapi_spec", None), "cache_clear", None)
+    if callable(cache_clear):
+        cache_clear()
+    return True

@@ -6,6 +6,12 @@ YAML and becomes the route's operation object. `describe` writes that
 docstring for an endpoint: its prose, then the operation as JSON (which is
 YAML too), so `/openapi.json` lists every journal route with its parameters,
 responses and error shapes, and a docstring's prose is never parsed as YAML.
+
+The shapes of the answers are named schemas (`SCHEMAS`: `JournalHistoryItem`,
+`JournalHistoryPage`, `JournalThread`, ...) that the operations refer to as
+`#/components/schemas/...`. A docstring can only describe an operation, so
+the plugin adds `SCHEMAS` to the document the server built (`with_components`;
+`document` builds the document of a list of routes the same way).
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ import inspect
 import json
 from collections.abc import Callable
 from typing import Any
+
+from starlette.routing import BaseRoute
+from starlette.schemas import SchemaGenerator
 
 __all__ = [
     "HEALTH",
@@ -25,9 +34,12 @@ __all__ = [
     "REPAIR",
     "RUNS",
     "RUN_EVENTS",
+    "SCHEMAS",
     "THREADS",
     "describe",
+    "document",
     "viewer_operation",
+    "with_components",
 ]
 
 MAX_LIMIT = 500
@@ -40,6 +52,7 @@ _ERROR = {
     "type": "object",
     "required": ["detail"],
     "properties": {"detail": {"type": "string", "description": "what went wrong, in a sentence"}},
+    "additionalProperties": False,
 }
 _RETRY_AFTER = {
     "Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}
@@ -120,154 +133,254 @@ _BRANCH_CHECKPOINT = _text(
     "the branch as of this checkpoint of the thread (what a branch switcher shows); not with run_id; "
     "404 when the thread has no such checkpoint",
 )
-_FORK_POINT = {
-    "type": "object",
-    "description": "on the first item after a fork (a regenerate, an edit, a fork from a checkpoint): the alternatives there",
-    "required": ["checkpoint_id", "index", "count", "alternatives"],
-    "properties": {
-        "checkpoint_id": {"type": ["string", "null"], "description": "the checkpoint the branches went on from"},
-        "index": {"type": "integer", "minimum": 1, "description": "this branch's place among the alternatives"},
-        "count": {"type": "integer", "minimum": 1},
-        "alternatives": {
-            "type": "array",
-            "description": "the original continuation first, then each fork from the checkpoint, each by the run "
-            "and seq of its first item (null while it has none); read one with run_id",
-            "items": {
-                "type": "object",
-                "required": ["run_id", "seq"],
-                "properties": {"run_id": {"type": ["string", "null"]}, "seq": {"type": ["integer", "null"]}},
+_STRING_OR_NULL = {"type": ["string", "null"]}
+_TIME = {"type": "string", "format": "date-time"}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _closed(required: list[str], properties: dict[str, Any], **more: Any) -> dict[str, Any]:
+    """An object schema whose answers hold these properties and no others."""
+    return {"type": "object", **more, "required": required, "properties": properties, "additionalProperties": False}
+
+
+def _item(kind: str, **properties: Any) -> tuple[list[str], dict[str, Any]]:
+    """An item other than a message: `type`, its record's place and time, and `properties`;
+    the names every such item holds (all but `branch`) and the properties."""
+    fields = {
+        "type": {"type": "string", "enum": [kind]},
+        "id": {"type": "string", "description": f"{kind.replace('_', '-')}-{{seq}}"},
+        "seq": {"type": "integer"},
+        "run_id": {"type": "string"},
+        "created_at": _TIME,
+        **properties,
+        "branch": _ref("JournalBranchPoint"),
+    }
+    return [name for name in fields if name != "branch"], fields
+
+
+def _page(item: dict[str, Any], description: str) -> dict[str, Any]:
+    return _closed(
+        ["data", "has_more", "next_before_seq", "next_after_seq"],
+        {
+            "data": {"type": "array", "items": item, "description": "ascending seq (conversation order)"},
+            "has_more": {"type": "boolean", "description": "more items in the paging direction"},
+            "next_before_seq": {**_NULLABLE_INT, "description": "before_seq of the older page; null at the oldest item"},
+            "next_after_seq": {
+                **_NULLABLE_INT,
+                "description": "after_seq of the newer page: the page's newest seq (the cursor given when it is empty)",
+            },
+        },
+        description=description,
+    )
+
+
+def _list_of(item: dict[str, Any], description: str) -> dict[str, Any]:
+    return _closed(["data"], {"data": {"type": "array", "items": item}}, description=description)
+
+
+_MARKER_REQUIRED, _MARKER_FIELDS = _item(
+    "summary_marker",
+    replaced_count={**_NULLABLE_INT, "description": "messages removed from the state, earlier summaries included"},
+    condensed_count={**_NULLABLE_INT, "description": "conversation messages removed: the number to show"},
+    preserved_count={**_NULLABLE_INT, "description": "messages the compaction kept"},
+    summary=_STRING_OR_NULL,
+    summary_message_id={**_STRING_OR_NULL, "description": "the id of the summary message put into the state"},
+    replaced_message_ids={
+        "type": "array", "items": {"type": "string"},
+        "description": "every message id the compaction removed (empty when its record named none)",
+    },
+    condensed_message_ids={
+        "type": "array", "items": {"type": "string"},
+        "description": "the conversation messages among them: the message items the marker stands for",
+    },
+)
+_STATUS_REQUIRED, _STATUS_FIELDS = _item(
+    "run_status",
+    status={"type": "string", "enum": ["failed", "cancelled", "interrupted"]},
+    error_type={**_STRING_OR_NULL, "description": "the exception's type; CancelledError for a cancelled run"},
+    message={**_STRING_OR_NULL, "description": "the error message, or the server's reason for a cancel"},
+    interrupts={
+        "type": "array",
+        "description": "what a paused run waits on (empty unless interrupted)",
+        "items": {
+            "type": "object",
+            "required": ["id", "value"],
+            "properties": {"id": _STRING_OR_NULL, "value": {"description": "what interrupt() was given"}},
+        },
+    },
+)
+_RUN_EVENT_FIELDS = {
+    "thread_id": {"type": "string"},
+    "run_id": {"type": "string"},
+    "seq": {"type": "integer"},
+    "event_type": {"type": "string", "description": "llm.human.input, llm.ai.response, run.start, ..."},
+    "category": {"type": "string", "description": "message, middleware, trace, error, outputs, ..."},
+    "content": {"description": "what the event carries: a message dict, a run's input or output, an error text, ..."},
+    "metadata": {"type": "object"},
+    "created_at": _TIME,
+    "source_key": {"type": "string", "description": "the writer's key for the record, when it gave one"},
+    "user_id": {"type": "string", "description": "the owner of the thread, when known"},
+}
+_RUN_EVENT_REQUIRED = [name for name in _RUN_EVENT_FIELDS if name not in ("source_key", "user_id")]
+
+# The shapes the journal's routes answer with, named in the OpenAPI document's
+# `components/schemas` (prefixed: the server's own schemas hold a `Thread`).
+# These are the only description of them: the projection, the README and the
+# clients refer here, and tests/unit/test_item_shapes.py checks the routes'
+# real answers against them.
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "JournalBranchAlternative": _closed(
+        ["run_id", "seq"],
+        {
+            "run_id": {**_STRING_OR_NULL, "description": "the run of the branch's first item"},
+            "seq": {**_NULLABLE_INT, "description": "the seq of the branch's first item; null while it has none"},
+        },
+        description="one branch from a fork point: read it with ?run_id",
+    ),
+    "JournalBranchPoint": _closed(
+        ["checkpoint_id", "index", "count", "alternatives"],
+        {
+            "checkpoint_id": {**_STRING_OR_NULL, "description": "the checkpoint the branches went on from"},
+            "index": {"type": "integer", "minimum": 1, "description": "this branch's place among the alternatives"},
+            "count": {"type": "integer", "minimum": 1, "description": "how many alternatives there are"},
+            "alternatives": {
+                "type": "array",
+                "minItems": 1,
+                "items": _ref("JournalBranchAlternative"),
+                "description": "the original continuation first, then each fork from the checkpoint, in the order made",
+            },
+        },
+        description="`branch` of the first item after a fork (a regenerate, an edit, a fork from a checkpoint)",
+    ),
+    "JournalToolCall": {
+        "type": "object",
+        "required": ["name", "args"],
+        "properties": {
+            "name": {"type": "string"},
+            "args": {"type": "object"},
+            "id": _STRING_OR_NULL,
+            "type": {"type": "string", "enum": ["tool_call"]},
+        },
+    },
+    "JournalMessageItem": {
+        "type": "object",
+        "description": "a LangChain message dict (its own fields kept as the writer journaled them) "
+        "plus the seq, run and time of its record",
+        "required": ["type", "id", "seq", "run_id", "created_at"],
+        "properties": {
+            "type": {"type": "string", "enum": ["human", "ai", "tool"]},
+            "id": {**_STRING_OR_NULL, "description": "the message's id"},
+            "seq": {"type": "integer"},
+            "run_id": {"type": "string"},
+            "created_at": _TIME,
+            "content": {"type": ["string", "array"], "description": "text, or a list of content blocks"},
+            "name": _STRING_OR_NULL,
+            "additional_kwargs": {"type": "object"},
+            "response_metadata": {"type": "object"},
+            "tool_calls": {"type": "array", "items": _ref("JournalToolCall"), "description": "ai: the tools it called"},
+            "invalid_tool_calls": {"type": "array", "items": {"type": "object"}},
+            "usage_metadata": {"type": ["object", "null"], "description": "ai: the tokens the call used"},
+            "tool_call_id": {"type": "string", "description": "tool: the call it answers"},
+            "status": {"type": "string", "enum": ["success", "error"], "description": "tool: how the call went"},
+            "artifact": {"description": "tool: what the tool returned beside its content"},
+            "branch": _ref("JournalBranchPoint"),
+        },
+        "additionalProperties": True,
+    },
+    "JournalSummaryMarker": _closed(
+        _MARKER_REQUIRED,
+        _MARKER_FIELDS,
+        description="where a compaction happened: after the messages it replaced, before the answer that followed",
+    ),
+    "JournalRunStatus": _closed(
+        _STATUS_REQUIRED,
+        _STATUS_FIELDS,
+        description="a run that did not simply return: failed, cancelled, or paused at an interrupt",
+    ),
+    "JournalHistoryItem": {
+        "description": "an item of a thread's history; `type` tells the kinds apart (neither `summary_marker` "
+        "nor `run_status` is a LangChain message type)",
+        "oneOf": [_ref("JournalMessageItem"), _ref("JournalSummaryMarker"), _ref("JournalRunStatus")],
+        "discriminator": {
+            "propertyName": "type",
+            "mapping": {
+                "human": "#/components/schemas/JournalMessageItem",
+                "ai": "#/components/schemas/JournalMessageItem",
+                "tool": "#/components/schemas/JournalMessageItem",
+                "summary_marker": "#/components/schemas/JournalSummaryMarker",
+                "run_status": "#/components/schemas/JournalRunStatus",
             },
         },
     },
-}
-
-_MESSAGE_ROW = {
-    "type": "object",
-    "description": "a LangChain message dict plus the seq, run and time of its record",
-    "required": ["type", "seq"],
-    "properties": {
-        "type": {"type": "string", "description": "human, ai, tool, system, ..."},
-        "seq": {"type": "integer"},
-        "run_id": {"type": ["string", "null"]},
-        "created_at": {"type": "string", "format": "date-time"},
-        "branch": _FORK_POINT,
-        "id": {"type": ["string", "null"]},
-        "content": {},
-        "tool_calls": {"type": "array", "items": {"type": "object"}},
-    },
-    "additionalProperties": True,
-}
-_SUMMARY_MARKER = {
-    "type": "object",
-    "description": "where a compaction happened: after the messages it replaced, before the answer that followed",
-    "required": ["type", "id", "seq"],
-    "properties": {
-        "type": {"type": "string", "enum": ["summary_marker"]},
-        "id": {"type": "string", "description": "summary-marker-{seq}"},
-        "seq": {"type": "integer"},
-        "run_id": {"type": ["string", "null"]},
-        "created_at": {"type": "string", "format": "date-time"},
-        "branch": _FORK_POINT,
-        "replaced_count": {"type": "integer", "description": "messages removed from the state, earlier summaries included"},
-        "condensed_count": {"type": "integer", "description": "conversation messages removed: the number to show"},
-        "preserved_count": {"type": "integer"},
-        "summary": {"type": ["string", "null"]},
-        "summary_message_id": {"type": ["string", "null"]},
-        "replaced_message_ids": {"type": "array", "items": {"type": "string"}, "description": "every message id the compaction removed"},
-        "condensed_message_ids": {"type": "array", "items": {"type": "string"}, "description": "the conversation messages among them: the rows the marker stands for"},
-    },
-}
-_RUN_STATUS = {
-    "type": "object",
-    "description": "a run that did not simply return: failed, cancelled, or paused at an interrupt",
-    "required": ["type", "id", "seq", "status"],
-    "properties": {
-        "type": {"type": "string", "enum": ["run_status"]},
-        "id": {"type": "string", "description": "run-status-{seq}"},
-        "seq": {"type": "integer"},
-        "run_id": {"type": ["string", "null"]},
-        "created_at": {"type": "string", "format": "date-time"},
-        "branch": _FORK_POINT,
-        "status": {"type": "string", "enum": ["failed", "cancelled", "interrupted"]},
-        "error_type": {"type": ["string", "null"], "description": "CancelledError for a cancelled run"},
-        "message": {"type": ["string", "null"], "description": "the error message, or the server's reason for a cancel"},
-        "interrupts": {"type": "array", "items": {"type": "object"}, "description": "[{id, value}]: what a paused run waits on"},
-    },
-}
-
-
-def _page(item: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "required": ["data", "has_more", "next_before_seq", "next_after_seq"],
-        "properties": {
-            "data": {"type": "array", "items": item, "description": "ascending seq"},
-            "has_more": {"type": "boolean", "description": "more items in the paging direction"},
-            "next_before_seq": {**_NULLABLE_INT, "description": "before_seq of the older page; null at the oldest item"},
-            "next_after_seq": {**_NULLABLE_INT, "description": "after_seq of the newer page"},
+    "JournalHistoryPage": _page(_ref("JournalHistoryItem"), "a page of a branch's history"),
+    "JournalMarkersPage": _page(_ref("JournalSummaryMarker"), "a page of a branch's summary markers"),
+    "JournalThread": _closed(
+        ["thread_id", "last_seq", "event_count", "updated_at", "title", "assistant_id", "message_count", "marker_count"],
+        {
+            "thread_id": {"type": "string"},
+            "last_seq": {"type": "integer"},
+            "event_count": {"type": "integer"},
+            "updated_at": {**_TIME, "description": "the last activity"},
+            "title": {**_STRING_OR_NULL, "description": "the first human message, shortened"},
+            "assistant_id": {**_STRING_OR_NULL, "description": "the assistant of the first journaled run"},
+            "message_count": {"type": "integer"},
+            "marker_count": {"type": "integer"},
         },
-    }
+    ),
+    "JournalThreadList": _list_of(_ref("JournalThread"), "threads, most recently appended to first"),
+    "JournalRunSummary": _closed(
+        ["run_id", "status", "started_at", "ended_at", "duration_ms", "error", "error_type", "assistant_id"],
+        {
+            "run_id": {"type": "string"},
+            "status": {
+                "type": "string",
+                "description": "success, error, cancelled, interrupted, running, or unknown (start and end never "
+                "journaled); a run whose end names another status keeps it",
+            },
+            "started_at": {"type": ["string", "null"], "format": "date-time"},
+            "ended_at": {"type": ["string", "null"], "format": "date-time"},
+            "duration_ms": _NULLABLE_INT,
+            "error": _STRING_OR_NULL,
+            "error_type": _STRING_OR_NULL,
+            "assistant_id": _STRING_OR_NULL,
+        },
+    ),
+    "JournalRunSummaryList": _list_of(_ref("JournalRunSummary"), "one summary per run asked for, in that order"),
+    "JournalRunEvent": _closed(_RUN_EVENT_REQUIRED, _RUN_EVENT_FIELDS, description="a journal record"),
+    "JournalRunEventsPage": _closed(
+        ["data", "has_more", "next_after_seq"],
+        {
+            "data": {"type": "array", "items": _ref("JournalRunEvent")},
+            "has_more": {"type": "boolean"},
+            "next_after_seq": {**_NULLABLE_INT, "description": "after_seq of the next page"},
+        },
+    ),
+    "JournalRepairResult": _closed(
+        ["thread_id", "status", "checkpoints", "messages", "markers", "written", "already_present",
+         "owners_filled", "notes"],
+        {
+            "thread_id": {"type": "string"},
+            "status": {"type": "string", "enum": ["complete", "partial", "not_recoverable", "error"]},
+            "checkpoints": {"type": "integer", "description": "checkpoints read"},
+            "messages": {"type": "integer", "description": "messages found in them"},
+            "markers": {"type": "integer", "description": "compactions found in them"},
+            "written": {"type": "integer", "description": "records appended now"},
+            "already_present": {"type": "integer", "description": "messages and markers already journaled"},
+            "owners_filled": {"type": "integer", "description": "records journaled without an owner, given the thread's"},
+            "notes": {"type": "array", "items": {"type": "string"}},
+        },
+        description="what the backfill did",
+    ),
+}
 
 
-_RUN_EVENT = {
-    "type": "object",
-    "description": "a journal record",
-    "required": ["thread_id", "run_id", "seq", "event_type", "category", "content", "metadata", "created_at"],
-    "properties": {
-        "thread_id": {"type": "string"},
-        "run_id": {"type": "string"},
-        "seq": {"type": "integer"},
-        "event_type": {"type": "string"},
-        "category": {"type": "string"},
-        "content": {},
-        "metadata": {"type": "object"},
-        "created_at": {"type": "string", "format": "date-time"},
-    },
-    "additionalProperties": True,
-}
-_THREAD = {
-    "type": "object",
-    "required": ["thread_id", "last_seq", "event_count", "updated_at"],
-    "properties": {
-        "thread_id": {"type": "string"},
-        "last_seq": {"type": "integer"},
-        "event_count": {"type": "integer"},
-        "updated_at": {"type": "string", "format": "date-time", "description": "the last activity"},
-        "title": {"type": ["string", "null"], "description": "the first human message, shortened"},
-        "assistant_id": {"type": ["string", "null"], "description": "the assistant of the first journaled run"},
-        "message_count": {"type": "integer"},
-        "marker_count": {"type": "integer"},
-    },
-}
-_RUN_SUMMARY = {
-    "type": "object",
-    "required": ["run_id", "status"],
-    "properties": {
-        "run_id": {"type": "string"},
-        "status": {"type": "string", "description": "success, error, running, or unknown (start and end never journaled)"},
-        "started_at": {"type": ["string", "null"], "format": "date-time"},
-        "ended_at": {"type": ["string", "null"], "format": "date-time"},
-        "duration_ms": _NULLABLE_INT,
-        "error": {"type": ["string", "null"]},
-        "error_type": {"type": ["string", "null"]},
-        "assistant_id": {"type": ["string", "null"]},
-    },
-}
-_BACKFILL = {
-    "type": "object",
-    "required": ["thread_id", "status", "written", "already_present"],
-    "properties": {
-        "thread_id": {"type": "string"},
-        "status": {"type": "string", "enum": ["complete", "partial", "not_recoverable", "error"]},
-        "checkpoints": {"type": "integer"},
-        "messages": {"type": "integer"},
-        "markers": {"type": "integer"},
-        "written": {"type": "integer", "description": "records appended now"},
-        "already_present": {"type": "integer", "description": "messages and markers already journaled"},
-        "owners_filled": {"type": "integer", "description": "records journaled without an owner, given the thread's"},
-        "notes": {"type": "array", "items": {"type": "string"}},
-    },
-}
+def with_components(spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec` (an OpenAPI document) with `SCHEMAS` in its `components/schemas`; returned."""
+    spec.setdefault("components", {}).setdefault("schemas", {}).update(SCHEMAS)
+    return spec
 
 
 def _operation(
@@ -302,30 +415,26 @@ def _api(
     return _operation(operation_id, parameters, responses)
 
 
-def _list_of(item: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "required": ["data"], "properties": {"data": {"type": "array", "items": item}}}
-
-
 _UNKNOWN_THREAD = "the thread is unknown to the journal, or the caller may not read it"
 
 THREADS = _api(
     "journal_threads",
     [_limit(50), _text("q", "only threads whose messages contain this text (any ASCII case)")],
-    _ok("journaled threads the caller may read, most recently appended to first", _list_of(_THREAD)),
+    _ok("journaled threads the caller may read, most recently appended to first", _ref("JournalThreadList")),
 )
 MESSAGES = _api(
     "journal_thread_messages",
     [_THREAD_ID, _limit(50), _BEFORE_SEQ, _AFTER_SEQ, _BRANCH_RUN, _BRANCH_CHECKPOINT],
     _ok(
         "message rows, summary markers and run statuses of the branch, ascending seq",
-        _page({"anyOf": [_MESSAGE_ROW, _SUMMARY_MARKER, _RUN_STATUS]}),
+        _ref("JournalHistoryPage"),
     ),
     not_found=_UNKNOWN_THREAD,
 )
 MARKERS = _api(
     "journal_thread_markers",
     [_THREAD_ID, _limit(MAX_LIMIT), _BEFORE_SEQ, _AFTER_SEQ, _BRANCH_RUN, _BRANCH_CHECKPOINT],
-    _ok("the summary markers of the branch, ascending seq", _page(_SUMMARY_MARKER)),
+    _ok("the summary markers of the branch, ascending seq", _ref("JournalMarkersPage")),
     not_found=_UNKNOWN_THREAD,
 )
 REPAIR = _api(
@@ -334,7 +443,7 @@ REPAIR = _api(
         {**_THREAD_ID, "description": "the thread's id: a UUID, as every thread of the server has"},
         _text("since_checkpoint", "ignore checkpoints older than this one, as if they had been pruned"),
     ],
-    _ok("what the backfill did", _BACKFILL),
+    _ok("what the backfill did", _ref("JournalRepairResult")),
     not_found="the server has no such thread, or the caller may not read it",
     conflict="a run is in progress on the thread, or its journal is still catching up",
 )
@@ -347,7 +456,7 @@ RUNS = _api(
             f"the runs to describe; comma-separated, or the parameter repeated; at most {MAX_RUN_IDS}",
         ),
     ],
-    _ok("a summary of each run asked for, in the order asked", _list_of(_RUN_SUMMARY)),
+    _ok("a summary of each run asked for, in the order asked", _ref("JournalRunSummaryList")),
     not_found=_UNKNOWN_THREAD,
 )
 RUN_EVENTS = _api(
@@ -359,18 +468,7 @@ RUN_EVENTS = _api(
         _AFTER_SEQ,
         _limit(MAX_LIMIT),
     ],
-    _ok(
-        "the run's records, ascending seq",
-        {
-            "type": "object",
-            "required": ["data", "has_more", "next_after_seq"],
-            "properties": {
-                "data": {"type": "array", "items": _RUN_EVENT},
-                "has_more": {"type": "boolean"},
-                "next_after_seq": _NULLABLE_INT,
-            },
-        },
-    ),
+    _ok("the run's records, ascending seq", _ref("JournalRunEventsPage")),
     not_found=_UNKNOWN_THREAD,
 )
 
@@ -409,3 +507,12 @@ def describe(endpoint: Callable[..., Any], operation: dict[str, Any], prose: str
     if description.strip():
         operation["description"] = description.strip()
     endpoint.__doc__ = f"{text}\n\n---\n{json.dumps(operation, indent=2)}"
+
+
+def document(routes: list[BaseRoute]) -> dict[str, Any]:
+    """The OpenAPI document of `routes`, read from their docstrings as the server
+    reads them, with `SCHEMAS` in its components."""
+    spec = SchemaGenerator({"openapi": "3.1.0", "info": {"title": "journal-bridge", "version": "1"}}).get_schema(
+        routes=routes
+    )
+    return with_components(spec)
