@@ -292,12 +292,11 @@ def extend_served_openapi(extend: Callable[[dict[str, Any]], Any]) -> bool:
     langgraph-api builds that document (`CUSTOM_OPENAPI_SPEC`, from the routes'
     docstrings, which can only describe operations) when it loads the app, and
     merges it into `/openapi.json`, cached on first use. False, and nothing
-    changed, where the server keeps no such document.
+    changed, where the server keeps no such document (or the app runs elsewhere).
     """
-    try:
-        from langgraph_api.api import openapi as served
-    except ImportError:
-        return False
+    # Only where the server loaded it: importing it elsewhere reads a server's config.
+    # (By its full name: the package `langgraph_api.api` has a route function `openapi` too.)
+    served = sys.modules.get("langgraph_api.api.openapi")
     spec = getattr(served, "CUSTOM_OPENAPI_SPEC", None)
     if not isinstance(spec, dict):
         return False

@@ -81,3 +81,29 @@ def test_cursors_are_bounded_by_the_largest_seq_a_store_holds(spec):
 
 def test_the_built_in_routes_are_still_described(spec):
     assert "get" in spec["paths"]["/threads/{thread_id}"]
+
+
+def test_every_schema_a_journal_route_names_is_in_the_served_document(spec):
+    def refs(value):
+        if isinstance(value, dict):
+            if isinstance(value.get("$ref"), str):
+                yield value["$ref"]
+            for inner in value.values():
+                yield from refs(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                yield from refs(inner)
+
+    journal = {path: operations for path, operations in spec["paths"].items() if path.startswith("/journal")}
+    schemas = spec["components"]["schemas"]
+    named = set(refs(journal))
+    assert "#/components/schemas/JournalHistoryPage" in named
+    seen: set[str] = set()
+    while named - seen:
+        ref = (named - seen).pop()
+        seen.add(ref)
+        name = ref.removeprefix("#/components/schemas/")
+        assert name in schemas, f"{ref} is not in the served document"
+        named |= set(refs(schemas[name]))
+    # The server's own schemas are still its own.
+    assert schemas["Thread"] != schemas["JournalThread"]
