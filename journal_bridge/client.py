@@ -18,9 +18,9 @@ wrapped instead (`JournalClient(client)`), sharing its connections. Errors are
 the SDK's (`langgraph_sdk.errors.NotFoundError` for an unknown thread, ...),
 carrying the journal's `{"detail": ...}`.
 
-Pages and cursors are those of the routes (`journal_bridge.projection.history`): a page is
-`{"data", "has_more", "next_before_seq", "next_after_seq"}`; `before_seq` pages
-to older items, `after_seq` to newer ones.
+Pages and cursors are those of the routes (`journal_bridge.projection.history`): a page
+is the `JournalHistoryPage` schema of `journal_bridge.web.openapi`; `before_seq`
+pages to older items, `after_seq` to newer ones.
 """
 
 from __future__ import annotations

@@ -339,8 +339,8 @@ async def branch_of(
 
 async def annotate_forks(store: Any, thread_id: str, branch: Branch, items: list[dict[str, Any]]) -> None:
     """Mark the first item after each fork point on the page with the versions
-    there: `item["branch"] = {"checkpoint_id", "index", "count", "alternatives":
-    [{"run_id", "seq"}, ...]}` -- the original continuation first, then each
+    there, in its `branch` (the `JournalBranchPoint` schema in
+    `journal_bridge.web.openapi`): the original continuation first, then each
     fork from the same checkpoint in the order they were made, each by its first
     item's run and seq; `index` (from 1) is the place of the version shown.
 

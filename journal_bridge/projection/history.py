@@ -1,30 +1,18 @@
 """The history projection: a thread's journal as the conversation a user saw.
 
-A thread's timeline (message and middleware records, ascending `seq`) becomes
-a list of *items*:
+A thread's timeline (message, middleware and outcome records, ascending
+`seq`) becomes a list of *items*: a **message row** for every conversation
+message record (the LangChain message dict plus the record's `seq`, `run_id`
+and `created_at`), a **summary marker** for every compaction
+(`middleware:summarize`), and a **run status** for every run that did not
+simply return (`run.error`: failed or cancelled; `run.interrupt`: paused). A
+run that returned (`run.end`) adds nothing.
 
-- a **message row** for every record of category `message`: the LangChain
-  message dict (`type`, `content`, `id`, `tool_calls`, ...) plus the record's
-  `seq`, `run_id` and `created_at`;
-- a **summary marker** for every `middleware:summarize` record:
-  `{"type": "summary_marker", "id": "summary-marker-{seq}", "seq", "run_id",
-  "created_at", "replaced_count", "condensed_count", "preserved_count",
-  "summary", "summary_message_id", "replaced_message_ids",
-  "condensed_message_ids"}`. `replaced_count` counts every message the
-  compaction removed from the state, the summary of an earlier compaction
-  included; `condensed_count` only the conversation messages among them, the
-  number to show as "N messages condensed"; `condensed_message_ids` are the
-  ids of those messages (the message rows the marker stands for), and
-  `replaced_message_ids` all removed ids (both empty for records that did not
-  name them);
-- a **run status** for every run that did not simply return: a `run.error`
-  or `run.interrupt` record becomes `{"type": "run_status", "id":
-  "run-status-{seq}", "seq", "run_id", "created_at", "status", "error_type",
-  "message", "interrupts"}` with `status` `failed` (`error_type` and
-  `message` from the error), `cancelled` (`error_type` `CancelledError`,
-  `message` the server's reason) or `interrupted` (`interrupts`: `[{"id",
-  "value"}]`, what the run waits on). A run that returned (`run.end`) adds
-  nothing.
+Item shapes: the `JournalHistoryItem` schema (and the `JournalMessageItem`,
+`JournalSummaryMarker` and `JournalRunStatus` it is one of) in
+`journal_bridge.web.openapi`, which the server serves at `/openapi.json`;
+tests/unit/test_item_shapes.py keeps what this module produces valid against
+them: each field is described there once.
 
 `summary_marker` and `run_status` are never LangChain message types, so a
 client tells the kinds apart by `type` alone.
@@ -42,7 +30,7 @@ item, because every item is exactly one record:
 - `before_seq=S`: the last `limit` items with `seq < S` (older page);
 - `after_seq=S`: the first `limit` items with `seq > S` (newer page).
 
-A page is `{"data": [...], "has_more", "next_before_seq", "next_after_seq"}`.
+A page: the `JournalHistoryPage` schema (`JournalMarkersPage` for markers).
 
 Conversation order. A record written after the fact into a thread that
 already had later records (a backfill filling a hole) carries

@@ -10,12 +10,14 @@ A **thread overview** adds to a `list_threads` entry: `title` (the text of the
 first human message, shortened), `assistant_id` (of the first journaled run),
 `message_count` and `marker_count`. `updated_at` stays the last activity.
 
-A **run summary** is `{"run_id", "status", "started_at", "ended_at",
-"duration_ms", "error", "error_type", "assistant_id"}`. `status` is
-`success` or `error` once the run's end was journaled (a run that ended with
-another status in its `run.end` metadata keeps that status), `running` while
-only its start is, and `unknown` for runs whose start and end were never
-journaled (a backfilled thread).
+A **run summary** tells how a run went: `status` is `success`, `error`,
+`cancelled` or `interrupted` once the run's end was journaled (a run that
+ended with another status in its `run.end` metadata keeps that status),
+`running` while only its start is, and `unknown` for runs whose start and end
+were never journaled (a backfilled thread).
+
+Shapes: the `JournalThread` and `JournalRunSummary` schemas in
+`journal_bridge.web.openapi`.
 """
 
 from __future__ import annotations
