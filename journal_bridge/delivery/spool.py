@@ -24,7 +24,6 @@ import hashlib
 import itertools
 import json
 import logging
-import os
 import re
 import sqlite3
 import sys

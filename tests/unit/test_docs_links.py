@@ -1,4 +1,4 @@
-"""The Markdown docs hold together: every relative link resolves, the README stays short.
+"""The Markdown docs hold together: every relative link resolves, every project path they name exists, the README stays short.
 
 A link to a file must name one that exists; a link with `#anchor` must name a
 heading of its target (GitHub's slugs). Links inside code are not links.
@@ -124,3 +124,26 @@ def test_every_relative_link_resolves(path: Path):
 def test_the_readme_stays_short():
     lines = (ROOT / "README.md").read_text("utf-8").splitlines()
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move detail into docs/"
+
+
+# A project path the docs name in code (`tests/e2e/test_auth.py`), so a move shows.
+_PROJECT_PATH = re.compile(r"`((?:tests|benchmarks|journal_bridge|graphs|docs|constraints|\.ci)/[\w./-]*\w)`")
+
+
+def missing_paths(path: Path, root: Path = ROOT) -> list[str]:
+    """The project paths named in `path`'s code spans and blocks that do not exist under `root`."""
+    return [name for name in _PROJECT_PATH.findall(path.read_text("utf-8")) if not (root / name).exists()]
+
+
+def test_a_moved_path_is_reported(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "here.py").write_text("")
+    page = tmp_path / "page.md"
+    page.write_text("`tests/here.py` and `tests/gone.py`, `python3 tasks.py test`\n")
+    assert missing_paths(page, tmp_path) == ["tests/gone.py"]
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=lambda path: path.relative_to(ROOT).as_posix())
+def test_every_project_path_named_exists(path: Path):
+    missing = missing_paths(path)
+    assert not missing, f"{path.relative_to(ROOT).as_posix()} names paths that do not exist: {missing}"
