@@ -46,12 +46,7 @@ from benchmarks.compaction_lag import turn_compaction_lags
 from langgraph_sdk import get_client
 
 from journal_bridge.store import open_store
-from tests.harness.conversation import (
-    EARLY_SUMMARIZATION,
-    TURNS,
-    human,
-    wait_journal_idle,
-)
+from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
 from tests.harness.langgraph_server import LanggraphDevServer
 
 CAPTURES = ("off", "auto", "events", "lean")

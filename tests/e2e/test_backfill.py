@@ -12,13 +12,7 @@ from langgraph_sdk import get_client
 from journal_bridge.capture.backfill import backfill, backfill_thread
 from journal_bridge.projection.history import project
 from journal_bridge.store import open_store
-from tests.harness.conversation import (
-    EARLY_SUMMARIZATION,
-    TURNS,
-    is_summary,
-    message_ids_seen,
-    stream_turn,
-)
+from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, is_summary, message_ids_seen, stream_turn
 
 pytestmark = pytest.mark.e2e
 

@@ -20,16 +20,7 @@ from journal_bridge.capture.intercept import READER_HEADER
 from journal_bridge.model.records import is_hidden
 from journal_bridge.store import open_store
 from tests.harness.contract import assert_contract, journaled_records
-from tests.harness.conversation import (
-    EARLY_SUMMARIZATION,
-    TURNS,
-    human,
-    is_summary,
-    message_ids_seen,
-    normalize,
-    stream_turn,
-    wait_journal_idle,
-)
+from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, is_summary, message_ids_seen, normalize, stream_turn, wait_journal_idle
 from tests.harness.langgraph_server import LanggraphDevServer
 
 pytestmark = pytest.mark.e2e

@@ -18,12 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.harness.conversation import (
-    EARLY_SUMMARIZATION,
-    TURNS,
-    human,
-    wait_journal_idle,
-)
+from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
 from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
 from tests.harness.services import create_database, postgres_server, redis_server
 

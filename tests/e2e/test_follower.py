@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -11,12 +12,7 @@ from langgraph_sdk import get_client
 from journal_bridge.capture.follower import Follower
 from journal_bridge.model.records import is_hidden
 from journal_bridge.store import open_store
-from tests.harness.conversation import (
-    EARLY_SUMMARIZATION,
-    TURNS,
-    human,
-    message_ids_seen,
-)
+from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, message_ids_seen
 
 pytestmark = pytest.mark.e2e
 
@@ -38,13 +34,23 @@ async def _turns(client, thread_id, assistant_id, texts, **kwargs):
     return frames
 
 
+@contextlib.asynccontextmanager
+async def _following(server, store, tmp_path):
+    """A follower of `server` writing to `store`, running for the block; cancelled after it."""
+    follower = Follower(get_client(url=server.url), store, cursor_path=tmp_path / "cursor.json", interval=0.2)
+    task = asyncio.create_task(follower.run())
+    try:
+        yield follower
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_runs_of_another_client_are_journaled_and_unobservable_ones_reported(start_dev_server, tmp_path):
     server = start_dev_server(plugin=False)
     client = get_client(url=server.url)
     async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
-        follower = Follower(get_client(url=server.url), store, cursor_path=tmp_path / "cursor.json", interval=0.2)
-        task = asyncio.create_task(follower.run())
-        try:
+        async with _following(server, store, tmp_path) as follower:
             thread_id = (await client.threads.create())["thread_id"]
             created = time.monotonic()
             run = await client.runs.create(thread_id, "agent", input=human("add 2 and 3"), **OBSERVABLE)
@@ -59,9 +65,6 @@ async def test_runs_of_another_client_are_journaled_and_unobservable_ones_report
             await _wait(lambda: _true(follower.stats["unobservable"] >= 1 and follower.stats["journaled"] >= 2))
             await follower.delivery.drain()
             health = follower.health()
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
         state = await client.threads.get_state(thread_id)
         messages = [r.content for r in await store.list_messages(thread_id, limit=500)]
 
@@ -222,9 +225,7 @@ async def test_a_run_from_an_earlier_checkpoint_forks_the_followed_journal(start
     server = start_dev_server(plugin=False)
     client = get_client(url=server.url)
     async with open_store(f"sqlite:///{tmp_path / 'followed.db'}") as store:
-        follower = Follower(get_client(url=server.url), store, cursor_path=tmp_path / "cursor.json", interval=0.2)
-        task = asyncio.create_task(follower.run())
-        try:
+        async with _following(server, store, tmp_path):
             thread_id = (await client.threads.create())["thread_id"]
             for text in ("hello", "add 2 and 3"):
                 run = await client.runs.create(thread_id, "agent", input=human(text), **OBSERVABLE)
@@ -240,7 +241,4 @@ async def test_a_run_from_an_earlier_checkpoint_forks_the_followed_journal(start
                 if ids == expected or time.monotonic() > deadline:
                     break
                 await asyncio.sleep(0.2)
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
     assert ids == expected

@@ -25,17 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.js_onoff import (
-    HTTP_PROBES,
-    JS_SCENARIOS,
-    ensure_node_modules,
-    first_difference,
-    listed_scenarios,
-    node_problem,
-    normalize,
-    run_http_probe,
-    run_js_scenario,
-)
+from tests.harness.js_onoff import HTTP_PROBES, JS_SCENARIOS, ensure_node_modules, first_difference, listed_scenarios, node_problem, normalize, run_http_probe, run_js_scenario
 from tests.harness.langgraph_server import PROJECT_ROOT, LanggraphDevServer
 from tests.harness.suites import require_or_skip
 

@@ -22,11 +22,7 @@ import pytest
 from langgraph_sdk import get_client
 
 from tests.harness.conversation import human
-from tests.harness.langgraph_server import (
-    PROJECT_ROOT,
-    LanggraphDevServer,
-    project_config,
-)
+from tests.harness.langgraph_server import PROJECT_ROOT, LanggraphDevServer, project_config
 from tests.harness.thread_truth import chain, messages
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -47,7 +43,9 @@ CLIENTS = {
 TURNS = ["hello", "add 2 and 3", "what did I ask?", "add 4 and 5", "and the weather?", "add 6 and 7", "thanks"]
 
 
-@pytest.fixture(scope="module", params=["auto", "events", "lean"])
+# The full matrix runs once, on the newest versions; the oldest-version pass samples it.
+@pytest.fixture(scope="module", params=["auto", pytest.param("events", marks=pytest.mark.full_matrix),
+                                        pytest.param("lean", marks=pytest.mark.full_matrix)])
 def server(request, tmp_path_factory):
     graphs = {name: str(PROJECT_ROOT / spec) for name, spec in GRAPHS.items() if spec}
     config = project_config(graphs=graphs)

@@ -20,11 +20,7 @@ from journal_bridge.mapping.compactions import summary_text
 from journal_bridge.model.records import is_hidden
 from tests.harness.contract import journaled_records
 from tests.harness.conversation import human, is_summary, wait_journal_idle
-from tests.harness.langgraph_server import (
-    HARNESS,
-    LanggraphDevServer,
-    project_config,
-)
+from tests.harness.langgraph_server import HARNESS, LanggraphDevServer, project_config
 
 pytestmark = pytest.mark.e2e
 

@@ -18,16 +18,7 @@ from typing import Any
 import pytest
 
 from tests.harness.langgraph_server import LanggraphDevServer
-from tests.harness.onoff import (
-    STREAM_MODES,
-    background_scenario,
-    bad_input_scenario,
-    mode_name,
-    normalize_transcript,
-    stateless_scenario,
-    stream_scenario,
-    wait_scenario,
-)
+from tests.harness.onoff import STREAM_MODES, background_scenario, bad_input_scenario, mode_name, normalize_transcript, stateless_scenario, stream_scenario, wait_scenario
 
 pytestmark = pytest.mark.e2e
 

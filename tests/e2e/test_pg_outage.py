@@ -23,14 +23,7 @@ import pytest
 from langgraph_sdk import get_client
 
 from journal_bridge.store import open_store
-from tests.harness.conversation import (
-    EARLY_SUMMARIZATION,
-    TURNS,
-    is_summary,
-    message_ids_seen,
-    stream_turn,
-    wait_journal_idle,
-)
+from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, is_summary, message_ids_seen, stream_turn, wait_journal_idle
 from tests.harness.services import postgres_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(900)]

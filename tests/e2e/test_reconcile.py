@@ -6,8 +6,6 @@ healthy journal and with the journal locked meanwhile)."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import sqlite3
 import time
 
@@ -17,7 +15,7 @@ from langgraph_sdk import get_client
 
 from journal_bridge.capture.intercept import READER_HEADER
 from journal_bridge.store import open_store
-from tests.harness.conversation import human, message_ids_seen, stream_turn
+from tests.harness.conversation import human, kill_mid_stream, message_ids_seen, stream_turn
 from tests.harness.langgraph_server import retries_runs_left_running
 
 pytestmark = pytest.mark.e2e
@@ -112,21 +110,9 @@ async def _killed_mid_run(start_dev_server, env) -> tuple:
     server = start_dev_server(env=env)
     client = get_client(url=server.url)
     thread_id = (await client.threads.create())["thread_id"]
-    frames: list = []
-
-    async def read() -> None:
-        async for part in client.runs.stream(thread_id, "agent", input=human("add 2 and 3"), stream_mode="values"):
-            frames.append((part.event, part.data))
-
-    reader = asyncio.create_task(read())
-    # The first answer (a tool call) is out; the reply is still being generated.
-    while not any(e == "values" and len(d.get("messages", [])) >= 2 for e, d in frames):
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(11)  # `langgraph dev` flushes its state about every 10 s
-    os.killpg(server.process.pid, signal.SIGKILL)
-    server.process.wait()
-    reader.cancel()
-    await asyncio.gather(reader, return_exceptions=True)
+    # Once the first answer (a tool call) is out, while the reply is still being
+    # generated; `langgraph dev` flushes its state about every 10 s.
+    frames = await kill_mid_stream(server, client, thread_id, "add 2 and 3", messages=2, then=11)
     return server, thread_id, frames
 
 

@@ -10,12 +10,7 @@ from langgraph_sdk import get_client
 
 from journal_bridge.projection.history import project
 from journal_bridge.store import open_store
-from tests.harness.conversation import (
-    EARLY_SUMMARIZATION,
-    TURNS,
-    stream_turn,
-    wait_journal_idle,
-)
+from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, stream_turn, wait_journal_idle
 from tests.harness.langgraph_server import HARNESS
 
 pytestmark = pytest.mark.e2e

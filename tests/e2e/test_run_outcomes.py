@@ -18,13 +18,7 @@ from langgraph_sdk import get_client
 
 from tests.harness.contract import journaled_records
 from tests.harness.conversation import human, wait_journal_idle
-from tests.harness.langgraph_server import (
-    HARNESS,
-    PROJECT_ROOT,
-    LanggraphDevServer,
-    journaled_cancel_reason,
-    project_config,
-)
+from tests.harness.langgraph_server import HARNESS, PROJECT_ROOT, LanggraphDevServer, journaled_cancel_reason, project_config
 
 pytestmark = pytest.mark.e2e
 

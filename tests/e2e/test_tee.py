@@ -21,12 +21,7 @@ from langgraph_sdk import get_client
 
 from journal_bridge.store import open_store
 from journal_bridge.tee import JournalingClient
-from tests.harness.conversation import (
-    EARLY_SUMMARIZATION,
-    human,
-    stream_turn,
-    wait_journal_idle,
-)
+from tests.harness.conversation import EARLY_SUMMARIZATION, human, stream_turn, wait_journal_idle
 from tests.harness.langgraph_server import LanggraphDevServer
 from tests.harness.onoff import STREAM_MODES, TURNS, mode_name, normalize_transcript
 

@@ -17,17 +17,8 @@ from langgraph_sdk import get_client
 
 from journal_bridge.store import open_store
 from tests.harness.contract import assert_contract
-from tests.harness.conversation import (
-    EARLY_SUMMARIZATION,
-    human,
-    is_summary,
-    wait_journal_idle,
-)
-from tests.harness.langgraph_server import (
-    HARNESS,
-    LanggraphDevServer,
-    project_config,
-)
+from tests.harness.conversation import EARLY_SUMMARIZATION, human, is_summary, wait_journal_idle
+from tests.harness.langgraph_server import HARNESS, LanggraphDevServer, project_config
 
 pytestmark = pytest.mark.e2e
 

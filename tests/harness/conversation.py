@@ -7,7 +7,9 @@ compare the journal with what the client saw and with the thread's checkpoints.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import time
 from typing import Any
 
@@ -46,6 +48,26 @@ async def stream_turn(client, thread_id: str, assistant_id: str, text: str, stre
     frames = []
     async for part in client.runs.stream(thread_id, assistant_id, input=human(text), stream_mode=stream_mode):
         frames.append((part.event, part.data))
+    return frames
+
+
+async def kill_mid_stream(server, client, thread_id: str, text: str, *, messages: int, then: float) -> list[tuple[str, Any]]:
+    """Stream a turn of `text` in values mode and SIGKILL the server `then` seconds after a
+    state with `messages` messages came out; the frames the client saw."""
+    frames: list[tuple[str, Any]] = []
+
+    async def read() -> None:
+        async for part in client.runs.stream(thread_id, "agent", input=human(text), stream_mode="values"):
+            frames.append((part.event, part.data))
+
+    reader = asyncio.create_task(read())
+    while not any(e == "values" and len(d.get("messages", [])) >= messages for e, d in frames):
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(then)
+    os.killpg(server.process.pid, signal.SIGKILL)
+    server.process.wait()
+    reader.cancel()
+    await asyncio.gather(reader, return_exceptions=True)
     return frames
 
 

@@ -10,15 +10,7 @@ from pathlib import Path
 import pytest
 
 from journal_bridge.cli import main
-from tests.harness.seed import (
-    BRANCHED_THREAD,
-    SUMMARY_TEXT,
-    THREAD_ID,
-    ServedApp,
-    branched_records,
-    journal_app,
-    seed_file,
-)
+from tests.harness.seed import BRANCHED_THREAD, SUMMARY_TEXT, THREAD_ID, ServedApp, branched_records, journal_app, seed_file
 
 
 @pytest.fixture

@@ -9,13 +9,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from journal_bridge.client import get_journal_client, get_sync_journal_client
-from tests.harness.seed import (
-    THREAD_ID,
-    ServedApp,
-    expected_items,
-    journal_app,
-    seed_file,
-)
+from tests.harness.seed import THREAD_ID, ServedApp, expected_items, journal_app, seed_file
 
 
 @pytest.fixture(scope="module")

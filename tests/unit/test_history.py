@@ -10,13 +10,7 @@ import pytest
 from journal_bridge.model.envelope import make_event
 from journal_bridge.projection import history
 from journal_bridge.store import open_store
-from tests.harness.seed import (
-    SUMMARY_TEXT,
-    THREAD_ID,
-    expected_items,
-    journal_agent_thread,
-    seed_conversation,
-)
+from tests.harness.seed import SUMMARY_TEXT, THREAD_ID, expected_items, journal_agent_thread, seed_conversation
 
 REPLACED = ["h1", "a1", "t1", "a101", "h2", "a2", "t2", "a102"]
 

@@ -27,15 +27,7 @@ from journal_bridge.store import open_store
 from journal_bridge.web import routes
 from journal_bridge.web.openapi import SCHEMAS, document
 from journal_bridge.web.routes import journal_routes
-from tests.harness.seed import (
-    BRANCHED_THREAD,
-    THREAD_ID,
-    ServedApp,
-    branched_records,
-    journal_app,
-    seed_agent_file,
-    seed_file,
-)
+from tests.harness.seed import BRANCHED_THREAD, THREAD_ID, ServedApp, branched_records, journal_app, seed_agent_file, seed_file
 
 SPEC = document(journal_routes())
 AGENT_THREAD = "thread-agent"

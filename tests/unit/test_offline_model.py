@@ -8,25 +8,13 @@ import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graphs import offline_model
+from graphs.agent import add, get_weather
 from graphs.offline_model import OfflineChatModel, make_chat_model
 
 SUMMARIZER_CONFIG = {"metadata": {"lc_source": "summarization"}, "tags": ["nostream"]}
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-@tool
-def get_weather(city: str) -> str:
-    """Weather in a city."""
-    return f"Sunny in {city}."
 
 
 @pytest.fixture

@@ -11,9 +11,7 @@ import re
 import subprocess
 import sys
 
-from tests.harness.langgraph_server import (
-    PROJECT_ROOT,
-)
+from tests.harness.langgraph_server import PROJECT_ROOT
 from tests.harness.project_copy import project_copy
 
 

@@ -17,25 +17,13 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, SummarizationMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
+from graphs.agent import add, get_weather
 from graphs.offline_model import OfflineChatModel
 from journal_bridge import TrackingSummarizationMiddleware
 
 MIDDLEWARE_NODE = "TrackingSummarizationMiddleware.before_model"
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-@tool
-def get_weather(city: str) -> str:
-    """Weather in a city."""
-    return f"Sunny and 21 C in {city}."
 
 
 def make_agent(

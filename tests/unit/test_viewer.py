@@ -14,16 +14,7 @@ import pytest
 from journal_bridge.model.envelope import make_event
 from journal_bridge.store import open_store
 from tests.harness.browser import ARTIFACTS
-from tests.harness.seed import (
-    BRANCHED_THREAD,
-    SCRIPT_TEXT,
-    SUMMARY_TEXT,
-    THREAD_ID,
-    ServedApp,
-    branched_records,
-    journal_app,
-    seed_file,
-)
+from tests.harness.seed import BRANCHED_THREAD, SCRIPT_TEXT, SUMMARY_TEXT, THREAD_ID, ServedApp, branched_records, journal_app, seed_file
 
 pytestmark = pytest.mark.browser
 
