@@ -15,6 +15,7 @@ _EXPORTS = {
     "open_store": "journal_bridge.store",
     "RunEventStore": "journal_bridge.store",
     "RunEvent": "journal_bridge.model.envelope",
+    "JournalBridgeError": "journal_bridge.model.errors",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

@@ -28,6 +28,7 @@ import textwrap
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
+from journal_bridge.model.errors import JournalBridgeError
 from journal_bridge.projection.overview import message_text
 from journal_bridge.settings import ENV, Settings, SettingsError
 
@@ -45,7 +46,7 @@ _SETTINGS = ("store_url", "route_prefix", "max_content_bytes", "spool_dir")
 # -- credentials ---------------------------------------------------------------
 
 
-class _Usage(Exception):
+class _Usage(JournalBridgeError):
     """A malformed argument: reported with exit status 2, like argparse does."""
 
 
@@ -226,11 +227,11 @@ def _require_existing_journal(store_url: str) -> None:
         raise _Failure(f"no journal at {path}")
 
 
-class _NotFound(Exception):
+class _NotFound(JournalBridgeError):
     pass
 
 
-class _Failure(Exception):
+class _Failure(JournalBridgeError):
     pass
 
 

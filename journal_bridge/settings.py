@@ -17,13 +17,14 @@ from typing import Any
 
 from journal_bridge.mapping.capture_setting import CaptureSetting
 from journal_bridge.model.envelope import DEFAULT_MAX_CONTENT_BYTES
+from journal_bridge.model.errors import JournalBridgeError
 
 __all__ = ["DEFAULT_ROUTE_PREFIX", "ENV", "Settings", "SettingsError", "route_prefix"]
 
 DEFAULT_ROUTE_PREFIX = "/journal"
 
 
-class SettingsError(ValueError):
+class SettingsError(JournalBridgeError, ValueError):
     """A variable holds a value the journal cannot use; the message names it."""
 
 

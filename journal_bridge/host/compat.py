@@ -22,6 +22,8 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from journal_bridge.model.errors import JournalBridgeError
+
 __all__ = [
     "SUPPORTED_API",
     "SUPPORTED_INMEM",
@@ -47,7 +49,7 @@ SUPPORTED_INMEM = ((0, 31), (0, 37))
 _EDITION_ENV = "LANGGRAPH_RUNTIME_EDITION"
 
 
-class UnsupportedServer(RuntimeError):
+class UnsupportedServer(JournalBridgeError, RuntimeError):
     """The LangGraph Server around the plugin is a version it was not made for."""
 
 

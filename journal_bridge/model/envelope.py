@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar, overload
 
+from journal_bridge.model.errors import JournalBridgeError
+
 __all__ = [
     "DEFAULT_MAX_CONTENT_BYTES",
     "ERROR",
@@ -94,7 +96,7 @@ MAX_CATEGORY_LENGTH = 16
 DEFAULT_MAX_CONTENT_BYTES = 256 * 1024
 
 
-class InvalidEvent(ValueError):
+class InvalidEvent(JournalBridgeError, ValueError):
     """A record breaks the envelope contract; the message names the field."""
 
 

@@ -53,6 +53,7 @@ from journal_bridge.model.envelope import (
     make_event,
     prepare_event,
 )
+from journal_bridge.model.errors import JournalBridgeError
 
 __all__ = [
     "CAPABILITIES",
@@ -134,7 +135,7 @@ def supports(store: Any, capability: str) -> bool:
     return method is not None and method is not getattr(RunEventStore, capability, None)
 
 
-class StoreError(Exception):
+class StoreError(JournalBridgeError):
     """The store failed for a reason retrying will not fix."""
 
 

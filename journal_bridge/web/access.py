@@ -28,6 +28,8 @@ import httpx
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
+from journal_bridge.model.errors import JournalBridgeError
+
 __all__ = [
     "JournalAccessError",
     "auth_configured",
@@ -55,7 +57,7 @@ _HOP_HEADERS = {
 }
 
 
-class JournalAccessError(Exception):
+class JournalAccessError(JournalBridgeError):
     """The access check could not reach a decision."""
 
 

@@ -31,12 +31,16 @@ from starlette.staticfiles import StaticFiles
 
 from journal_bridge.capture.intercept import READER_HEADER
 from journal_bridge.host.compat import in_process_client
+from journal_bridge.model.errors import JournalBridgeError
 from journal_bridge.projection import history, overview
-
-from journal_bridge.web import openapi
-from journal_bridge.web.access import JournalAccessError, readable_threads, require_thread_access
-from journal_bridge.web.openapi import MAX_LIMIT, MAX_RUN_IDS, MAX_SEQ
 from journal_bridge.settings import DEFAULT_ROUTE_PREFIX, route_prefix
+from journal_bridge.web import openapi
+from journal_bridge.web.access import (
+    JournalAccessError,
+    readable_threads,
+    require_thread_access,
+)
+from journal_bridge.web.openapi import MAX_LIMIT, MAX_RUN_IDS, MAX_SEQ
 
 __all__ = [
     "MAX_LIMIT",
@@ -50,7 +54,7 @@ DEFAULT_LIMIT = 50
 DEFAULT_EVENTS_LIMIT = 500
 
 
-class _StoreUnavailable(Exception):
+class _StoreUnavailable(JournalBridgeError):
     pass
 
 
@@ -77,7 +81,7 @@ def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> R
     return _JSON({"detail": detail}, status_code=status, headers=headers)
 
 
-class _BadParameter(Exception):
+class _BadParameter(JournalBridgeError):
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
