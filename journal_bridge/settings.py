@@ -1,62 +1,39 @@
 """The journal's settings: every `JOURNAL_BRIDGE_*` variable, read in one place.
 
-The edges -- the plugin's `create_app`, the CLI, the SDK tee, `open_store()`
-called without a URL -- call `Settings.from_env()` once and hand each component
-the values it needs as arguments; nothing below them reads the environment.
-An invalid value raises `SettingsError` naming the variable. The README's
-settings table is the user-facing list of these variables.
+The edges -- the plugin's `create_app`, the CLI, the SDK tee -- call
+`Settings.from_env()` once and hand each component the values it needs as
+arguments; nothing below them reads the environment, except `open_store()`
+called without a URL, which reads its two rows of `ENV` itself. An invalid
+value raises `SettingsError` naming the variable. The README's settings table
+is the user-facing list of these variables.
+
+This module sits at the top of the package, beside the other public modules:
+the parsers, `SettingsError` and the defaults that the store package and the
+routes need live below them in `journal_bridge.model.setting_values`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from journal_bridge.mapping.capture_setting import CaptureSetting
+from journal_bridge.model import setting_values
 from journal_bridge.model.envelope import DEFAULT_MAX_CONTENT_BYTES
-from journal_bridge.model.errors import JournalBridgeError
+from journal_bridge.model.setting_values import (
+    DEFAULT_ROUTE_PREFIX,
+    MAX_CONTENT_BYTES,
+    STORE_URL,
+    Parser,
+    SettingsError,
+    read_variables,
+    route_prefix,
+)
 
 __all__ = ["DEFAULT_ROUTE_PREFIX", "ENV", "Settings", "SettingsError", "route_prefix"]
-
-DEFAULT_ROUTE_PREFIX = "/journal"
-
-
-class SettingsError(JournalBridgeError, ValueError):
-    """A variable holds a value the journal cannot use; the message names it."""
-
-
-def route_prefix(prefix: str) -> str:
-    """`prefix` as routes are mounted under it: one leading slash, none trailing; "" for the root."""
-    return "/" + prefix.strip("/") if prefix.strip("/") else ""
-
-
-def _seconds(*, minimum: float, inclusive: bool) -> Callable[[str, str], float]:
-    def parse(name: str, raw: str) -> float:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise SettingsError(f"{name} must be a number of seconds, got {raw!r}") from None
-        if value < minimum or (value == minimum and not inclusive):
-            raise SettingsError(f"{name} must be {'>=' if inclusive else '>'} {minimum:g}, got {raw!r}")
-        return value
-
-    return parse
-
-
-def _enabled(name: str, raw: str) -> bool:
-    return raw.lower() not in {"0", "false", "no", "off"}
-
-
-def _flag(name: str, raw: str) -> bool:
-    text = raw.lower()
-    if text in {"1", "true", "yes", "on"}:
-        return True
-    if text in {"0", "false", "no", "off"}:
-        return False
-    raise SettingsError(f"{name}={raw!r}: expected true or false")
 
 
 def _capture(name: str, raw: str) -> CaptureSetting:
@@ -66,41 +43,19 @@ def _capture(name: str, raw: str) -> CaptureSetting:
         raise SettingsError(f"{name}={raw!r}: expected one of {', '.join(CaptureSetting)}") from None
 
 
-def _positive_int(name: str, raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
-    if value < 1:
-        raise SettingsError(f"{name} must be >= 1, got {value}")
-    return value
-
-
-def _text(name: str, raw: str) -> str:
-    return raw
-
-
-def _route_prefix(name: str, raw: str) -> str:
-    return route_prefix(raw)
-
-
-def _path(name: str, raw: str) -> Path:
-    return Path(raw)
-
-
 # field -> (variable, parser of its stripped, non-empty text); empty or unset keeps the default.
-ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
-    "store_url": ("JOURNAL_BRIDGE_STORE_URL", _text),
-    "enabled": ("JOURNAL_BRIDGE_ENABLED", _enabled),
+ENV: dict[str, tuple[str, Parser]] = {
+    "store_url": STORE_URL,
+    "enabled": ("JOURNAL_BRIDGE_ENABLED", setting_values.enabled),
     "capture": ("JOURNAL_BRIDGE_CAPTURE", _capture),
-    "route_prefix": ("JOURNAL_BRIDGE_ROUTE_PREFIX", _route_prefix),
-    "max_content_bytes": ("JOURNAL_BRIDGE_MAX_CONTENT_BYTES", _positive_int),
-    "spool_dir": ("JOURNAL_BRIDGE_SPOOL_DIR", _path),
-    "reconcile_interval": ("JOURNAL_BRIDGE_RECONCILE_INTERVAL", _seconds(minimum=0, inclusive=True)),
-    "backlog_growing_after": ("JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER", _seconds(minimum=0, inclusive=False)),
-    "app_spec": ("JOURNAL_BRIDGE_APP", _text),
-    "keep_deleted": ("JOURNAL_BRIDGE_KEEP_DELETED", _flag),
-    "default_owner": ("JOURNAL_BRIDGE_DEFAULT_OWNER", _text),
+    "route_prefix": ("JOURNAL_BRIDGE_ROUTE_PREFIX", setting_values.prefix),
+    "max_content_bytes": MAX_CONTENT_BYTES,
+    "spool_dir": ("JOURNAL_BRIDGE_SPOOL_DIR", setting_values.path),
+    "reconcile_interval": ("JOURNAL_BRIDGE_RECONCILE_INTERVAL", setting_values.seconds(minimum=0, inclusive=True)),
+    "backlog_growing_after": ("JOURNAL_BRIDGE_BACKLOG_GROWING_AFTER", setting_values.seconds(minimum=0, inclusive=False)),
+    "app_spec": ("JOURNAL_BRIDGE_APP", setting_values.text),
+    "keep_deleted": ("JOURNAL_BRIDGE_KEEP_DELETED", setting_values.flag),
+    "default_owner": ("JOURNAL_BRIDGE_DEFAULT_OWNER", setting_values.text),
 }
 
 
@@ -123,19 +78,12 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, only: Iterable[str] | None = None) -> Settings:
         """The settings the environment gives; `only` reads just those fields (the rest default)."""
-        environ = os.environ if environ is None else environ
-        wanted = set(ENV) if only is None else set(only)
-        values: dict[str, Any] = {}
-        for field, (name, parse) in ENV.items():
-            raw = environ.get(name, "").strip()
-            if field in wanted and raw:
-                values[field] = parse(name, raw)
-        return cls(**values)
+        return cls(**read_variables(ENV, os.environ if environ is None else environ, only=only))
 
     @property
     def journal_url(self) -> str:
         """The store URL, the default SQLite file resolved against the working directory."""
-        return self.store_url or f"sqlite:///{Path.cwd() / 'journal.db'}"
+        return setting_values.journal_url(self.store_url)
 
     @property
     def store_options(self) -> dict[str, Any]:

@@ -1,1 +1,1 @@
-"""The journal's data: the record envelope, one definition per event type, timestamps."""
+"""The journal's data: the record envelope, one definition per event type, timestamps; the one error base and the settings' value parsers."""

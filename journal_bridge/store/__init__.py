@@ -19,12 +19,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import os
 from collections.abc import Callable, Generator
 from typing import Any
 
-from journal_bridge.model.envelope import EventRecord, InvalidEvent
-from journal_bridge.settings import Settings
-from journal_bridge.store.base import RunEventStore, StoreError, StoreUnavailable, supports
+from journal_bridge.model.envelope import (
+    DEFAULT_MAX_CONTENT_BYTES,
+    EventRecord,
+    InvalidEvent,
+)
+from journal_bridge.model.setting_values import (
+    MAX_CONTENT_BYTES,
+    STORE_URL,
+    journal_url,
+    read_variables,
+)
+from journal_bridge.store.base import (
+    RunEventStore,
+    StoreError,
+    StoreUnavailable,
+    supports,
+)
 
 __all__ = [
     "EventRecord",
@@ -44,7 +59,7 @@ __all__ = [
 
 def default_store_url() -> str:
     """Env `JOURNAL_BRIDGE_STORE_URL`, else a SQLite file `journal.db` in the cwd."""
-    return Settings.from_env(only=["store_url"]).journal_url
+    return journal_url(read_variables({"store_url": STORE_URL}, os.environ).get("store_url"))
 
 
 # (url, **options) -> a store not yet opened.
@@ -130,8 +145,10 @@ def open_store(url: str | None = None, **options: Any) -> _OpeningStore:
     `max_content_bytes`, Postgres `schema`) are passed through; the content
     limit not given is `JOURNAL_BRIDGE_MAX_CONTENT_BYTES`, as for the plugin.
     """
-    settings = Settings.from_env(only=["store_url", "max_content_bytes"])
-    return _OpeningStore(create_store(url or settings.journal_url, **{**settings.store_options, **options}))
+    # The same variables and parsers as `journal_bridge.settings`, which sits above this package.
+    env = read_variables({"store_url": STORE_URL, "max_content_bytes": MAX_CONTENT_BYTES}, os.environ)
+    defaults = {"max_content_bytes": env.get("max_content_bytes", DEFAULT_MAX_CONTENT_BYTES)}
+    return _OpeningStore(create_store(url or journal_url(env.get("store_url")), **{**defaults, **options}))
 
 
 async def open_store_when_available(
