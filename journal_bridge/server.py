@@ -40,6 +40,7 @@ from starlette.types import Scope
 
 from journal_bridge.capture.intercept import READER_HEADER, RunObserverMiddleware
 from journal_bridge.capture.protocol_v2 import CommandObserverMiddleware
+from journal_bridge.mapping.reader import OWNERS, ClientStream, RunSource
 from journal_bridge.capture.reconcile import Reconciler
 from journal_bridge.capture.run_requests import RunPlan
 from journal_bridge.capture.thread_life import ThreadLifeMiddleware
@@ -54,7 +55,6 @@ from journal_bridge.host.compat import (
     in_process_client,
 )
 from journal_bridge.host.retained_frames import release_run_frames, retained_frame_count
-from journal_bridge.mapping.reader import OWNERS, RunSource, TeeSource
 from journal_bridge.settings import ENV, Settings
 from journal_bridge.store import (
     RunEventStore,
@@ -188,11 +188,11 @@ class Journal:
         self._remember(run_id, plan)
         self.bridge.observe(thread_id, run_id, self._source(plan))
 
-    def tee(self, thread_id: str | None, run_id: str, plan: RunPlan) -> TeeSource:
+    def read_client_stream(self, thread_id: str | None, run_id: str, plan: RunPlan) -> ClientStream:
         """A streamed run: read it from the frames its client receives."""
         assert self.bridge is not None
         self._remember(run_id, plan)
-        return self.bridge.tee(thread_id, run_id, self._source(plan))
+        return self.bridge.read_client_stream(thread_id, run_id, self._source(plan))
 
     def unplanned(self, reason: str) -> None:
         self.unplanned_requests += 1

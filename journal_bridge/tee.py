@@ -60,7 +60,7 @@ from journal_bridge.host.compat import run_stream_modes
 from journal_bridge.delivery.health import assess
 from journal_bridge.capture.run_requests import requested_checkpoint
 from journal_bridge.host.modes import mode_of, requested_modes
-from journal_bridge.mapping.reader import RunSource, TeeSource
+from journal_bridge.mapping.reader import ClientStream, RunSource
 from journal_bridge.settings import Settings
 from journal_bridge.delivery.spool import spool_path
 from journal_bridge.host.sse import Frame
@@ -219,19 +219,19 @@ class _RunTee:
         self._writer = writer
         self._thread_id = thread_id
         self._source = source
-        self._tee: TeeSource | None = None
+        self._stream: ClientStream | None = None
         self._held: list[Any] = []
         self.run_id: str | None = None
 
     def feed(self, part: Any) -> None:
         """Never raises: journaling must not break the caller's stream."""
         try:
-            if self._tee is None:
+            if self._stream is None:
                 self._held.append(part)
                 data = part.data
                 if part.event == "metadata" and isinstance(data, dict) and data.get("run_id"):
                     self.run_id = str(data["run_id"])
-                    self._tee = self._writer.bridge.tee(self._thread_id, self.run_id, self._source)
+                    self._stream = self._writer.bridge.read_client_stream(self._thread_id, self.run_id, self._source)
                     held, self._held = self._held, []
                     for earlier in held:
                         self._feed(earlier)
@@ -241,22 +241,22 @@ class _RunTee:
             logger.exception("journal-bridge tee: could not journal a %r part", getattr(part, "event", None))
 
     def _feed(self, part: Any) -> None:
-        assert self._tee is not None
+        assert self._stream is not None
         event = part.event
-        # Serialised, as the plugin's tee receives frames: the caller may change the objects it gets.
-        data = orjson.dumps(part.data) if self._tee.wants(mode_of(event)) else None
-        self._tee.feed(Frame(b"", b"", event, data, getattr(part, "id", None)))
+        # Serialised, as the plugin's middleware forwards frames: the caller may change the objects it gets.
+        data = orjson.dumps(part.data) if self._stream.wants(mode_of(event)) else None
+        self._stream.feed(Frame(b"", b"", event, data, getattr(part, "id", None)))
 
     def close(self, *, complete: bool) -> None:
         try:
-            if self._tee is not None:
+            if self._stream is not None:
                 if not complete and not self._source.resumable:
                     self._writer.runs_partial += 1
                     logger.warning(
                         "journal-bridge tee: the stream of run %s ended early; the rest is joined live,"
                         " frames sent in between may be missing from the journal", self.run_id,
                     )
-                self._tee.close(complete=complete)
+                self._stream.close(complete=complete)
             elif self._held:
                 logger.warning("journal-bridge tee: %d parts of a run were not journaled: no run id",
                                len(self._held))

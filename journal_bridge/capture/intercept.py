@@ -5,8 +5,8 @@ and how to rewrite it) the middleware:
 
 1. forwards the request with the capture's stream modes and `stream_resumable`
    added;
-2. journals a streamed run from the frames it forwards to its client (the
-   journal's tee); a run nobody streams (`runs.create`, `runs.wait`, batches)
+2. journals a streamed run from the frames it forwards to its client (fed to
+   the journal's `ClientFrames` as they pass); a run nobody streams (`runs.create`, `runs.wait`, batches)
    is handed to the journal to join;
 3. gives the client exactly what it would get without the plugin: frames of
    the added modes are dropped and the `id:` lines the resumable flag adds are
@@ -39,7 +39,7 @@ from journal_bridge.host.sse import Frame, SSEFrames
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["READER_HEADER", "RunObserverMiddleware", "RunSink", "RunTee", "route_path"]
+__all__ = ["READER_HEADER", "RunObserverMiddleware", "ClientFrames", "RunSink", "route_path"]
 
 _RUN_JOIN = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/stream/?$")
 _RUN_READ = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs(?:/(?P<run_id>[^/]+))?/?$")
@@ -52,7 +52,7 @@ READER_HEADER = "x-journal-bridge-reader"
 _READER_HEADER = READER_HEADER.encode()
 
 
-class RunTee(Protocol):
+class ClientFrames(Protocol):
     """The journal's reader of one streamed run, fed the frames its client gets."""
 
     def feed(self, frame: Frame) -> None: ...
@@ -65,7 +65,7 @@ class RunSink(Protocol):
 
     def join(self, thread_id: str, run_id: str, plan: RunPlan) -> None: ...
 
-    def tee(self, thread_id: str | None, run_id: str, plan: RunPlan) -> RunTee: ...
+    def read_client_stream(self, thread_id: str | None, run_id: str, plan: RunPlan) -> ClientFrames: ...
 
     def unplanned(self, reason: str) -> None: ...
 
@@ -332,7 +332,7 @@ class _CreatedRunSend(_FilteredSend):
         self.sink = sink
         self.remember = remember
         self.known: OrderedDict[str, RunPlan] = OrderedDict()
-        self.tee: RunTee | None = None
+        self.client_frames: ClientFrames | None = None
         self.restoring: _RestoringSend | None = None
         self.left_early = False
 
@@ -368,12 +368,12 @@ class _CreatedRunSend(_FilteredSend):
             if thread_id is not None:
                 self._hand_over(lambda: self.sink.join(thread_id, run_id, plan), run_id)
             return
-        self.tee = self._hand_over(lambda: self.sink.tee(thread_id, run_id, plan), run_id)
-        tee, added, strip = self.tee, set(plan.capture.added), plan.forced_resumable
+        self.client_frames = self._hand_over(lambda: self.sink.read_client_stream(thread_id, run_id, plan), run_id)
+        journal, added, strip = self.client_frames, set(plan.capture.added), plan.forced_resumable
 
         def on_frame(frame: Frame) -> bytes:
-            if tee is not None:
-                tee.feed(frame)
+            if journal is not None:
+                journal.feed(frame)
             if frame.mode in added:
                 return b""
             return frame.to_bytes(strip_ids=strip)
@@ -412,12 +412,12 @@ class _CreatedRunSend(_FilteredSend):
         return watched
 
     def finish(self) -> None:
-        """The response is over: a streamed run's tee learns whether its client saw it all.
+        """The response is over: the journal's reader of a streamed run learns whether its client saw it all.
 
         A client that leaves mid-stream still gets a closing empty body from the
         server: only a response that ended before the client left is complete."""
-        if self.tee is not None:
+        if self.client_frames is not None:
             try:
-                self.tee.close(complete=self.ended and not self.left_early)
+                self.client_frames.close(complete=self.ended and not self.left_early)
             except Exception:  # noqa: BLE001
-                logger.exception("journal-bridge: could not close a run's tee")
+                logger.exception("journal-bridge: could not close the journal's reader of a run")

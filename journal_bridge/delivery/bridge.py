@@ -1,8 +1,8 @@
 """The bridge: reads runs through langgraph-sdk and journals them.
 
 Runs reach it two ways: `observe` joins a run through the SDK (runs nobody
-streams; with no capture given, from `events` and the first frame), `tee`
-reads a run from the frames its streaming client receives. Either way the
+streams; with no capture given, from `events` and the first frame),
+`read_client_stream` reads a run from the frames its streaming client receives. Either way the
 run's parts go through the capture's mapper (`journal_bridge.mapping.reader`) and the
 records onto the bridge's `DeliveryQueue`, which writes them to the
 `RunEventStore` in batches (order, idempotency, retries, drops and the spool
@@ -31,7 +31,7 @@ from journal_bridge.delivery.health import assess
 from journal_bridge.mapping.events_mapper import RunMapper
 from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import CANCELLED, ERRORED, INTERRUPTED
-from journal_bridge.mapping.reader import OWNERS, RunSource, TeeSource, owned, read_checkpoint, read_run
+from journal_bridge.mapping.reader import OWNERS, ClientStream, RunSource, owned, read_checkpoint, read_run
 from journal_bridge.model import records
 from journal_bridge.projection import branches
 from journal_bridge.mapping.state_mapper import StateMapper
@@ -214,15 +214,15 @@ class Bridge:
 
         task.add_done_callback(done)
 
-    def tee(self, thread_id: str | None, run_id: str, source: RunSource) -> TeeSource:
+    def read_client_stream(self, thread_id: str | None, run_id: str, source: RunSource) -> ClientStream:
         """Journal a run from the frames its client receives; returns what to feed them to.
 
         A stateless run's temporary thread is named to no client and deleted when
         the run ends: its journal is filed under the run's id (`thread_id` None).
         """
-        tee = source.tee = source.tee or TeeSource(source.capture, source.client_modes)
+        stream = source.client_stream = source.client_stream or ClientStream(source.capture, source.client_modes)
         self.observe(thread_id or run_id, run_id, source)
-        return tee
+        return stream
 
     async def _follow_after(
         self, previous: asyncio.Task[None] | None, thread_id: str, run_id: str, source: RunSource
@@ -282,7 +282,7 @@ class Bridge:
                     logger.error("journal-bridge gave up joining run %s of thread %s: %s", run_id, thread_id, exc)
                     return None
                 logger.warning("journal-bridge: join of run %s failed (%s); rejoining", run_id, exc)
-                source = dataclasses.replace(source, tee=None)
+                source = dataclasses.replace(source, client_stream=None)
                 await asyncio.sleep(min(self._max_backoff, 0.2 * 2**attempt))
 
     async def _run_done(self, thread_id: str, run_id: str) -> None:

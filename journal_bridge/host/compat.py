@@ -148,7 +148,7 @@ def protocol_v2_stream_modes() -> tuple[str, ...]:
 # run leaves on its thread (`UserInterrupt`, `UserRollback`) always carries this
 # placeholder; later releases store the reason itself ("interrupt requested via
 # POST ...", "client disconnected from the run stream ..."). Read as text, so it
-# holds for a remote server too (the tee, the follower).
+# holds for a remote server too (the SDK tee, the follower).
 _UNDISCLOSED_ERROR_MESSAGE = "An internal error occurred"
 
 

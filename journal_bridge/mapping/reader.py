@@ -1,11 +1,12 @@
-"""Reading one run: its stream parts, from a tee or a join, through the capture's mapper.
+"""Reading one run: its stream parts, from its client's stream or a join, through the capture's mapper.
 
 A run is read from one of two sources:
 
-- a **tee** (`TeeSource`): the frames the plugin forwards to the client that
-  streams the run, pushed without waiting (the client's stream never waits on
-  the journal). If the client goes away before the run ends, the rest is read
-  by joining the run from the last frame the tee saw;
+- the **client's stream** (`ClientStream`): the frames the plugin forwards to
+  the client that streams the run (or the parts an SDK client reads, in the
+  SDK tee), pushed without waiting (the client's stream never waits on the
+  journal). If the client goes away before the run ends, the rest is read by
+  joining the run from the last frame the client got;
 - a **join** through the SDK, for runs nobody streams: `runs.join_stream` with
   the capture's modes, from the first frame when the run is resumable.
 
@@ -45,7 +46,7 @@ from journal_bridge.mapping.state_mapper import StateMapper
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OWNERS", "Part", "RunSource", "TeeSource", "fork_record", "owned", "read_checkpoint", "read_run"]
+__all__ = ["OWNERS", "Part", "RunSource", "ClientStream", "fork_record", "owned", "read_checkpoint", "read_run"]
 
 _ERROR_MODE = "error"
 _INTERRUPT_MODES = frozenset({"values", "updates"})
@@ -148,7 +149,7 @@ def _unmapped_callback(frame: Frame) -> bool:
     return frame.mode == EVENTS_MODE and frame.data is not None and _UNMAPPED_CALLBACKS.match(frame.data) is not None
 
 
-class TeeSource:
+class ClientStream:
     """The frames of one streamed run, as its client receives them.
 
     `feed` never waits and never raises into the response path; frames of
@@ -161,7 +162,7 @@ class TeeSource:
         self.complete: bool | None = None
         self.last_id: str | None = None
         # A run that pauses at `interrupt()` says so in its `values` and `updates`
-        # frames; when its client streams either, the tee notes whether one did.
+        # frames; when its client streams either, this notes whether one did.
         self.watches_interrupts = bool(_INTERRUPT_MODES.intersection(client_modes))
         self.saw_interrupt = False
 
@@ -204,7 +205,7 @@ class RunSource:
 
     capture: Capture
     resumable: bool = True
-    tee: TeeSource | None = None
+    client_stream: ClientStream | None = None  # the frames its client gets, when one streams it
     run: Mapping[str, Any] | None = None  # the run object, when the response had it
     assistant_id: Any = None  # from the request, if the run object cannot be read
     run_input: Any = None
@@ -380,11 +381,11 @@ async def _read(
                 await batches.send()
         await batches.send()
 
-    tee = source.tee
-    if tee is not None:
-        await consume(tee.parts(), tee.ready)
-        missed = not tee.complete
-        last_id = tee.last_id
+    streamed = source.client_stream
+    if streamed is not None:
+        await consume(streamed.parts(), streamed.ready)
+        missed = not streamed.complete
+        last_id = streamed.last_id
     else:
         missed, last_id = True, None
     if missed:
@@ -407,7 +408,7 @@ async def _read(
     wanted = mapper.outcome_wanted
     if wanted is None:
         outcome = None
-    elif _returned_without_interrupt(wanted, tee, missed):
+    elif _returned_without_interrupt(wanted, streamed, missed):
         outcome = RunOutcome("success")
     else:
         outcome = await read_outcome(sdk, thread_id, run_id, **wanted)
@@ -422,15 +423,15 @@ async def _read(
     return mapper
 
 
-def _returned_without_interrupt(wanted: Mapping[str, Any], tee: TeeSource | None, missed: bool) -> bool:
+def _returned_without_interrupt(wanted: Mapping[str, Any], streamed: ClientStream | None, missed: bool) -> bool:
     """Whether the stream alone shows how the run ended: its graph returned, and its
     client saw every `values` or `updates` frame, none of them an interrupt."""
     return (
         wanted.get("status") == "success"
-        and tee is not None
+        and streamed is not None
         and not missed
-        and tee.watches_interrupts
-        and not tee.saw_interrupt
+        and streamed.watches_interrupts
+        and not streamed.saw_interrupt
     )
 
 

@@ -46,7 +46,7 @@ class _Sink:
     def join(self, thread_id: str, run_id: str, plan: RunPlan) -> None:
         self.joined.append(plan)
 
-    def tee(self, thread_id, run_id, plan):  # pragma: no cover - no streamed runs here
+    def read_client_stream(self, thread_id, run_id, plan):  # pragma: no cover - no streamed runs here
         raise AssertionError("no run is streamed")
 
     def unplanned(self, reason: str) -> None:  # pragma: no cover

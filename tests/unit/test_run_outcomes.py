@@ -123,7 +123,7 @@ def test_a_run_that_returned_ends_in_run_end_alone():
         mapper.feed(*part)
     assert _kinds(mapper.flush(RunOutcome("success"))) == ["run.end"]
     assert mapper.ending == COMPLETED
-    # Without an outcome (a tee, which cannot ask the server) the run still ends.
+    # Without an outcome (nobody asked the server how the run ended) it still ends.
     assert _kinds(map_parts(THREAD, RUN, [*_events_until_the_answer(), _root_end()]))[-1] == "run.end"
 
 
