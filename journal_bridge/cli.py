@@ -26,11 +26,14 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Iterable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from journal_bridge.model.errors import JournalBridgeError
 from journal_bridge.projection.overview import message_text
 from journal_bridge.settings import ENV, Settings, SettingsError
+
+if TYPE_CHECKING:
+    from langgraph_sdk.client import LangGraphClient
 
 __all__ = ["build_parser", "format_item", "main"]
 
@@ -353,7 +356,7 @@ def _add_history(subparsers: Any) -> None:
 # -- follow --------------------------------------------------------------------
 
 
-def _sdk_client(url: str, credentials: tuple[dict[str, str], str | None]) -> Any:
+def _sdk_client(url: str, credentials: tuple[dict[str, str], str | None]) -> LangGraphClient:
     from langgraph_sdk import get_client
 
     headers, api_key = credentials

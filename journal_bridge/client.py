@@ -26,10 +26,13 @@ pages to older items, `after_seq` to newer ones.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from journal_bridge.settings import Settings, route_prefix
+
+if TYPE_CHECKING:
+    from langgraph_sdk.client import LangGraphClient, SyncLangGraphClient
 
 __all__ = [
     "JournalClient",
@@ -161,7 +164,7 @@ def _check_cursors(before_seq: int | None, after_seq: int | None) -> None:
 class JournalClient:
     """The journal of one server, async. Wraps a `langgraph_sdk` client (`get_client`)."""
 
-    def __init__(self, client: Any, *, prefix: str | None = None) -> None:
+    def __init__(self, client: LangGraphClient, *, prefix: str | None = None) -> None:
         self.sdk = client
         self._http = client.http
         self._requests = _Requests(prefix)
@@ -297,7 +300,7 @@ class JournalClient:
 class SyncJournalClient:
     """The same as `JournalClient`, blocking. Wraps a `langgraph_sdk` sync client (`get_sync_client`)."""
 
-    def __init__(self, client: Any, *, prefix: str | None = None) -> None:
+    def __init__(self, client: SyncLangGraphClient, *, prefix: str | None = None) -> None:
         self.sdk = client
         self._http = client.http
         self._requests = _Requests(prefix)

@@ -50,7 +50,7 @@ import logging
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import orjson
 
@@ -65,6 +65,10 @@ from journal_bridge.settings import Settings
 from journal_bridge.delivery.spool import spool_path
 from journal_bridge.host.sse import Frame
 from journal_bridge.store import RunEventStore, StoreUnavailable, open_store_when_available
+from journal_bridge.host.sdk import SdkClient
+
+if TYPE_CHECKING:
+    from langgraph_sdk.client import LangGraphClient
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +109,7 @@ class TeeWriter:
         self,
         store: str | RunEventStore,
         *,
-        client: Any = None,
+        client: SdkClient | None = None,
         spool: str | Path | None = None,
         max_backoff: float = 5.0,
         growing_after: float = 60.0,
@@ -377,7 +381,7 @@ class JournalingClient:
 
     def __init__(
         self,
-        client: Any,
+        client: LangGraphClient,
         store: str | RunEventStore,
         *,
         drain_timeout: float = 10.0,

@@ -64,6 +64,7 @@ from journal_bridge.mapping.reader import OWNER_KEY, owned
 from journal_bridge.store import RunEventStore
 from journal_bridge.store.base import supports
 from journal_bridge.model.timestamps import parse_time
+from journal_bridge.host.sdk import SdkClient
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +159,7 @@ def _writer_node(previous: dict[str, Any] | None) -> str | None:
 
 
 async def read_history(
-    client: Any, thread_id: str, *, page_size: int = _PAGE
+    client: SdkClient, thread_id: str, *, page_size: int = _PAGE
 ) -> list[dict[str, Any]]:
     """The thread's root checkpoints, oldest first, every page of them."""
     states: list[dict[str, Any]] = []
@@ -364,7 +365,7 @@ def _completeness(states: list[dict[str, Any]], result: ThreadBackfill, since_ch
 
 
 async def backfill_thread(
-    client: Any,
+    client: SdkClient,
     store: RunEventStore,
     thread_id: str,
     *,
@@ -451,7 +452,7 @@ async def backfill_thread(
     return result
 
 
-async def _all_thread_ids(client: Any, page_size: int = _PAGE) -> list[str]:
+async def _all_thread_ids(client: SdkClient, page_size: int = _PAGE) -> list[str]:
     ids: list[str] = []
     offset = 0
     while True:
@@ -465,7 +466,7 @@ async def _all_thread_ids(client: Any, page_size: int = _PAGE) -> list[str]:
 
 
 async def backfill(
-    client: Any,
+    client: SdkClient,
     store: RunEventStore,
     thread_ids: Iterable[str] | None = None,
     *,

@@ -70,6 +70,7 @@ from journal_bridge.mapping.reader import RunSource
 from journal_bridge.delivery.spool import spool_path
 from journal_bridge.store import RunEventStore
 from journal_bridge.model.timestamps import parse_time
+from journal_bridge.host.sdk import SdkClient, SdkRuns
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ async def threads_updated_since(
 
 
 class _CountingRuns:
-    def __init__(self, runs: Any, counts: Counter[str]) -> None:
+    def __init__(self, runs: SdkRuns, counts: Counter[str]) -> None:
         self._runs = runs
         self._counts = counts
 
@@ -148,7 +149,7 @@ class _CountingRuns:
 class _CountingClient:
     """The SDK client, counting the parts each run's join yields (0 = nothing replayed)."""
 
-    def __init__(self, client: Any, counts: Counter[str]) -> None:
+    def __init__(self, client: SdkClient, counts: Counter[str]) -> None:
         self._client = client
         self.runs = _CountingRuns(client.runs, counts)
 
@@ -161,7 +162,7 @@ class Follower:
 
     def __init__(
         self,
-        client: Any,
+        client: SdkClient,
         store: RunEventStore,
         *,
         cursor_path: Path | str | None = None,
@@ -469,7 +470,7 @@ def _write_atomically(path: Path, data: str) -> None:
 
 
 def run_follower(
-    client_factory: Callable[[], Any],
+    client_factory: Callable[[], SdkClient],
     store_url: str,
     *,
     cursor_path: Path | None,

@@ -54,6 +54,7 @@ from journal_bridge.host.run_objects import run_checkpoint
 from journal_bridge.mapping.reader import RunSource
 from journal_bridge.store import RunEventStore
 from journal_bridge.model.timestamps import parse_time
+from journal_bridge.host.sdk import SdkClient
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class Reconciler:
     def __init__(
         self,
         bridge: Bridge,
-        client_factory: Callable[[], Any],
+        client_factory: Callable[[], SdkClient],
         store: Callable[[], RunEventStore | None],
         *,
         interval: float = DEFAULT_INTERVAL,
@@ -102,7 +103,7 @@ class Reconciler:
     ) -> None:
         self.bridge = bridge
         self._client_factory = client_factory
-        self._client: Any = None
+        self._client: SdkClient | None = None
         self._store = store
         self.interval = interval
         self.state_path = state_path
@@ -164,7 +165,7 @@ class Reconciler:
                 logger.warning("journal-bridge: reconcile pass failed: %s", exc)
             await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
 
-    def _sdk(self) -> Any:
+    def _sdk(self) -> SdkClient:
         if self._client is None:
             self._client = self._client_factory()
         return self._client

@@ -36,6 +36,7 @@ from journal_bridge.model import records
 from journal_bridge.projection import branches
 from journal_bridge.mapping.state_mapper import StateMapper
 from journal_bridge.store import RunEventStore
+from journal_bridge.host.sdk import SdkClient
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class Bridge:
     def __init__(
         self,
         store: RunEventStore | None,
-        client_factory: Callable[[], Any],
+        client_factory: Callable[[], SdkClient],
         *,
         spool: str | Path | None = None,
         queue_size: int = 10_000,
@@ -80,7 +81,7 @@ class Bridge:
     ) -> None:
         self._client_factory = client_factory
         self.default_owner = default_owner
-        self._client: Any = None
+        self._client: SdkClient | None = None
         self._max_backoff = max_backoff
         self._join_retries = join_retries
         self._on_run_done = on_run_done
@@ -235,7 +236,7 @@ class Bridge:
     def active_runs(self) -> int:
         return len(self._followers)
 
-    def sdk(self) -> Any:
+    def sdk(self) -> SdkClient:
         """The SDK client the bridge reads runs with."""
         if self._client is None:
             self._client = self._client_factory()

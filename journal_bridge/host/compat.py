@@ -17,12 +17,15 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from journal_bridge.model.errors import JournalBridgeError
+
+if TYPE_CHECKING:
+    from langgraph_sdk.client import LangGraphClient
 
 __all__ = [
     "SUPPORTED_API",
@@ -270,7 +273,7 @@ class _PluginRequestsFilter(logging.Filter):
 _REQUESTS_FILTER = _PluginRequestsFilter()
 
 
-def in_process_client(headers: Mapping[str, str]) -> Any:
+def in_process_client(headers: Mapping[str, str]) -> LangGraphClient:
     """langgraph-sdk's in-process client of the server the plugin runs in, sending `headers`.
 
     langgraph-sdk 0.4 keeps the httpx client at `client.http.client`; where it

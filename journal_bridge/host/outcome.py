@@ -29,6 +29,7 @@ from typing import Any
 
 from journal_bridge.host.compat import cancel_reason
 from journal_bridge.model.records import interrupt_values
+from journal_bridge.host.sdk import SdkClient
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ def _not_found(exc: Exception) -> bool:
 
 
 async def read_outcome(
-    sdk: Any, thread_id: str, run_id: str, *, status: str | None = None, interrupts: bool = False
+    sdk: SdkClient, thread_id: str, run_id: str, *, status: str | None = None, interrupts: bool = False
 ) -> RunOutcome:
     """The outcome of a run whose stream has ended. `status` given: not read again.
 
@@ -125,7 +126,7 @@ async def read_outcome(
     return RunOutcome(status, error, found)
 
 
-async def _gone(sdk: Any, thread_id: str) -> str | None:
+async def _gone(sdk: SdkClient, thread_id: str) -> str | None:
     """A run that is not found: rolled back if its thread is still there; a
     stateless run's thread goes with its run, which says nothing."""
     try:
@@ -135,7 +136,7 @@ async def _gone(sdk: Any, thread_id: str) -> str | None:
     return ROLLBACK
 
 
-async def _thread_error(sdk: Any, thread_id: str, run_id: str, status: str) -> Mapping[str, Any] | None:
+async def _thread_error(sdk: SdkClient, thread_id: str, run_id: str, status: str) -> Mapping[str, Any] | None:
     cancelled = status in _CANCELLED_STATUSES
     if status != ROLLBACK:
         # A cancel marks the run at once, the thread's error follows when the

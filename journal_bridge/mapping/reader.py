@@ -43,6 +43,7 @@ from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import ROLLBACK, RunOutcome, read_outcome
 from journal_bridge.host.sse import Frame
 from journal_bridge.mapping.state_mapper import StateMapper
+from journal_bridge.host.sdk import SdkClient
 
 logger = logging.getLogger(__name__)
 
@@ -220,7 +221,7 @@ class AssistantGraphs:
         self._graphs: OrderedDict[str, str | None] = OrderedDict()
         self._size = size
 
-    async def graph_of(self, sdk: Any, assistant_id: str) -> str | None:
+    async def graph_of(self, sdk: SdkClient, assistant_id: str) -> str | None:
         if assistant_id not in self._graphs:
             try:
                 graph = (await sdk.assistants.get(assistant_id)).get("graph_id")
@@ -247,7 +248,7 @@ class ThreadOwners:
         self._owners: OrderedDict[str, str | None] = OrderedDict()
         self._size = size
 
-    async def owner_of(self, sdk: Any, thread_id: str) -> str | None:
+    async def owner_of(self, sdk: SdkClient, thread_id: str) -> str | None:
         if thread_id in self._owners:
             return self._owners[thread_id]
         try:
@@ -277,7 +278,7 @@ def owned(events: list[RunEvent], owner: str | None) -> list[RunEvent]:
     return [e if e.user_id is not None else dataclasses.replace(e, user_id=owner) for e in events]
 
 
-async def _start_state_mapper(sdk: Any, mapper: StateMapper, source: RunSource) -> list[RunEvent]:
+async def _start_state_mapper(sdk: SdkClient, mapper: StateMapper, source: RunSource) -> list[RunEvent]:
     run = source.run
     if run is None and source.assistant_id is not None:
         # What the request said is enough; the assistant's graph is known after its first run.
@@ -300,7 +301,7 @@ async def _start_state_mapper(sdk: Any, mapper: StateMapper, source: RunSource) 
     return mapper.start(graph, str(assistant_id) if assistant_id else None, run_input)
 
 
-async def read_checkpoint(sdk: Any, thread_id: str, checkpoint_id: str) -> dict[str, Any] | None:
+async def read_checkpoint(sdk: SdkClient, thread_id: str, checkpoint_id: str) -> dict[str, Any] | None:
     """The thread's state at `checkpoint_id`, None (logged) when the server cannot say."""
     try:
         return await sdk.threads.get_state(thread_id, checkpoint_id=checkpoint_id)
@@ -309,14 +310,14 @@ async def read_checkpoint(sdk: Any, thread_id: str, checkpoint_id: str) -> dict[
         return None
 
 
-async def fork_record(sdk: Any, thread_id: str, run_id: str | None, checkpoint: Mapping[str, Any]) -> RunEvent:
+async def fork_record(sdk: SdkClient, thread_id: str, run_id: str | None, checkpoint: Mapping[str, Any]) -> RunEvent:
     """The `journal.fork` record of a run that went on from `checkpoint`."""
     state = await read_checkpoint(sdk, thread_id, str(checkpoint["checkpoint_id"]))
     return records.fork(thread_id, run_id, checkpoint, state)
 
 
 async def read_run(
-    sdk: Any,
+    sdk: SdkClient,
     thread_id: str,
     run_id: str,
     source: RunSource,
@@ -351,7 +352,7 @@ async def read_run(
 
 
 async def _read(
-    sdk: Any,
+    sdk: SdkClient,
     thread_id: str,
     run_id: str,
     source: RunSource,

@@ -40,6 +40,7 @@ from typing import Any
 from journal_bridge.model.envelope import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, TRACE, RunEvent
 from journal_bridge.model import records
 from journal_bridge.model.records import BRANCHES_RUN_ID, FORK_EVENT
+from journal_bridge.store.base import RunEventStore
 
 __all__ = ["Branch", "Fork", "annotate_forks", "branch_of", "forget_thread", "read_forks"]
 
@@ -66,7 +67,7 @@ class _Remembered:
 _REMEMBERED: weakref.WeakKeyDictionary[Any, _Remembered] = weakref.WeakKeyDictionary()
 
 
-def _remembered(store: Any) -> _Remembered:
+def _remembered(store: RunEventStore) -> _Remembered:
     if store not in _REMEMBERED:
         _REMEMBERED[store] = _Remembered()
     return _REMEMBERED[store]
@@ -115,7 +116,7 @@ class Fork:
         )
 
 
-async def latest_fork(store: Any, thread_id: str, at_or_below: int | None = None) -> Fork | None:
+async def latest_fork(store: RunEventStore, thread_id: str, at_or_below: int | None = None) -> Fork | None:
     """The newest fork at or below a seq (None: of all): one indexed read of one record."""
     page = await store.list_timeline(
         thread_id, categories=(TRACE,), run_id=BRANCHES_RUN_ID, limit=1,
@@ -124,7 +125,7 @@ async def latest_fork(store: Any, thread_id: str, at_or_below: int | None = None
     return Fork.of(page[-1]) if page else None
 
 
-async def read_forks(store: Any, thread_id: str, *, after_seq: int = 0) -> list[Fork]:
+async def read_forks(store: RunEventStore, thread_id: str, *, after_seq: int = 0) -> list[Fork]:
     """The thread's forks above `after_seq`, oldest first: one indexed read per 500."""
     forks: list[Fork] = []
     after = after_seq
@@ -154,7 +155,7 @@ class Branch:
     `top` is the highest seq on the branch (None: the journal's end).
     """
 
-    def __init__(self, store: Any, thread_id: str, top: int | None = None, *, newest: Fork | None = None) -> None:
+    def __init__(self, store: RunEventStore, thread_id: str, top: int | None = None, *, newest: Fork | None = None) -> None:
         self._store = store
         self._thread_id = thread_id
         self._pos: int | None = top
@@ -303,7 +304,7 @@ class Branch:
 
 
 async def branch_of(
-    store: Any, thread_id: str, *, run_id: str | None = None, checkpoint: Mapping[str, Any] | None = None
+    store: RunEventStore, thread_id: str, *, run_id: str | None = None, checkpoint: Mapping[str, Any] | None = None
 ) -> Branch | None:
     """The branch to read: the thread's current one; the one ending with run
     `run_id`'s last record; or the one as of a checkpoint (`checkpoint`: its
@@ -337,7 +338,7 @@ async def branch_of(
     return Branch(store, thread_id, top=last)
 
 
-async def annotate_forks(store: Any, thread_id: str, branch: Branch, items: list[dict[str, Any]]) -> None:
+async def annotate_forks(store: RunEventStore, thread_id: str, branch: Branch, items: list[dict[str, Any]]) -> None:
     """Mark the first item after each fork point on the page with the versions
     there, in its `branch` (the `JournalBranchPoint` schema in
     `journal_bridge.web.openapi`): the original continuation first, then each

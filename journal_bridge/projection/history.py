@@ -70,6 +70,7 @@ from journal_bridge.model.envelope import (
 )
 from journal_bridge.model.records import CANCELLED_ERROR_TYPE, is_hidden
 from journal_bridge.projection.branches import Branch, annotate_forks, branch_of
+from journal_bridge.store.base import RunEventStore
 
 __all__ = [
     "MARKER_TYPE",
@@ -221,7 +222,7 @@ def _markers_only(events: Iterable[RunEvent]) -> list[dict[str, Any]]:
 
 
 async def _read(
-    store: Any,
+    store: RunEventStore,
     thread_id: str,
     categories: Sequence[str],
     projector: Any,
@@ -265,7 +266,7 @@ async def _read(
 
 
 async def _read_branch(
-    store: Any,
+    store: RunEventStore,
     thread_id: str,
     categories: Sequence[str],
     projector: Any,
@@ -314,7 +315,7 @@ async def _read_branch(
     return items
 
 
-async def _displaced(store: Any, thread_id: str) -> dict[int, int]:
+async def _displaced(store: RunEventStore, thread_id: str) -> dict[int, int]:
     """Seq -> anchor of the thread's records that belong before an earlier-written one."""
     found: dict[int, int] = {}
     after = 0
@@ -331,7 +332,7 @@ async def _displaced(store: Any, thread_id: str) -> dict[int, int]:
 
 
 async def _read_seqs(
-    store: Any, thread_id: str, categories: Sequence[str], projector: Any, seqs: Sequence[int]
+    store: RunEventStore, thread_id: str, categories: Sequence[str], projector: Any, seqs: Sequence[int]
 ) -> list[dict[str, Any]]:
     """The items of the records with these seqs (ascending)."""
     wanted = set(seqs)
@@ -366,7 +367,7 @@ class _PageQuery:
 
 
 async def _ordered_page(
-    store: Any, thread_id: str, query: _PageQuery, displaced: dict[int, int]
+    store: RunEventStore, thread_id: str, query: _PageQuery, displaced: dict[int, int]
 ) -> dict[str, Any]:
     """`_page` for a thread with displaced records: the same contract, in conversation order."""
     categories, projector, limit = query.categories, query.projector, query.limit
@@ -402,7 +403,7 @@ async def _ordered_page(
     return _backward_page(sorted(items, key=key), limit)
 
 
-async def _page(store: Any, thread_id: str, query: _PageQuery) -> dict[str, Any]:
+async def _page(store: RunEventStore, thread_id: str, query: _PageQuery) -> dict[str, Any]:
     limit, before_seq, after_seq = query.limit, query.before_seq, query.after_seq
     if limit < 1:
         raise ValueError(f"limit: must be at least 1, got {limit}")
@@ -449,7 +450,7 @@ def _backward_page(items: list[dict[str, Any]], limit: int) -> dict[str, Any]:
 
 
 async def history_page(
-    store: Any,
+    store: RunEventStore,
     thread_id: str,
     *,
     limit: int = 50,
@@ -472,7 +473,7 @@ async def history_page(
 
 
 async def markers_page(
-    store: Any,
+    store: RunEventStore,
     thread_id: str,
     *,
     limit: int = 50,

@@ -38,7 +38,7 @@ from journal_bridge.model.envelope import (
     TRACE,
     RunEvent,
 )
-from journal_bridge.store.base import supports
+from journal_bridge.store.base import RunEventStore, supports
 from journal_bridge.model.timestamps import parse_time
 
 __all__ = [
@@ -93,7 +93,7 @@ def _iso(value: Any) -> str | None:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
-async def _title(store: Any, thread_id: str) -> str | None:
+async def _title(store: RunEventStore, thread_id: str) -> str | None:
     records = await store.list_timeline(
         thread_id, categories=(MESSAGE,), limit=_TITLE_SCAN, after_seq=0
     )
@@ -105,7 +105,7 @@ async def _title(store: Any, thread_id: str) -> str | None:
     return None
 
 
-async def _assistant_id(store: Any, thread_id: str) -> str | None:
+async def _assistant_id(store: RunEventStore, thread_id: str) -> str | None:
     records = await store.list_timeline(thread_id, categories=(TRACE,), limit=4, after_seq=0)
     for record in records:
         if record.event_type == RUN_START and isinstance(record.content, dict):
@@ -122,7 +122,7 @@ def _is_marker(record: RunEvent) -> bool:
     return content.get("action", "summarize") == "summarize"
 
 
-async def marker_count(store: Any, thread_id: str) -> int:
+async def marker_count(store: RunEventStore, thread_id: str) -> int:
     """How many summary markers the thread's history holds."""
     count, cursor = 0, 0
     while True:
@@ -135,7 +135,7 @@ async def marker_count(store: Any, thread_id: str) -> int:
         cursor = records[-1].seq
 
 
-async def thread_overview(store: Any, thread: dict[str, Any]) -> dict[str, Any]:
+async def thread_overview(store: RunEventStore, thread: dict[str, Any]) -> dict[str, Any]:
     """`thread` (a `list_threads` entry) with `title`, `assistant_id`, `message_count`, `marker_count`."""
     thread_id = thread["thread_id"]
     return {
@@ -178,7 +178,7 @@ def _summary(run_id: str, records: list[RunEvent]) -> dict[str, Any]:
     }
 
 
-async def run_summaries(store: Any, thread_id: str, run_ids: Iterable[str]) -> list[dict[str, Any]]:
+async def run_summaries(store: RunEventStore, thread_id: str, run_ids: Iterable[str]) -> list[dict[str, Any]]:
     """A summary for each of `run_ids` (in the order given, each once)."""
     summaries = []
     for run_id in dict.fromkeys(run_ids):
@@ -189,7 +189,7 @@ async def run_summaries(store: Any, thread_id: str, run_ids: Iterable[str]) -> l
     return summaries
 
 
-async def search_threads(store: Any, text: str, *, limit: int) -> list[dict[str, Any]] | None:
+async def search_threads(store: RunEventStore, text: str, *, limit: int) -> list[dict[str, Any]] | None:
     """Threads whose messages contain `text` (any case), most recent first, when the
     store can search (the optional `search_threads` capability); None when it cannot."""
     if not supports(store, "search_threads"):

@@ -127,7 +127,7 @@ def take_layout(url: str, layouts: Mapping[str, str], backend: str) -> tuple[str
 CAPABILITIES: tuple[str, ...] = ("search_threads", "fill_owner")
 
 
-def supports(store: Any, capability: str) -> bool:
+def supports(store: RunEventStore, capability: str) -> bool:
     """Whether `store` offers the optional method `capability` (it overrides the base's)."""
     if capability not in CAPABILITIES:
         raise ValueError(f"unknown store capability {capability!r}: expected one of {', '.join(CAPABILITIES)}")

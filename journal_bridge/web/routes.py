@@ -21,7 +21,7 @@ import logging
 import uuid
 from datetime import datetime
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -41,6 +41,9 @@ from journal_bridge.web.access import (
     require_thread_access,
 )
 from journal_bridge.web.openapi import MAX_LIMIT, MAX_RUN_IDS, MAX_SEQ
+
+if TYPE_CHECKING:
+    from journal_bridge.store.base import RunEventStore
 
 __all__ = [
     "MAX_LIMIT",
@@ -194,21 +197,21 @@ async def _branch_param(request: Request, thread_id: str) -> dict[str, Any]:
     return {"checkpoint": state}
 
 
-async def _page_of(read: Any, store: Any, thread_id: str, params: dict[str, Any]) -> Response:
+async def _page_of(read: Any, store: RunEventStore, thread_id: str, params: dict[str, Any]) -> Response:
     try:
         return _JSON(await read(store, thread_id, **params))
     except LookupError as exc:
         raise HTTPException(404, str(exc.args[0]) if exc.args else "no such run") from None
 
 
-def _store(request: Request) -> Any:
+def _store(request: Request) -> RunEventStore:
     store = getattr(request.app.state, "journal_store", None)
     if store is None:
         raise _StoreUnavailable("the journal store is not open yet")
     return store
 
 
-async def _known_thread(request: Request, thread_id: str) -> Any:
+async def _known_thread(request: Request, thread_id: str) -> RunEventStore:
     await require_thread_access(request, thread_id)
     store = _store(request)
     if not await store.has_thread(thread_id):

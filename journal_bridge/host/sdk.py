@@ -1,0 +1,84 @@
+"""What the journal calls on langgraph-sdk's async client, as `typing.Protocol`s.
+
+langgraph-sdk's `LangGraphClient` (from `get_client`, over HTTP or in
+process) has all of it; so do the wrappers the follower and the SDK tee put
+around it, which is why the journal names only these methods and keyword
+arguments instead of the client class. Responses are the SDK's JSON objects,
+read as mappings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from langgraph_sdk.schema import Checkpoint, QueryParamTypes, SortOrder, ThreadSelectField, ThreadSortBy
+
+__all__ = ["SdkAssistants", "SdkClient", "SdkRuns", "SdkThreads"]
+
+
+class SdkThreads(Protocol):
+    """`client.threads`: a thread, its state, its checkpoint history, thread search."""
+
+    async def get(self, thread_id: str) -> Mapping[str, Any]: ...
+
+    async def get_state(self, thread_id: str, *, checkpoint_id: str | None = None) -> Mapping[str, Any]: ...
+
+    async def get_history(
+        self,
+        thread_id: str,
+        *,
+        limit: int = 10,
+        before: str | Checkpoint | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Sequence[Mapping[str, Any]]: ...
+
+    async def search(
+        self,
+        *,
+        ids: Sequence[str] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        sort_by: ThreadSortBy | None = None,
+        sort_order: SortOrder | None = None,
+        select: list[ThreadSelectField] | None = None,
+    ) -> Sequence[Mapping[str, Any]]: ...
+
+
+class SdkRuns(Protocol):
+    """`client.runs`: a run, a thread's runs, waiting for a run, joining its stream."""
+
+    async def get(self, thread_id: str, run_id: str) -> Mapping[str, Any]: ...
+
+    async def list(self, thread_id: str, *, limit: int = 10, offset: int = 0) -> Sequence[Mapping[str, Any]]: ...
+
+    async def join(self, thread_id: str, run_id: str) -> Any: ...
+
+    def join_stream(
+        self,
+        thread_id: str,
+        run_id: str,
+        *,
+        params: QueryParamTypes | None = None,
+        last_event_id: str | None = None,
+    ) -> AsyncIterator[Any]: ...
+
+
+class SdkAssistants(Protocol):
+    """`client.assistants`: an assistant (for its graph id)."""
+
+    async def get(self, assistant_id: str) -> Mapping[str, Any]: ...
+
+
+class SdkClient(Protocol):
+    """The langgraph-sdk async client the journal reads runs, threads and assistants through."""
+
+    @property
+    def threads(self) -> SdkThreads: ...
+
+    @property
+    def runs(self) -> SdkRuns: ...
+
+    @property
+    def assistants(self) -> SdkAssistants: ...
