@@ -1,4 +1,4 @@
-"""Releasing the frames a run kept only so the bridge could replay it.
+"""The frames a run kept only so the bridge could replay it: released once it is read, and counted.
 
 Runs are made resumable so that the bridge sees them from the first frame.
 The in-memory runtime of `langgraph dev` keeps every resumable frame of every

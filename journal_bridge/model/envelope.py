@@ -1,12 +1,13 @@
-"""The run event record: envelope, catalog and the rules a record must obey.
+"""The record itself (`RunEvent`): its envelope, the event catalog and the rules every record obeys.
 
 A `RunEvent` is one append-only entry of a thread's journal. The store assigns
 `seq` (strictly increasing per thread, starting at 1); everything else is set by
 the writer. The JSON envelope (`to_dict`) is compatible with deer-flow's run
 event stream contract; consumers ignore fields they do not know.
 
-How stream parts become records lives in `journal_bridge.mapping.events_mapper`; this module
-only knows what a record is.
+What each event type's record says lives in `journal_bridge.model.records`; how
+stream parts become records, in `journal_bridge.mapping`. This module only knows
+what a record is.
 """
 
 from __future__ import annotations

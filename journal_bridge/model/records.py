@@ -1,4 +1,4 @@
-"""What each journal record of a run says: one definition per event type.
+"""One definition per event type: what each record of a run says (the record itself is `envelope.RunEvent`).
 
 Every producer -- the `events` mapper, the state mapper, backfill -- builds its
 records with these functions, so the content, metadata and idempotency key of a
