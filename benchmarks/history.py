@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -133,7 +134,9 @@ def _regenerated(thread_id: str, n: int) -> list:
 
 async def _seed(store, thread_id: str, records: int, forks: int = 0) -> int:
     batch, n, written = [], 0, 0
-    every = max(records // 6 // (forks + 1), 1) if forks else 0
+    # Forks spread evenly over the turns the thread has room for, every one of them placed.
+    turns = (records - forks * len(_regenerated(thread_id, 1))) // len(_turn(thread_id, 1))
+    every = max(turns // (forks + 1), 1) if forks else 0
     while written + len(batch) < records:
         batch.extend(_turn(thread_id, n))
         if every and n % every == every - 1 and n // every < forks:
@@ -170,6 +173,27 @@ async def _measure(
     return timings
 
 
+async def _timed_pages(cases: dict[str, Callable[[], Awaitable[dict]]], rounds: int) -> dict[str, list[float]]:
+    """Seconds per read of each case, the cases interleaved round by round after a warm-up,
+    with the garbage collector held off; every read must give a page of 50."""
+    for _ in range(20):
+        for read in cases.values():
+            await read()
+    timings: dict[str, list[float]] = {name: [] for name in cases}
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for name, read in cases.items():
+                start = time.perf_counter()
+                page = await read()
+                timings[name].append(time.perf_counter() - start)
+                assert len(page["data"]) == 50
+    finally:
+        gc.enable()
+    return timings
+
+
 async def _measure_client(store_url: str, requests: int, large: int) -> None:
     """Page latency through the journal client against uvicorn, on the large thread."""
     from journal_bridge.client import get_journal_client
@@ -183,21 +207,7 @@ async def _measure_client(store_url: str, requests: int, large: int) -> None:
                 "before_seq (middle)": lambda: journal.page("thread-large", limit=50, before_seq=middle),
                 "after_seq (middle)": lambda: journal.page("thread-large", limit=50, after_seq=middle),
             }
-            for _ in range(20):
-                for fetch in cases.values():
-                    await fetch()
-            timings: dict[str, list[float]] = {name: [] for name in cases}
-            gc.collect()
-            gc.disable()
-            try:
-                for _ in range(max(requests // 10, 10)):
-                    for name, fetch in cases.items():
-                        start = time.perf_counter()
-                        page = await fetch()
-                        timings[name].append(time.perf_counter() - start)
-                        assert len(page["data"]) == 50
-            finally:
-                gc.enable()
+            timings = await _timed_pages(cases, max(requests // 10, 10))
     for name, values in timings.items():
         print(
             f"client ({large:,} records, uvicorn): {name:<20} p50 {_p(values, 50):6.2f} ms  "
@@ -282,24 +292,10 @@ async def _measure_projection(store_url: str, requests: int) -> dict[str, tuple[
             "no forks": lambda: history.history_page(store, "thread-large", limit=50),
             **{f"{n} forks": (lambda n=n: history.history_page(store, f"thread-fork-{n}", limit=50)) for n in FORKS},
         }
-        timings: dict[str, list[float]] = {name: [] for name in cases}
-        for _ in range(20):
-            for read in cases.values():
-                await read()
-        gc.collect()
-        gc.disable()
-        try:
-            for _ in range(requests):
-                for name, read in cases.items():
-                    start = time.perf_counter()
-                    page = await read()
-                    timings[name].append(time.perf_counter() - start)
-                    assert len(page["data"]) == 50
-        finally:
-            gc.enable()
+        timings = await _timed_pages(cases, requests)
     out = {name: (_p(values, 50), _p(values, 99)) for name, values in timings.items()}
     for name, (p50, p99) in out.items():
-        print(f"projection, 100,000 records, {name:<12}: newest page of 50 p50 {p50:6.2f} ms  p99 {p99:6.2f} ms")
+        print(f"projection, large thread, {name:<12}: newest page of 50 p50 {p50:6.2f} ms  p99 {p99:6.2f} ms")
     return out
 
 

@@ -75,14 +75,12 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
         call = self._for_call(config)
         if call is None:
             return None
-        messages = list(state["messages"])
-        call._summary_text = None
+        messages = call._start(state)
         update = super(TrackingSummarizationMiddleware, call).before_model(state, runtime)
-        if update is None:
-            return None
-        payload = call._compaction_payload(messages, update)
-        dispatch_custom_event(SUMMARIZATION_EVENT, payload, config=config)
-        runtime.stream_writer(payload)
+        payload = call._announcement(messages, update)
+        if payload is not None:
+            dispatch_custom_event(SUMMARIZATION_EVENT, payload, config=config)
+            runtime.stream_writer(payload)
         return update
 
     async def abefore_model(  # type: ignore[override]
@@ -91,17 +89,22 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
         call = self._for_call(config)
         if call is None:
             return None
-        messages = list(state["messages"])
-        call._summary_text = None
-        update = await super(TrackingSummarizationMiddleware, call).abefore_model(
-            state, runtime
-        )
-        if update is None:
-            return None
-        payload = call._compaction_payload(messages, update)
-        await adispatch_custom_event(SUMMARIZATION_EVENT, payload, config=config)
-        runtime.stream_writer(payload)
+        messages = call._start(state)
+        update = await super(TrackingSummarizationMiddleware, call).abefore_model(state, runtime)
+        payload = call._announcement(messages, update)
+        if payload is not None:
+            await adispatch_custom_event(SUMMARIZATION_EVENT, payload, config=config)
+            runtime.stream_writer(payload)
         return update
+
+    def _start(self, state: Any) -> list[Any]:
+        """The messages before this call's compaction; forgets any summary of an earlier call."""
+        self._summary_text = None
+        return list(state["messages"])
+
+    def _announcement(self, messages: list[Any], update: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The `summarization` payload of the compaction `update` made of `messages`, if it made one."""
+        return None if update is None else self._compaction_payload(messages, update)
 
     def _for_call(self, config: RunnableConfig) -> TrackingSummarizationMiddleware | None:
         """The middleware that handles this call, or `None` to skip summarization.

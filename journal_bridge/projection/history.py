@@ -458,6 +458,7 @@ async def history_page(
     after_seq: int | None = None,
     run_id: str | None = None,
     checkpoint: Mapping[str, Any] | None = None,
+    markers_only: bool = False,
 ) -> dict[str, Any]:
     """One page of a thread's history: message rows and summary markers in `seq` order.
 
@@ -466,22 +467,14 @@ async def history_page(
     of the thread's current branch, of the branch ending with run `run_id`
     (`LookupError` when the thread has no such run), or of the branch as of a
     checkpoint (`checkpoint`: its state as the server gives it); see
-    `journal_bridge.projection.branches`.
+    `journal_bridge.projection.branches`. `markers_only`: the page holds summary
+    markers only.
     """
     branch = await branch_of(store, thread_id, run_id=run_id, checkpoint=checkpoint)
-    return await _page(store, thread_id, _PageQuery(TIMELINE_CATEGORIES, project, limit, before_seq, after_seq, branch))
+    categories, projector = ((MIDDLEWARE,), _markers_only) if markers_only else (TIMELINE_CATEGORIES, project)
+    return await _page(store, thread_id, _PageQuery(categories, projector, limit, before_seq, after_seq, branch))
 
 
-async def markers_page(
-    store: RunEventStore,
-    thread_id: str,
-    *,
-    limit: int = 50,
-    before_seq: int | None = None,
-    after_seq: int | None = None,
-    run_id: str | None = None,
-    checkpoint: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The same page contract as `history_page`, holding summary markers only."""
-    branch = await branch_of(store, thread_id, run_id=run_id, checkpoint=checkpoint)
-    return await _page(store, thread_id, _PageQuery((MIDDLEWARE,), _markers_only, limit, before_seq, after_seq, branch))
+async def markers_page(store: RunEventStore, thread_id: str, **page: Any) -> dict[str, Any]:
+    """`history_page` with its page contract and parameters, holding summary markers only."""
+    return await history_page(store, thread_id, **page, markers_only=True)

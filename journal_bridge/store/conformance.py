@@ -174,27 +174,18 @@ class RunEventStoreConformance:
         created = datetime(
             2025, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=2))
         )
-        stored = await store.put(
-            thread_id=THREAD,
-            run_id="run-9",
-            event_type=LLM_AI_RESPONSE,
-            category=MESSAGE,
-            content={"type": "ai", "content": "hi"},
-            metadata={"caller": "agent"},
-            created_at=created,
-            source_key="k1",
-        )
-        assert stored.to_event() == RunEvent(
-            thread_id=THREAD,
-            run_id="run-9",
-            event_type=LLM_AI_RESPONSE,
-            category=MESSAGE,
-            content={"type": "ai", "content": "hi"},
-            metadata={"caller": "agent"},
-            created_at=created,
-            seq=1,
-            source_key="k1",
-        )
+        given = {
+            "thread_id": THREAD,
+            "run_id": "run-9",
+            "event_type": LLM_AI_RESPONSE,
+            "category": MESSAGE,
+            "content": {"type": "ai", "content": "hi"},
+            "metadata": {"caller": "agent"},
+            "created_at": created,
+            "source_key": "k1",
+        }
+        stored = await store.put(**given)
+        assert stored.to_event() == RunEvent(**given, seq=1)
         (read,) = await store.list_messages(THREAD)
         assert read.to_event() == stored.to_event()
 
