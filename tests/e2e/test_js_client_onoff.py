@@ -4,10 +4,11 @@ Two `langgraph dev` servers of this project, one with the plugin and one
 without (`project_config(plugin=False)`), each in a fresh working directory on
 a free port, get the same scenarios: the JS SDK's `runs.stream` in every
 stream mode `useStream` and others use, background runs, joins, waits,
-stateless and batch runs, an invalid `stream_mode`, the protocol v2 thread
-stream, and raw HTTP requests with unusual bodies and headers. Each
-scenario's transcript must be identical on both servers once generated ids,
-times and ports are normalised (see `js_onoff.normalize`).
+stateless and batch runs, runs whose input and metadata hold NUL characters,
+an invalid `stream_mode`, the protocol v2 thread stream, and raw HTTP
+requests with unusual bodies and headers. Each scenario's transcript must be
+identical on both servers once generated ids, times and ports are normalised
+(see `js_onoff.normalize`).
 
 Needs node (18+) and npm; `npm ci` fills tests/js/node_modules on first use.
 The full transcripts of a run are written to test-artifacts/js-onoff/.

@@ -53,6 +53,8 @@ JS_SCENARIOS = [
     "stateless-stream",
     "runs-create-batch",
     "invalid-stream-mode",
+    "nul-thread-runs",
+    "nul-stateless-runs",
     "threads-stream-v2",
 ]
 

@@ -317,6 +317,49 @@ const SCENARIOS = {
     await finalState(t, client, threadId);
   },
 
+  // NUL characters in a run's input and metadata: the server stores them replaced
+  // (U+FFFD) and echoes them in run objects, streamed values and the state.
+  async "nul-thread-runs"(t, client) {
+    const assistantId = await earlyAssistant(t, client);
+    const threadId = await newThread(t, client);
+    const runIds = [];
+    const created = await t.step("runs.create", NUL_PAYLOADS[0], () =>
+      client.runs.create(threadId, assistantId, NUL_PAYLOADS[0]),
+    );
+    runIds.push(created.result?.run_id);
+    await t.step("runs.join", {}, () => client.runs.join(threadId, created.result.run_id));
+    const resumable = await t.step("runs.create", NUL_PAYLOADS[1], () =>
+      client.runs.create(threadId, assistantId, NUL_PAYLOADS[1]),
+    );
+    runIds.push(resumable.result?.run_id);
+    await t.step("runs.join", {}, () => client.runs.join(threadId, resumable.result.run_id));
+    await t.stream("runs.joinStream", { lastEventId: "-1" }, () =>
+      client.runs.joinStream(threadId, resumable.result.run_id, { lastEventId: "-1" }),
+    );
+    await t.step("runs.wait", NUL_PAYLOADS[2], () => client.runs.wait(threadId, assistantId, NUL_PAYLOADS[2]));
+    for (const args of NUL_PAYLOADS.slice(3)) {
+      const step = await t.stream("runs.stream", args, () => client.runs.stream(threadId, assistantId, args));
+      runIds.push(runIdOf(step.parts ?? []));
+    }
+    for (const runId of runIds) {
+      await t.step("runs.get", {}, () => client.runs.get(threadId, runId));
+    }
+    await t.step("runs.list", {}, () => client.runs.list(threadId));
+    await finalState(t, client, threadId);
+  },
+
+  async "nul-stateless-runs"(t, client) {
+    for (const args of NUL_PAYLOADS.slice(3)) {
+      await t.stream("runs.stream(null)", args, () => client.runs.stream(null, "agent", args));
+    }
+    await t.step("runs.wait(null)", NUL_PAYLOADS[2], () => client.runs.wait(null, "agent", NUL_PAYLOADS[2]));
+    for (const args of NUL_PAYLOADS.slice(0, 2)) {
+      await t.step("runs.create(null)", args, () => client.runs.create(null, "agent", args));
+    }
+    const payloads = NUL_PAYLOADS.slice(0, 3).map((args) => ({ assistantId: "agent", ...args }));
+    await t.step("runs.createBatch", { payloads }, () => client.runs.createBatch(payloads));
+  },
+
   // Protocol v2: POST /threads/{id}/commands and the thread's SSE event stream,
   // subscribed to every channel so the transcript holds every event of each run.
   async "threads-stream-v2"(t, client) {
@@ -354,6 +397,17 @@ const SCENARIOS = {
     await finalState(t, client, threadId);
   },
 };
+
+// Runs whose input content and metadata hold NUL characters, in the ways a client starts one.
+const NUL_METADATA = { note: "\u0000", "key\u0000": ["a\u0000b"] };
+const nulInput = (text) => human(`${text}\u0000 and\u0000`);
+const NUL_PAYLOADS = [
+  { input: nulInput("hello there"), metadata: NUL_METADATA },
+  { input: nulInput("what is 2+3"), metadata: NUL_METADATA, streamMode: ["values", "updates"], streamResumable: true },
+  { input: nulInput("weather in Paris?"), metadata: NUL_METADATA },
+  { input: nulInput("add 40 and 2"), metadata: NUL_METADATA, streamMode: ["values", "messages-tuple", "custom"] },
+  { input: human("what did I ask first"), metadata: NUL_METADATA, streamMode: "updates" },
+];
 
 const V2_CHANNELS = ["values", "updates", "messages", "tools", "lifecycle", "custom", "tasks", "checkpoints"];
 
