@@ -8,7 +8,7 @@ stateless and batch runs, runs whose input and metadata hold NUL characters,
 an invalid `stream_mode`, the protocol v2 thread stream, and raw HTTP
 requests with unusual bodies and headers. Each scenario's transcript must be
 identical on both servers once generated ids, times and ports are normalised
-(see `js_onoff.normalize`).
+(see `tests.harness.transcripts`).
 
 Needs node (18+) and npm; `npm ci` fills tests/js/node_modules on first use.
 The full transcripts of a run are written to test-artifacts/js-onoff/.
@@ -26,9 +26,18 @@ from typing import Any
 
 import pytest
 
-from tests.harness.js_onoff import HTTP_PROBES, JS_SCENARIOS, ensure_node_modules, first_difference, listed_scenarios, node_problem, normalize, run_http_probe, run_js_scenario
+from tests.harness.js_onoff import (
+    HTTP_PROBES,
+    JS_SCENARIOS,
+    ensure_node_modules,
+    listed_scenarios,
+    node_problem,
+    run_http_probe,
+    run_js_scenario,
+)
 from tests.harness.langgraph_server import PROJECT_ROOT, LanggraphDevServer
 from tests.harness.suites import require_or_skip
+from tests.harness.transcripts import difference, normalize
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
@@ -108,9 +117,9 @@ def test_client_receives_the_same_with_and_without_the_plugin(transcripts, scena
         assert "script_failed" not in transcript and "probe_failed" not in transcript, (
             f"{scenario} could not run against the server {side}: {json.dumps(transcript)[:3000]}"
         )
-    plugin, plain = normalize(sides["plugin"]), normalize(sides["plain"])
-    assert plugin == plain, (
+    different = difference(sides["plain"], sides["plugin"])
+    assert different is None, (
         f"{scenario}: the client received something else with the plugin "
         f"(transcripts in {Path('test-artifacts/js-onoff') / scenario}.{{plain,plugin}}[.normalized].json):\n"
-        + first_difference(plugin, plain)
+        + different
     )

@@ -3,22 +3,30 @@
 Every scenario runs against a plain `langgraph dev` and against the plugin
 under each capture setting that promises it (`auto`, `lean`); the transcripts
 (statuses, headers, SSE frames, JSON bodies, the thread's checkpoints) must be
-equal after normalising generated ids and times. Checkpoint message ids keep
-their shape, so a model streamed instead of invoked (`lc_run--<id>` instead of
-`lc_run--<id>-0`) shows.
+equal after normalising generated ids and times (`tests.harness.transcripts`,
+as for the JavaScript client). Checkpoint message ids keep their shape, so a
+model streamed instead of invoked (`lc_run--<id>` instead of `lc_run--<id>-0`)
+shows.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.harness.langgraph_server import LanggraphDevServer
-from tests.harness.onoff import STREAM_MODES, background_scenario, bad_input_scenario, mode_name, normalize_transcript, stateless_scenario, stream_scenario, wait_scenario
+from tests.harness.onoff import (
+    STREAM_MODES,
+    background_scenario,
+    bad_input_scenario,
+    mode_name,
+    stateless_scenario,
+    stream_scenario,
+    wait_scenario,
+)
+from tests.harness.transcripts import difference
 
 pytestmark = pytest.mark.e2e
 
@@ -42,17 +50,9 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Lang
 
 
 def _assert_same(plain: list[Any], plugin: list[Any], label: str) -> None:
-    expected, actual = normalize_transcript(plain), normalize_transcript(plugin)
-    if expected != actual:
-        diff = difflib.unified_diff(
-            json.dumps(expected, indent=1).splitlines(),
-            json.dumps(actual, indent=1).splitlines(),
-            "without the plugin",
-            f"with the plugin ({label})",
-            lineterm="",
-            n=4,
-        )
-        pytest.fail(f"{label}: the client can tell the servers apart\n" + "\n".join(list(diff)[:120]))
+    different = difference(plain, plugin)
+    if different is not None:
+        pytest.fail(f"{label}: the client can tell the servers apart\n{different}")
 
 
 async def _compare(servers, scenario, *args, **kwargs) -> None:

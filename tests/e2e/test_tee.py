@@ -21,9 +21,15 @@ from langgraph_sdk import get_client
 
 from journal_bridge.store import open_store
 from journal_bridge.tee import JournalingClient
-from tests.harness.conversation import EARLY_SUMMARIZATION, human, stream_turn, wait_journal_idle
+from tests.harness.conversation import (
+    EARLY_SUMMARIZATION,
+    human,
+    stream_turn,
+    wait_journal_idle,
+)
 from tests.harness.langgraph_server import LanggraphDevServer
-from tests.harness.onoff import STREAM_MODES, TURNS, mode_name, normalize_transcript
+from tests.harness.onoff import STREAM_MODES, TURNS, mode_name
+from tests.harness.transcripts import normalize
 
 pytestmark = pytest.mark.e2e
 
@@ -58,7 +64,7 @@ async def _script(client, mode, version: str = "v1", *, turns=TURNS) -> tuple[st
 
 def _text(items: list[Any]) -> list[str]:
     # Keys sorted: the server does not keep the key order of run metadata from one frame to the next.
-    return [json.dumps(item, sort_keys=True) for item in normalize_transcript(items)]
+    return [json.dumps(item, sort_keys=True) for item in normalize(items)]
 
 
 def _assert_same(expected: list[Any], actual: list[Any], what: str) -> None:

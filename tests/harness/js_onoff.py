@@ -7,18 +7,14 @@ HTTP probes below send what no SDK would (odd `stream_mode` values, BOMs,
 UTF-16, deep nesting, a `Last-Event-ID` of -1) and record status, headers and
 body.
 
-A transcript is compared after `normalize`, which replaces only what differs
-from one server run to the next by construction: generated ids (UUIDs, which
-also covers `lc_run--<uuid>` message ids, checkpoint ids and run ids), SSE
-event ids (`<milliseconds>-<n>`), times and the server's port. Message
-content, ordering, frame counts, modes and status codes are compared as they
-are.
+Transcripts are recorded as they came, here and in the .mjs scripts, and
+compared after `tests.harness.transcripts.normalize`, which the Python
+client's suite uses too.
 """
 
 from __future__ import annotations
 
 import asyncio
-import difflib
 import json
 import re
 import shutil
@@ -252,101 +248,3 @@ def run_http_probe(url: str, name: str) -> dict[str, Any]:
         return asyncio.run(probe())
     except Exception as exc:  # noqa: BLE001 - the failure is part of the transcript
         return {"scenario": name, "probe_failed": f"{type(exc).__name__}: {exc}"}
-
-
-# --- normalisation and comparison ----------------------------------------------------
-
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_EVENT_ID = re.compile(r"^\d{13}-\d+(?:\.\d+)?$")
-_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
-_PORT = re.compile(r"\b(127\.0\.0\.1|localhost|0\.0\.0\.0):\d+")
-# Epoch milliseconds under a key that names a time (`timestamp` of v2 events,
-# `__request_start_time_ms__` of a run's configurable).
-_TIME_KEY = re.compile(r"time|_at$", re.IGNORECASE)
-# Keys that only the harness adds (wall time of a scenario).
-_HARNESS_KEYS = {"_seconds"}
-
-
-def normalize(transcript: Any) -> Any:
-    """The transcript with generated ids, times and ports replaced by stable names.
-
-    Each distinct UUID becomes `<id-N>` in order of first appearance (objects
-    read in key order, which carries no meaning in JSON), so two transcripts
-    compare equal exactly when the same ids are used in the same places and
-    everything else is the same. An event id (`<milliseconds>-<n>` of an SSE
-    frame, `<milliseconds>-<n>.<k>` of a v2 event) becomes `<event-id>`: it is
-    the time the server stored the frame, and frames stored in the same
-    millisecond share it (or get a `.<k>` suffix), with or without the plugin,
-    so which ids repeat is a matter of timing.
-    """
-    names: dict[str, str] = {}
-
-    def rename(match: re.Match[str]) -> str:
-        return names.setdefault(match.group(0).lower(), f"<id-{len(names)}>")
-
-    def text(value: str) -> str:
-        if _EVENT_ID.match(value):
-            return "<event-id>"
-        value = _UUID.sub(rename, value)
-        value = _ISO_TIME.sub("<time>", value)
-        return _PORT.sub(r"\1:<port>", value)
-
-    def walk(value: Any, key: str | None = None) -> Any:
-        if isinstance(value, str):
-            return text(value)
-        if isinstance(value, bool) or value is None:
-            return value
-        if isinstance(value, (int, float)) and key and _TIME_KEY.search(key) and 1e12 < value < 1e14:
-            return "<time>"
-        if isinstance(value, list):
-            return [walk(item, key) for item in value]
-        if isinstance(value, dict):
-            return {walk(k): walk(v, k) for k, v in sorted(value.items()) if k not in _HARNESS_KEYS}
-        return value
-
-    return walk(transcript)
-
-
-def render(transcript: Any) -> list[str]:
-    return json.dumps(transcript, indent=1, sort_keys=True, ensure_ascii=False).splitlines()
-
-
-def first_path(plain: Any, plugin: Any, path: str = "") -> str | None:
-    """Where the two values first differ, as `steps[3].parts[1].data...`, or None."""
-    if isinstance(plain, dict) and isinstance(plugin, dict):
-        for key in sorted(set(plain) | set(plugin)):
-            if key not in plain or key not in plugin:
-                return f"{path}.{key} (only {'with' if key in plugin else 'without'} the plugin)"
-            found = first_path(plain[key], plugin[key], f"{path}.{key}")
-            if found:
-                return found
-        return None
-    if isinstance(plain, list) and isinstance(plugin, list):
-        for index, (left, right) in enumerate(zip(plain, plugin)):
-            found = first_path(left, right, f"{path}[{index}]")
-            if found:
-                return found
-        return f"{path}[{min(len(plain), len(plugin))}]" if len(plain) != len(plugin) else None
-    return None if plain == plugin else path or "."
-
-
-def first_difference(plugin: Any, plain: Any, *, context: int = 3, limit: int = 80) -> str:
-    """Where the normalised transcripts first differ, and their unified diff cut to `limit` lines.
-
-    The line numbers are those of the `*.normalized.json` files the test writes.
-    """
-    where = first_path(plain, plugin)
-    call = ""
-    match = re.match(r"\.steps\[(\d+)\]", where or "")
-    if match and isinstance(plain, dict):
-        steps = plain.get("steps") or []
-        index = int(match.group(1))
-        if index < len(steps) and isinstance(steps[index], dict):
-            call = f" (step {index}: {steps[index].get('call')})"
-    header = [f"first difference at {where}{call}"]
-    diff = list(
-        difflib.unified_diff(render(plain), render(plugin), "without plugin", "with plugin", n=context, lineterm="")
-    )
-    if len(diff) > limit:
-        diff = diff[:limit] + [f"... {len(diff) - limit} more diff lines"]
-    return "\n".join(header + diff)

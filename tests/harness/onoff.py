@@ -3,10 +3,8 @@
 A transcript is everything a client can observe: status codes, the headers that
 matter, every SSE frame (its field lines and its data), every JSON body, and
 afterwards the thread's checkpoints (message ids and types, as a client reading
-the history sees them). `normalize_transcript` replaces what differs between
-any two runs of the same script -- generated ids, times, the port, stream
-event ids -- and nothing else, so two transcripts compare equal exactly when
-the client could not tell the servers apart.
+the history sees them). It is recorded as it came; `tests.harness.transcripts`
+normalises and compares it, as it does the JavaScript client's.
 """
 
 from __future__ import annotations
@@ -36,69 +34,29 @@ STREAM_MODES: list[Any] = [
     ["values", "updates"],
 ]
 
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(\+00:00|Z)?")
-_PORT = re.compile(r"(http://127\.0\.0\.1):\d+")
-_STREAM_ID = re.compile(r"^id: .*$", re.MULTILINE)
-_TIMING_KEYS = {"__request_start_time_ms__", "created_at", "updated_at", "timestamp", "run_started_at"}
-# A token langchain draws at random once per process to mark its internal model calls.
-_PROCESS_TOKENS = {"lc_internal_call"}
-
-
-def normalize_transcript(items: list[Any]) -> list[Any]:
-    names: dict[str, str] = {}
-
-    def rename(match: re.Match[str]) -> str:
-        return names.setdefault(match.group(0), f"<id-{len(names)}>")
-
-    def text(value: str) -> str:
-        value = _UUID.sub(rename, value)
-        value = _TIME.sub("<time>", value)
-        return _PORT.sub(r"\1:<port>", value)
-
-    def walk(value: Any, key: str | None = None) -> Any:
-        if key in _TIMING_KEYS and value is not None:
-            return "<time>"
-        if key in _PROCESS_TOKENS and value is not None:
-            return "<process-token>"
-        if isinstance(value, str):
-            return text(value)
-        if isinstance(value, list | tuple):
-            return [walk(v) for v in value]
-        if isinstance(value, dict):
-            return {text(k): walk(v, k) for k, v in value.items()}
-        return value
-
-    return [walk(item) for item in items]
-
 
 def sse_frames(raw: bytes) -> list[Any]:
-    """Each frame as (field lines without `data:`, data as JSON); heartbeats dropped.
-
-    Data is compared as JSON values: the server does not keep the key order of
-    run metadata from one frame to the next, with or without the plugin.
-    """
+    """Each frame as its field lines (`[name, value]`, `data` left out) and its data
+    as JSON; heartbeats dropped. Data is kept as a JSON value, its key order
+    meaning nothing (see `tests.harness.transcripts`)."""
     frames: list[Any] = []
     for frame in re.split(r"\r\n\r\n|\n\n", raw.decode()):
         if not frame or frame.startswith(":"):
             continue
         lines = frame.splitlines()
         data = "\n".join(line[len("data: ") :] for line in lines if line.startswith("data: "))
-        fields = [_STREAM_ID.sub("id: <n>", line) for line in lines if not line.startswith("data: ")]
+        fields = [_field(line) for line in lines if not line.startswith("data: ")]
         try:
-            value: Any = _sorted(json.loads(data)) if data else None
+            value: Any = json.loads(data) if data else None
         except ValueError:
             value = data
         frames.append({"fields": fields, "data": value})
     return frames
 
 
-def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted(v) for v in value]
-    return value
+def _field(line: str) -> list[str]:
+    name, _, value = line.partition(":")
+    return [name, value.removeprefix(" ")]
 
 
 def _response(response: httpx.Response, *, stream: bool = False) -> dict[str, Any]:
@@ -113,7 +71,7 @@ def _response(response: httpx.Response, *, stream: bool = False) -> dict[str, An
         item["frames"] = sse_frames(body)
     else:
         try:
-            item["json"] = _sorted(json.loads(body)) if body.strip() else None
+            item["json"] = json.loads(body) if body.strip() else None
         except ValueError:
             item["text"] = body.decode("utf-8", "replace")
     return item
@@ -208,7 +166,7 @@ async def background_scenario(url: str) -> list[Any]:
             await s.get(f"/threads/{thread_id}/runs/{run_id}/stream", headers={"Last-Event-ID": "-1"}, stream=True)
         await s.get(f"/threads/{thread_id}/runs")
         sdk_runs = await s.sdk.runs.list(thread_id)
-        s.transcript.append({"sdk runs.list": _sorted(sdk_runs)})
+        s.transcript.append({"sdk runs.list": sdk_runs})
         await s.checkpoints(thread_id)
         return s.transcript
 
