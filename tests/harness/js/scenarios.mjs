@@ -185,6 +185,15 @@ async function finalState(t, client, threadId) {
   });
 }
 
+// Each run read back, the thread's runs listed, and its final state.
+async function readRuns(t, client, threadId, runIds) {
+  for (const runId of runIds) {
+    await t.step("runs.get", {}, () => client.runs.get(threadId, runId));
+  }
+  await t.step("runs.list", {}, () => client.runs.list(threadId));
+  await finalState(t, client, threadId);
+}
+
 // A conversation of TURNS through runs.stream with the given payload options.
 function streamConversation(payload, afterEachTurn) {
   return async (t, client) => {
@@ -286,11 +295,7 @@ const SCENARIOS = {
       const step = await t.stream("runs.stream", args, () => client.runs.stream(threadId, assistantId, args));
       runIds.push(runIdOf(step.parts ?? []));
     }
-    for (const runId of runIds) {
-      await t.step("runs.get", {}, () => client.runs.get(threadId, runId));
-    }
-    await t.step("runs.list", {}, () => client.runs.list(threadId));
-    await finalState(t, client, threadId);
+    await readRuns(t, client, threadId, runIds);
   },
 
   async "stateless-stream"(t, client) {
@@ -343,11 +348,7 @@ const SCENARIOS = {
       const step = await t.stream("runs.stream", args, () => client.runs.stream(threadId, assistantId, args));
       runIds.push(runIdOf(step.parts ?? []));
     }
-    for (const runId of runIds) {
-      await t.step("runs.get", {}, () => client.runs.get(threadId, runId));
-    }
-    await t.step("runs.list", {}, () => client.runs.list(threadId));
-    await finalState(t, client, threadId);
+    await readRuns(t, client, threadId, runIds);
   },
 
   async "nul-stateless-runs"(t, client) {
