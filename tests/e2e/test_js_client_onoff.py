@@ -10,7 +10,7 @@ requests with unusual bodies and headers. Each scenario's transcript must be
 identical on both servers once generated ids, times and ports are normalised
 (see `tests.harness.transcripts`).
 
-Needs node (18+) and npm; `npm ci` fills tests/js/node_modules on first use.
+Needs node (20+) and npm; `npm ci` fills tests/harness/js/node_modules on first use.
 The full transcripts of a run are written to test-artifacts/js-onoff/.
 """
 

@@ -2,7 +2,7 @@
 
 The JavaScript scenarios live in `tests/harness/js/scenarios.mjs` and run with the npm
 package `@langchain/langgraph-sdk` (the SDK `useStream` is built on), installed
-into `tests/js/node_modules` by `npm ci` from the committed lock file. The raw
+into `tests/harness/js/node_modules` by `npm ci` from the committed lock file. The raw
 HTTP probes below send what no SDK would (odd `stream_mode` values, BOMs,
 UTF-16, deep nesting, a `Last-Event-ID` of -1) and record status, headers and
 body.
@@ -68,7 +68,7 @@ def node_problem() -> str | None:
     if not match or int(match.group(1)) < 20:
         return f"node {version or '?'} is too old: the SDK and its dependencies need 20 or newer"
     if not (JS_DIR / "node_modules" / "@langchain" / "langgraph-sdk").is_dir() and shutil.which("npm") is None:
-        return "npm is not installed and tests/js/node_modules is missing"
+        return "npm is not installed and tests/harness/js/node_modules is missing"
     return None
 
 
