@@ -139,12 +139,24 @@ def dev(args: list[str]) -> int:
 
 # What `test --quick` runs: every test that starts no server.
 QUICK = ["tests/unit"]
+# How many processes run test modules side by side: most of a test's time is spent
+# waiting on the servers it starts, so two share two cores well.
+WORKERS_ENV = "JOURNAL_BRIDGE_TEST_WORKERS"
+
+
+def _workers() -> list[str]:
+    value = os.environ.get(WORKERS_ENV, "").strip() or str(max(2, min(os.cpu_count() or 1, 4)))
+    if not value.isdigit():
+        sys.exit(f"{WORKERS_ENV} must be a whole number, got {value!r}")
+    # Whole modules go to one worker: their shared servers start once.
+    return [] if int(value) <= 1 else ["-n", value, "--dist", "loadfile"]
 
 
 def test(args: list[str]) -> int:
     if "--quick" in args:
         args = [*QUICK, *(arg for arg in args if arg != "--quick")]
-    code = _run([_python(), "-m", "pytest", *args])
+    given = any(arg == "-n" or arg.startswith(("-n=", "--numprocesses")) for arg in args)
+    code = _run([_python(), "-m", "pytest", *([] if given else _workers()), *args])
     if code == 5:
         print("pytest collected no tests: treating that as a failure", file=sys.stderr)
         return 1

@@ -18,6 +18,7 @@ import pytest
 
 from tests.harness.langgraph_server import LanggraphDevServer
 from tests.harness.onoff import (
+    SAMPLED_STREAM_MODES,
     STREAM_MODES,
     background_scenario,
     bad_input_scenario,
@@ -26,6 +27,7 @@ from tests.harness.onoff import (
     stream_scenario,
     wait_scenario,
 )
+from tests.harness.suites import sampled
 from tests.harness.transcripts import difference
 
 pytestmark = pytest.mark.e2e
@@ -61,7 +63,7 @@ async def _compare(servers, scenario, *args, **kwargs) -> None:
         _assert_same(plain, await scenario(servers[setting].url, *args, **kwargs), setting)
 
 
-@pytest.mark.parametrize("mode", STREAM_MODES, ids=mode_name)
+@pytest.mark.parametrize("mode", sampled(STREAM_MODES, SAMPLED_STREAM_MODES), ids=mode_name)
 async def test_streamed_runs_look_the_same(servers, mode):
     await _compare(servers, stream_scenario, mode)
 

@@ -28,7 +28,8 @@ from tests.harness.conversation import (
     wait_journal_idle,
 )
 from tests.harness.langgraph_server import LanggraphDevServer
-from tests.harness.onoff import STREAM_MODES, TURNS, mode_name
+from tests.harness.onoff import SAMPLED_STREAM_MODES, STREAM_MODES, TURNS, mode_name
+from tests.harness.suites import sampled
 from tests.harness.transcripts import normalize
 
 pytestmark = pytest.mark.e2e
@@ -86,7 +87,7 @@ async def _journal(store_url: str, thread_id: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
-@pytest.mark.parametrize("mode", STREAM_MODES, ids=mode_name)
+@pytest.mark.parametrize("mode", sampled(STREAM_MODES, SAMPLED_STREAM_MODES), ids=mode_name)
 async def test_the_caller_gets_exactly_what_plain_runs_stream_gives(plain, tmp_path, mode, version):
     async with JournalingClient(get_client(url=plain.url), f"sqlite:///{tmp_path / 'tee.db'}") as client:
         thread_id, teed = await _script(client, mode, version)
@@ -100,7 +101,7 @@ async def test_the_caller_gets_exactly_what_plain_runs_stream_gives(plain, tmp_p
     assert [m["content"] for m in messages if m["type"] == "human"] == TURNS
 
 
-@pytest.mark.parametrize("mode", STREAM_MODES, ids=mode_name)
+@pytest.mark.parametrize("mode", sampled(STREAM_MODES, SAMPLED_STREAM_MODES), ids=mode_name)
 async def test_the_journal_is_the_plugins(plain, dev_server, tmp_path, mode):
     plugin = dev_server
     store_url = f"sqlite:///{tmp_path / 'tee.db'}"

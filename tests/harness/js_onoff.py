@@ -15,6 +15,7 @@ client's suite uses too.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import re
 import shutil
@@ -73,9 +74,18 @@ def node_problem() -> str | None:
 
 
 def ensure_node_modules() -> None:
-    """`npm ci` in tests/harness/js when the package is missing (a fresh clone)."""
-    if (JS_DIR / "node_modules" / "@langchain" / "langgraph-sdk" / "package.json").is_file():
+    """`npm ci` in tests/harness/js when the package is missing (a fresh clone); test
+    processes running side by side take turns (a file lock), so only one installs."""
+    installed = JS_DIR / "node_modules" / "@langchain" / "langgraph-sdk" / "package.json"
+    if installed.is_file():
         return
+    with open(JS_DIR / ".npm-ci.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not installed.is_file():
+            _npm_ci()
+
+
+def _npm_ci() -> None:
     result = subprocess.run(
         ["npm", "ci", "--no-audit", "--no-fund"],
         cwd=JS_DIR,

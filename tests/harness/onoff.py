@@ -33,6 +33,9 @@ STREAM_MODES: list[Any] = [
     ["values", "messages-tuple", "custom"],
     ["values", "updates"],
 ]
+# The stream modes every pass runs: one of each way the plugin reads a run (the
+# client's values, its messages, its events, and modes it adds to the client's).
+SAMPLED_STREAM_MODES: list[Any] = ["values", "messages-tuple", "events", ["values", "messages-tuple", "custom"]]
 
 
 def sse_frames(raw: bytes) -> list[Any]:

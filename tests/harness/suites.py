@@ -18,3 +18,9 @@ def require_or_skip(reason: str) -> None:
     if REQUIRE_ALL:
         pytest.fail(f"required suite cannot run: {reason}")
     pytest.skip(reason)
+
+
+def sampled(values: list, sample: list) -> list:
+    """`values` as test parameters: those in `sample` run in every pass; the others carry
+    `full_matrix`, which the oldest-version pass in CI leaves out (the full matrix runs once)."""
+    return [value if value in sample else pytest.param(value, marks=pytest.mark.full_matrix) for value in values]
