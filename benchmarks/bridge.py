@@ -1,9 +1,24 @@
 """What journaling costs a LangGraph server, per kind of client and per capture setting.
 
 Starts real `langgraph dev` servers of this project side by side -- one without
-the plugin (`off`) and one per capture setting (`auto`, `events`, `lean`) --
-and drives the same scripted workload against each through the SDK, the
-servers taking turns round by round so none gets the quieter machine.
+the plugin (`off`), one with the floor (`floor`, below) and one per capture
+setting (`auto`, `lean`, `events`) -- and drives the same scripted workload
+against each through the SDK, the cells interleaved round by round (the order
+of client kinds and of servers rotated every round) so none gets the quieter
+machine.
+
+`floor` is what reading runs through langgraph-sdk costs at the least
+(`benchmarks/floor_app.py`, the server's `http.app` in place of the plugin):
+the plugin's own request rewrite (`RunObserverMiddleware` with the `lean`
+setting: `stream_resumable` plus the `values` and `custom` modes the client
+did not ask for, their frames dropped from what it gets) and, for every run,
+one `runs.join_stream` from the first frame through the plugin's in-process
+SDK client (the reader's join: the capture's modes plus `error`), frames
+discarded; the run's retained frames released when the join ends. Nothing
+mapped, queued or stored, no outcome read, none of the plugin's other
+middleware or routes. A streamed run is joined too, where the plugin reads it
+from its client's frames instead: for the streaming clients the floor is a
+second reader the plugin does not have.
 
 Client kinds:
 - `values stream`: `runs.stream(stream_mode="values")`;
@@ -15,10 +30,12 @@ Client kinds:
 - `create+join`: `runs.create`, then `runs.join_stream` of `values`.
 
 Printed per model (instant: the server's CPU is the bottleneck, every cost
-shows; paced like a hosted model): wall time per run (median), server
-CPU-seconds per run, server RSS after the workload, each with its ratio to
-`off` for the same client (to the `useStream + events` reference for
-`useStream` under `auto` and `events`). Then, with the instant model, a soak:
+shows; paced like a hosted model), per cell: server CPU-seconds per run and
+median wall time per run over all rounds, and per round the cell's figure
+divided by `off`'s for the same client in the same round: the median of
+those ratios with their spread ([min max] over the rounds), and each
+setting's excess over the floor (per round its ratio minus the floor's; median
+[min max]); server RSS after the workload. Then, with the instant model, a soak:
 a long conversation per thread, the ratio of the run's wall time and server
 CPU with the plugin to those without it (and to the client asking for
 `events` itself) at its first and last turns, and RSS growth per 100 runs
@@ -26,7 +43,9 @@ CPU with the plugin to those without it (and to the client asking for
 and the lag from a compaction's custom frame reaching a client to its marker
 being readable.
 
-Run: `python3 tasks.py bench bridge [--runs 40] [--threads 4] [--pace 0.02] [--soak-turns 50]`.
+Run: `python3 tasks.py bench bridge [--runs 8] [--rounds 5] [--minutes 0] [--threads 4] [--pace 0.02]
+[--soak-turns 50] [--only instant|paced|soak|lag ...]` (`--runs` per cell per round; more rounds than
+`--rounds` while the next fits in `--minutes` per matrix).
 """
 
 from __future__ import annotations
@@ -37,19 +56,21 @@ import signal
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
-
-from benchmarks.compaction_lag import turn_compaction_lags
 from langgraph_sdk import get_client
 
+from benchmarks.compaction_lag import turn_compaction_lags
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
-from tests.harness.langgraph_server import LanggraphDevServer
+from tests.harness.langgraph_server import LanggraphDevServer, project_config
 
-CAPTURES = ("off", "auto", "events", "lean")
+CAPTURES = ("off", "floor", "auto", "lean", "events")
+# The `floor` server's app: the plugin's request rewrite and one SDK join per run, nothing more.
+FLOOR_APP = Path(__file__).resolve().with_name("floor_app.py")
 USE_STREAM = ["values", "messages-tuple", "custom"]
 
 Run = Callable[[Any, str, str, str], Awaitable[None]]
@@ -122,7 +143,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Cell:
-    """One client kind against one server: durations and CPU of its runs."""
+    """One client kind against one server: durations and CPU of its runs, overall and per round."""
 
     def __init__(self, server: LanggraphDevServer, run: Run, journaled: bool) -> None:
         self.server = server
@@ -134,28 +155,36 @@ class Cell:
         self.durations: list[float] = []
         self.cpu = 0.0
         self.turn = 0
+        # Per measured round: (median wall s, server CPU s per run).
+        self.rounds: list[tuple[float, float]] = []
 
     async def setup(self, threads: int) -> None:
         assistant = await self.client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
         self.assistant_id = assistant["assistant_id"]
         self.threads = [(await self.client.threads.create())["thread_id"] for _ in range(threads)]
 
-    async def round(self, runs: int) -> None:
+    async def round(self, runs: int, *, measured: bool = True) -> None:
         per_thread = [runs // len(self.threads) + (i < runs % len(self.threads)) for i in range(len(self.threads))]
         start = self.turn
         self.turn += max(per_thread)
         before = cpu_seconds(self.server.process.pid)
+        durations: list[float] = []
 
         async def drive(thread_id: str, count: int) -> None:
             for k in range(count):
                 began = time.perf_counter()
                 await self.run(self.client, thread_id, self.assistant_id, TURNS[(start + k) % len(TURNS)])
-                self.durations.append(time.perf_counter() - began)
+                durations.append(time.perf_counter() - began)
 
         await asyncio.gather(*(drive(t, n) for t, n in zip(self.threads, per_thread, strict=True)))
         if self.journaled:
             await wait_journal_idle(self.server.url, timeout=300)
-        self.cpu += cpu_seconds(self.server.process.pid) - before
+        cpu = cpu_seconds(self.server.process.pid) - before
+        if not measured:
+            return
+        self.durations.extend(durations)
+        self.cpu += cpu
+        self.rounds.append((statistics.median(durations), cpu / len(durations)))
 
     @property
     def wall(self) -> float:
@@ -166,15 +195,20 @@ class Cell:
         return self.cpu / len(self.durations)
 
 
-def start_servers(pace: float) -> dict[str, LanggraphDevServer]:
+def start_server(capture: str, pace: float) -> LanggraphDevServer:
     env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace)}
+    if capture == "off":
+        return LanggraphDevServer(plugin=False, env=env).start()
+    if capture == "floor":
+        return LanggraphDevServer(config=project_config(http={"app": f"{FLOOR_APP}:app"}), env=env).start()
+    return LanggraphDevServer(env={**env, "JOURNAL_BRIDGE_CAPTURE": capture}).start()
+
+
+def start_servers(pace: float) -> dict[str, LanggraphDevServer]:
     servers: dict[str, LanggraphDevServer] = {}
     try:
         for capture in CAPTURES:
-            if capture == "off":
-                servers[capture] = LanggraphDevServer(plugin=False, env=env).start()
-            else:
-                servers[capture] = LanggraphDevServer(env={**env, "JOURNAL_BRIDGE_CAPTURE": capture}).start()
+            servers[capture] = start_server(capture, pace)
     except BaseException:
         for server in servers.values():
             server.stop()
@@ -182,7 +216,39 @@ def start_servers(pace: float) -> dict[str, LanggraphDevServer]:
     return servers
 
 
-async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int) -> None:
+def rotated(items: list[Any], by: int) -> list[Any]:
+    by %= len(items)
+    return items[by:] + items[:by]
+
+
+class Spread:
+    """A per-round figure: its median and its spread (min-max) over the rounds."""
+
+    def __init__(self, values: list[float]) -> None:
+        self.values = values
+        self.median = statistics.median(values)
+        self.low, self.high = min(values), max(values)
+
+    def __str__(self) -> str:
+        return f"{self.median:6.3f} [{self.low:6.3f} {self.high:6.3f}]"
+
+
+def per_round(cells: dict[tuple[str, str], Cell], kind: str, capture: str, index: int) -> list[float]:
+    """The cell's per-round ratio to `off` for the same client (index 0: wall, 1: CPU)."""
+    base = cells[kind, "off"].rounds
+    return [mine[index] / off[index] for mine, off in zip(cells[kind, capture].rounds, base, strict=True)]
+
+
+async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int, minutes: float) -> None:
+    """Every client kind against every server, the cells interleaved round by round.
+
+    Each round runs `runs` runs per cell, cell after cell, in an order rotated
+    every round (client kinds and, within each, the servers), after one
+    warm-up round that is not measured; there are `rounds` rounds at least,
+    and more while the next one fits in `minutes` (0: no more). A ratio is
+    taken per round (the cell against `off` for the same client in the same
+    round), so a round on a busier machine moves both sides of it.
+    """
     servers = start_servers(pace)
     try:
         cells: dict[tuple[str, str], Cell] = {}
@@ -192,11 +258,19 @@ async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int) 
         cells["useStream + events", "off"] = Cell(servers["off"], use_stream_events, False)
         for cell in cells.values():
             await cell.setup(threads)
-        per_round = [runs // rounds + (i < runs % rounds) for i in range(rounds)]
-        order = list(cells.values())
-        for i, count in enumerate(per_round):
-            for cell in order if i % 2 == 0 else reversed(order):
-                await cell.round(count)
+        kinds = [*CLIENTS, "useStream + events"]
+        for cell in cells.values():
+            await cell.round(threads, measured=False)
+        began = time.monotonic()
+        done = 0
+        while done < rounds or (minutes and time.monotonic() - began + (time.monotonic() - began) / done < minutes * 60):
+            captures = rotated(list(CAPTURES), done)
+            for kind in rotated(kinds, done):
+                for capture in captures:
+                    if (kind, capture) in cells:
+                        await cells[kind, capture].round(runs)
+            done += 1
+        elapsed = time.monotonic() - began
         rss = {capture: rss_mib(server.process.pid) for capture, server in servers.items()}
         health = {c: httpx.get(f"{s.url}/journal/health").json() for c, s in servers.items() if c != "off"}
     finally:
@@ -204,23 +278,30 @@ async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int) 
             server.stop()
 
     print()
-    print(f"{label}: {runs} runs per cell over {threads} concurrent threads, {rounds} alternating rounds")
-    header = f"{'client':20}{'capture':9}{'wall/run s':>11}{'ratio':>8}{'CPU/run ms':>12}{'ratio':>8}   baseline"
+    print(f"{label}: {done} interleaved rounds of {runs} runs per cell over {threads} concurrent threads "
+          f"({elapsed / 60:.1f} min, after a warm-up round), load average now {psutil.getloadavg()[0]:.2f}")
+    print("each ratio: median over rounds of the cell's round figure / `off`'s in the same round, [min max] over "
+          "rounds; excess: median [min max] of (ratio - floor's ratio) per round")
+    header = (f"{'client':20}{'capture':8}{'CPU/run ms':>11}  {'CPU ratio to off':24}{'CPU excess over floor':24}"
+              f"{'wall/run s':>11}  {'wall ratio to off':24}{'wall excess over floor':24}")
     print(header)
     print("-" * len(header))
-    for kind in [*CLIENTS, "useStream + events"]:
+    for kind in kinds:
         for capture in CAPTURES:
             cell = cells.get((kind, capture))
             if cell is None:
                 continue
-            if kind == "useStream" and capture in ("auto", "events"):
-                base, base_name = cells["useStream + events", "off"], "useStream + events, off"
-            else:
-                base, base_name = cells[kind, "off"], "off"
-            print(
-                f"{kind:20}{capture:9}{cell.wall:11.3f}{cell.wall / base.wall:8.3f}"
-                f"{cell.cpu_per_run * 1000:12.1f}{cell.cpu_per_run / base.cpu_per_run:8.3f}   {base_name}"
-            )
+            row = f"{kind:20}{capture:8}{cell.cpu_per_run * 1000:11.1f}  "
+            columns = []
+            for index in (1, 0):
+                ratio = per_round(cells, kind, capture, index) if capture != "off" else None
+                floor = per_round(cells, kind, "floor", index) if (kind, "floor") in cells else None
+                columns.append(f"{str(Spread(ratio)) if ratio else '':24}")
+                excess = ([r - f for r, f in zip(ratio, floor, strict=True)]
+                          if ratio and floor and capture not in ("off", "floor") else None)
+                columns.append(f"{str(Spread(excess)) if excess else '':24}")
+            row += "".join(columns[:2]) + f"{cell.wall:11.3f}  " + "".join(columns[2:])
+            print(row.rstrip())
     print("server RSS after the workload (MiB): " + ", ".join(
         f"{c} {rss[c]:.1f} ({rss[c] / rss['off']:.3f}x off)" for c in CAPTURES))
     for capture, report in health.items():
@@ -320,18 +401,30 @@ async def measure_lag(compactions: int) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    await matrix("instant model (server CPU-bound)", 0.0, args.runs, args.threads, args.rounds)
-    await matrix(f"model paced at {args.pace * 1000:g} ms per token", args.pace, args.runs, args.threads, args.rounds)
-    await soak(args.soak_turns, args.soak_threads)
-    print()
-    await measure_lag(args.compactions)
+    parts = set(args.only or PARTS)
+    if "instant" in parts:
+        await matrix("instant model (server CPU-bound)", 0.0, args.runs, args.threads, args.rounds, args.minutes)
+    if "paced" in parts:
+        await matrix(f"model paced at {args.pace * 1000:g} ms per token", args.pace, args.runs, args.threads,
+                     args.rounds, args.minutes)
+    if "soak" in parts:
+        await soak(args.soak_turns, args.soak_threads)
+    if "lag" in parts:
+        print()
+        await measure_lag(args.compactions)
+
+
+PARTS = ("instant", "paced", "soak", "lag")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=40, help="runs per cell")
+    parser.add_argument("--runs", type=int, default=8, help="runs per cell per round")
     parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per matrix, at least")
+    parser.add_argument("--minutes", type=float, default=0.0,
+                        help="more rounds while the next fits in this many minutes per matrix")
+    parser.add_argument("--only", action="append", choices=PARTS, help="run only these parts (repeatable)")
     parser.add_argument("--pace", type=float, default=0.02, help="seconds per streamed token of the paced model")
     parser.add_argument("--soak-turns", type=int, default=50)
     parser.add_argument("--soak-threads", type=int, default=4)
