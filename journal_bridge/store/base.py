@@ -124,7 +124,8 @@ def take_layout(url: str, layouts: Mapping[str, str], backend: str) -> tuple[str
 
 
 # The optional methods: what a caller does without one is its own choice.
-CAPABILITIES: tuple[str, ...] = ("search_threads", "fill_owner")
+# `claim_run` comes with `release_run`: a backend overrides both.
+CAPABILITIES: tuple[str, ...] = ("search_threads", "fill_owner", "claim_run")
 
 
 def supports(store: RunEventStore, capability: str) -> bool:
@@ -678,6 +679,23 @@ class RunEventStore(abc.ABC):
         Records that have an owner keep it.
         """
         raise NotImplementedError(f"{type(self).__name__} cannot fill in owners")
+
+    async def claim_run(self, run_id: str) -> bool:
+        """Become the one reader of this run among the processes sharing the journal.
+
+        True when this store object holds the claim (now, or already); False
+        while another holds it. A claim lasts until `release_run`, `close`, or
+        the end of the process holding it -- a process that dies mid-run leaves
+        the run to whoever claims it next. Not reentrant: one release ends it.
+
+        Optional: a store whose journal no other process reads live needs none
+        (callers without it read every run they are handed).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot claim runs")
+
+    async def release_run(self, run_id: str) -> None:
+        """Give up the claim `claim_run` took; nothing when this store does not hold it."""
+        raise NotImplementedError(f"{type(self).__name__} cannot claim runs")
 
     async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
         """Threads with a message whose text contains `text` (ASCII letters in any

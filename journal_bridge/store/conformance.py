@@ -1269,6 +1269,20 @@ class RunEventStoreConformance:
         await opened.close()  # idempotent
 
 
+    # -- reader claims (optional: `claim_run`, `release_run`) ------------------------
+
+    async def test_a_claim_is_held_until_released(self, store):
+        if not supports(store, "claim_run"):
+            pytest.skip("the store does not claim runs")
+        assert await store.claim_run("r1")
+        assert await store.claim_run("r1"), "claiming a run it holds again answers True"
+        assert await store.claim_run("r2")
+        await store.release_run("r1")
+        await store.release_run("r1")  # nothing held: nothing to do
+        await store.release_run("never-claimed")
+        assert await store.claim_run("r1")
+
+
 class SharedStorageConformance(RunEventStoreConformance):
     """The multi-writer behaviour of a backend whose storage outlives one store
     object (a file, a database): several store objects and several processes
@@ -1376,6 +1390,66 @@ class SharedStorageConformance(RunEventStoreConformance):
             ]
 
 
+    async def test_a_run_has_one_claimant_among_stores(self, store, store_url, store_options):
+        if not supports(store, "claim_run"):
+            pytest.skip("the store does not claim runs")
+        async with open_store(store_url, **store_options) as other:
+            assert await store.claim_run("r1")
+            assert not await other.claim_run("r1")
+            assert await other.claim_run("r2")
+            assert not await store.claim_run("r2")
+            await store.release_run("r1")
+            assert await other.claim_run("r1")
+            await other.release_run("r1")
+            await other.release_run("r2")
+            assert await store.claim_run("r2")
+
+    async def test_closing_a_store_releases_its_claims(self, store, store_url, store_options):
+        if not supports(store, "claim_run"):
+            pytest.skip("the store does not claim runs")
+        other = await open_store(store_url, **store_options).__aenter__()
+        assert await other.claim_run("r1")
+        assert not await store.claim_run("r1")
+        await other.close()
+        assert await store.claim_run("r1")
+
+    async def test_a_killed_processs_claims_are_taken_over(
+        self, store, store_url, store_options, tmp_path
+    ):
+        if not supports(store, "claim_run"):
+            pytest.skip("the store does not claim runs")
+        ready = tmp_path / "claimed"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", __name__, "claim", ",".join(self.backend_modules),
+            store_url, json.dumps(store_options), "r1", str(ready), env=env,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not ready.exists():
+                assert proc.returncode is None, "the claiming process exited early"
+                assert time.monotonic() < deadline, "the claiming process did not claim"
+                await asyncio.sleep(0.05)
+            assert not await store.claim_run("r1")
+            assert await store.claim_run("r2")
+        finally:
+            proc.kill()
+            await proc.wait()
+        # Its claim went with it (PostgreSQL notices the closed connection at once).
+        deadline = time.monotonic() + 10
+        while not await store.claim_run("r1"):
+            assert time.monotonic() < deadline, "the killed process's claim outlived it"
+            await asyncio.sleep(0.1)
+
+
+async def _claim_and_wait(url: str, options: dict[str, Any], run_id: str, ready: Path) -> None:
+    """The process of `test_a_killed_processs_claims_are_taken_over`: claims, says so, waits to be killed."""
+    async with open_store(url, **options) as store:
+        assert await store.claim_run(run_id)
+        ready.touch()
+        await asyncio.sleep(600)
+
+
 async def _append_as_writer(
     url: str, options: dict[str, Any], thread_id: str, writer: str, batches: int, barrier: Path
 ) -> None:
@@ -1405,8 +1479,15 @@ async def _append_as_writer(
 
 if __name__ == "__main__":
     # python -m journal_bridge.store.conformance MODULES URL OPTIONS_JSON THREAD_ID WRITER BATCHES BARRIER_DIR
+    # python -m journal_bridge.store.conformance claim MODULES URL OPTIONS_JSON RUN_ID READY_FILE
     import importlib
 
+    if sys.argv[1] == "claim":
+        modules, url, options, run_id, ready = sys.argv[2:7]
+        for module in filter(None, modules.split(",")):
+            importlib.import_module(module)
+        asyncio.run(_claim_and_wait(url, json.loads(options), run_id, Path(ready)))
+        sys.exit(0)
     modules, url, options, thread_id, writer, batches, barrier = sys.argv[1:8]
     for module in filter(None, modules.split(",")):
         importlib.import_module(module)

@@ -6,12 +6,18 @@ per thread while different threads append in parallel. Threads of one batch are
 locked in sorted order, so two batches cannot deadlock. Reads run in autocommit
 and see only committed batches.
 
+Reader claims (`claim_run`) are session-level advisory locks in a namespace of
+their own, all held on one connection per store kept apart from the pool: a
+process holds every claim it has on that one connection, and a process that
+dies takes its claims with its connection.
+
 `content` and `metadata` are jsonb; a str content is a jsonb string, so it reads
 back as a str. jsonb keeps values exactly but not the key order of objects.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import zlib
 from collections.abc import AsyncIterator, Iterable
@@ -138,6 +144,12 @@ class PostgresRunEventStore(SqlRunEventStore):
         # Advisory lock namespace: per schema, so unrelated journals do not contend.
         self._lock_space = zlib.crc32(f"journal-bridge:{schema or ''}".encode()) - 2**31
         self._select = f"SELECT {self.columns} FROM {self._events}"
+        # Reader claims: a namespace apart from the thread write locks, so a claim
+        # never holds up an append whose thread's key happens to match.
+        self._claim_space = zlib.crc32(f"journal-bridge-reader:{schema or ''}".encode()) - 2**31
+        self._claims_conn: psycopg.AsyncConnection | None = None
+        self._claims_lock = asyncio.Lock()
+        self._claimed: set[str] = set()
 
     @property
     def _redacted_url(self) -> str:
@@ -200,6 +212,12 @@ class PostgresRunEventStore(SqlRunEventStore):
             await self._migrate_from(conn, version, "PostgreSQL journal", self._names)
 
     async def close(self) -> None:
+        async with self._claims_lock:
+            if self._claims_conn is not None and self._claimed:
+                # At once: the server ends a closed connection's session a moment later.
+                with contextlib.suppress(psycopg.Error):
+                    await self._claims_conn.execute("SELECT pg_advisory_unlock_all()")
+            await self._drop_claims()
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
@@ -219,6 +237,59 @@ class PostgresRunEventStore(SqlRunEventStore):
                 return await cursor.fetchall()
         except psycopg.Error as exc:
             raise _translate(exc, "read") from exc
+
+    # -- reader claims -------------------------------------------------------------
+
+    async def claim_run(self, run_id: str) -> bool:
+        run_id = str(run_id)
+        async with self._claims_lock:
+            if run_id in self._claimed:
+                return True
+            try:
+                conn = await self._claims_connection()
+                cursor = await conn.execute(
+                    "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (self._claim_space, run_id)
+                )
+                won = bool((await cursor.fetchone())[0])  # type: ignore[index]
+            except psycopg.Error as exc:
+                await self._drop_claims()
+                raise _translate(exc, "claim") from exc
+            if won:
+                self._claimed.add(run_id)
+            return won
+
+    async def release_run(self, run_id: str) -> None:
+        run_id = str(run_id)
+        async with self._claims_lock:
+            if run_id not in self._claimed or self._claims_conn is None:
+                return
+            self._claimed.discard(run_id)
+            try:
+                await self._claims_conn.execute(
+                    "SELECT pg_advisory_unlock(%s, hashtext(%s))", (self._claim_space, run_id)
+                )
+            except psycopg.Error as exc:
+                await self._drop_claims()
+                raise _translate(exc, "release of a claim") from exc
+
+    async def _claims_connection(self) -> psycopg.AsyncConnection:
+        """The connection holding this store's claims, connected on first use."""
+        self._get_pool()  # a closed store claims nothing
+        if self._claims_conn is None or self._claims_conn.closed:
+            # Its claims went with the old connection (if any): forget them.
+            self._claimed.clear()
+            self._claims_conn = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=max(2, int(self.connect_timeout))
+            )
+        return self._claims_conn
+
+    async def _drop_claims(self) -> None:
+        """Close the claims connection: the server releases every claim it held."""
+        conn, self._claims_conn = self._claims_conn, None
+        self._claimed.clear()
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
 
     # -- layout hooks ------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from journal_bridge.store.base import (
     plan_append,
     take_layout,
 )
+from journal_bridge.store.claims import claims_for
 from journal_bridge.store.journal_tables import COLUMNS, TABLES, ColumnTypes, migrations
 from journal_bridge.store.sql import SqlRunEventStore
 
@@ -375,11 +376,20 @@ class SqliteRunEventStore(SqlRunEventStore):
         await conn.execute(statement)
 
     async def close(self) -> None:
+        claims_for(self.path).release_all(self)
         writer, reader = self._writer, self._reader
         self._writer = self._reader = None
         for conn in (writer, reader):
             if conn is not None:
                 await conn.close()
+
+    # -- reader claims: record locks on `<path>-claims` (`journal_bridge.store.claims`)
+
+    async def claim_run(self, run_id: str) -> bool:
+        return await asyncio.to_thread(claims_for(self.path).claim, self, str(run_id))
+
+    async def release_run(self, run_id: str) -> None:
+        await asyncio.to_thread(claims_for(self.path).release, self, str(run_id))
 
     def _read_conn(self) -> aiosqlite.Connection:
         if self._reader is None:
