@@ -25,6 +25,7 @@ thread's final state after a join that began late.
 | resumable, but the replay is empty      | `unobservable`: frames gone (server restart, expiry); reported |
 | its `run.end` (or `run.error`) in the store | `already_journaled` (by the plugin, a tee or an earlier follower): left alone |
 | its `run.start` in the store, running, not resumable | left alone until it ends, then decided again |
+| its reader claim held by another process | left to it; found again when its thread changes |
 
 Every reported run gets a log line, a counter per reason (`stats`) and a line
 in the final `summary()`. Nothing is skipped silently. With `from_now` runs
@@ -61,16 +62,16 @@ from pathlib import Path
 from typing import Any
 
 from journal_bridge.delivery.bridge import Bridge
-from journal_bridge.mapping.capture_setting import Capture
-from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
 from journal_bridge.delivery.health import UNAVAILABLE as UNAVAILABLE_STATUS
+from journal_bridge.delivery.spool import spool_path
 from journal_bridge.host.modes import EVENTS_MODE, requested_modes
 from journal_bridge.host.run_objects import run_checkpoint
-from journal_bridge.mapping.reader import RunSource
-from journal_bridge.delivery.spool import spool_path
-from journal_bridge.store import RunEventStore
-from journal_bridge.model.timestamps import parse_time
 from journal_bridge.host.sdk import SdkClient, SdkRuns
+from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.mapping.reader import RunSource
+from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
+from journal_bridge.model.timestamps import parse_time
+from journal_bridge.store import RunEventStore
 
 logger = logging.getLogger(__name__)
 
@@ -363,6 +364,11 @@ class Follower:
 
     def _run_done(self, thread_id: str, run_id: str) -> None:
         entry = self._inflight.pop(run_id, None)
+        if self.bridge.read_elsewhere(run_id):
+            # Another process (the plugin, another follower) reads it: undecided
+            # here; found again when its thread changes, at its end at the latest.
+            self._parts.pop(run_id, None)
+            return
         outcome = entry[1] if entry else JOURNALED
         if self._parts.pop(run_id, 0) == 0:
             self._report(thread_id, run_id, UNOBSERVABLE,

@@ -23,6 +23,16 @@ each run the bridge was not handed:
 Backfill writes only what the journal lacks (by message id), so a thread the
 bridge journaled completely costs one read of its history and journal.
 
+Several processes sharing a runtime and a journal each run a reconciler, and
+each sees the others' runs. A run is decided only by the process that holds
+its reader claim (`Bridge.claim`, the store's `claim_run`): one whose claim
+another process holds (its request came through there, or its reconciler was
+first) is left to it and asked again every pass; once that process has read
+the run it finds `run.end` journaled, and when that process died, its claim
+went with it and this one takes the run over -- joined from its first frame
+while it runs (the records' keys make the replay add only what is missing),
+backfilled once it ended.
+
 State -- the watermark, the threads waiting for a backfill and the runs
 waited for -- is a small JSON file next to the spool, replaced atomically
 after each pass that changed it. After a `kill -9` the next start reads it,
@@ -45,16 +55,16 @@ from pathlib import Path
 from typing import Any
 
 from journal_bridge.capture.backfill import BUSY, backfill_thread
-from journal_bridge.delivery.bridge import EVENTS_CAPTURE, Bridge
-from journal_bridge.mapping.capture_setting import Capture
-from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
 from journal_bridge.capture.follower import threads_updated_since
+from journal_bridge.delivery.bridge import EVENTS_CAPTURE, Bridge
 from journal_bridge.host.modes import EVENTS_MODE, requested_modes
 from journal_bridge.host.run_objects import run_checkpoint
-from journal_bridge.mapping.reader import RunSource
-from journal_bridge.store import RunEventStore
-from journal_bridge.model.timestamps import parse_time
 from journal_bridge.host.sdk import SdkClient
+from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.mapping.reader import RunSource
+from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
+from journal_bridge.model.timestamps import parse_time
+from journal_bridge.store import RunEventStore
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +132,7 @@ class Reconciler:
         self._settled: OrderedDict[str, str] = OrderedDict()  # run_id -> how it was journaled
         self._waiting: dict[str, str] = {}  # run_id -> thread_id: not ended, not joinable
         self._joined: dict[str, str] = {}  # run_id -> thread_id: joined by the reconciler
+        self._elsewhere: dict[str, str] = {}  # run_id -> thread_id: another process holds its claim
         self._repair: set[str] = set()  # threads to backfill once idle
         self._task: asyncio.Task[None] | None = None
         self._dirty = False
@@ -131,6 +142,7 @@ class Reconciler:
             "threads_listed": 0,
             "runs_found": 0,
             "runs_joined": 0,
+            "runs_taken_over": 0,
             "threads_backfilled": 0,
             "threads_deleted": 0,
             "records_backfilled": 0,
@@ -191,6 +203,7 @@ class Reconciler:
         if newest != self._since:
             self._since = newest
             self._dirty = True
+        await self._retry_elsewhere()
         await self._check_waiting()
         await self._repair_threads()
         if self.sweep_deleted and self.stats["passes"] % _SWEEP_EVERY == 1:
@@ -225,7 +238,8 @@ class Reconciler:
             if run_id in self._settled and run.get("status") in _ACTIVE and not self.bridge.knows(thread_id, run_id):
                 # Ended once, running again: the runtime executes it anew after a crash.
                 del self._settled[run_id]
-            if run_id in self._settled or run_id in self._waiting or run_id in self._joined:
+            if (run_id in self._settled or run_id in self._waiting or run_id in self._joined
+                    or run_id in self._elsewhere):
                 continue
             if self.bridge.knows(thread_id, run_id):
                 if run.get("status") in _ACTIVE or self.bridge.following(thread_id, run_id):
@@ -240,12 +254,55 @@ class Reconciler:
 
     async def _decide(self, thread_id: str, run: dict[str, Any]) -> None:
         run_id = str(run["run_id"])
+        if not await self.bridge.claim(run_id):
+            # Another process reads it: asked again every pass (`_retry_elsewhere`).
+            self._elsewhere[run_id] = thread_id
+            return
+        await self._decide_claimed(thread_id, run, taken_over=False)
+
+    async def _retry_elsewhere(self) -> None:
+        """The runs another process held: decided here once their claim is free."""
+        for run_id, thread_id in list(self._elsewhere.items()):
+            if self.bridge.knows(thread_id, run_id):
+                del self._elsewhere[run_id]  # handed to this process's bridge meanwhile
+                continue
+            if not await self.bridge.claim(run_id):
+                continue
+            del self._elsewhere[run_id]
+            try:
+                run = await self._sdk().runs.get(thread_id, run_id)
+            except Exception as exc:  # noqa: BLE001 - deleted meanwhile: its thread says what is left
+                logger.debug("journal-bridge: run %s not readable (%s)", run_id, exc)
+                await self.bridge.release(run_id)
+                continue
+            self.stats["runs_taken_over"] += 1
+            await self._decide_claimed(thread_id, run, taken_over=True)
+
+    async def _decide_claimed(self, thread_id: str, run: dict[str, Any], *, taken_over: bool) -> None:
+        """Decide on a run whose claim this process holds; the claim goes with the
+        run to the bridge when it is joined, else it is given up here. A run
+        `taken_over` from another process was read there until it let go (or died)."""
+        run_id = str(run["run_id"])
+        try:
+            await self._decide_run(thread_id, run, taken_over=taken_over)
+        finally:
+            if not self.bridge.following(thread_id, run_id):
+                await self.bridge.release(run_id)
+
+    async def _decide_run(self, thread_id: str, run: dict[str, Any], *, taken_over: bool) -> None:
+        run_id = str(run["run_id"])
         kwargs = run.get("kwargs") or {}
         if run.get("status") in _ACTIVE:
             capture = live_capture(kwargs)
+            if capture is not None and await self._ended_since_start(thread_id, run_id):
+                # Read to its end by the process that held it; its status lags behind.
+                self._settle(run_id, "journaled")
+                return
             if capture is not None:
                 logger.info("journal-bridge: joining run %s of thread %s, which no request showed", run_id, thread_id)
-                checkpoint = await self._restart_point(thread_id, run_id) or run_checkpoint(kwargs)
+                # What another process read of it is this attempt's, not an earlier one's.
+                restart = None if taken_over else await self._restart_point(thread_id, run_id)
+                checkpoint = restart or run_checkpoint(kwargs)
                 self.bridge.observe(thread_id, run_id, RunSource(capture, resumable=True, checkpoint=checkpoint))
                 self._joined[run_id] = thread_id
                 self.stats["runs_joined"] += 1
@@ -281,6 +338,15 @@ class Reconciler:
             return False
         records = await store.list_events(thread_id, run_id, event_types=[RUN_END, RUN_ERROR], limit=1)
         return bool(records)
+
+    async def _ended_since_start(self, thread_id: str, run_id: str) -> bool:
+        """Whether the run's end was journaled since this start. An end journaled
+        before it is an earlier attempt's: the runtime executes a run anew after a crash."""
+        store = self._store()
+        if store is None:
+            return False
+        ends = await store.list_events(thread_id, run_id, event_types=[RUN_END, RUN_ERROR], limit=1)
+        return bool(ends) and ends[0].created_at >= self._started_at
 
     async def _check_waiting(self) -> None:
         for run_id, thread_id in list(self._joined.items()):

@@ -11,32 +11,51 @@ that keeps them across restarts: `journal_bridge.delivery.queue`).
 Records of a run are accepted in stream order, so per thread the store's
 `seq` follows the stream. While the queue is full (`queue_size`), followers
 wait instead of dropping (back-pressure).
+
+One reader per run. Processes sharing a journal (a distributed server, a
+follower next to the plugin) are each handed runs the others read too: before
+reading, the bridge claims the run in the store (`RunEventStore.claim_run`,
+where the store offers it) and reads it only if the claim is its own; it gives
+the claim up once the run's records are in the store. A run another process
+holds is left to it (`read_elsewhere`); its reconciler asks again later, and
+takes the run over when the holder died. A store that cannot answer the claim
+does not stop the read: reading a run twice costs time, its records' keys
+keep the journal whole; not reading it would lose it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from journal_bridge.mapping.capture_setting import Capture
-from journal_bridge.delivery.queue import DeliveryQueue, DeliveryStats
-from journal_bridge.model.envelope import RunEvent
 from journal_bridge.delivery.health import assess
-from journal_bridge.mapping.events_mapper import RunMapper
+from journal_bridge.delivery.queue import DeliveryQueue, DeliveryStats
 from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import CANCELLED, ERRORED, INTERRUPTED
-from journal_bridge.mapping.reader import OWNERS, ClientStream, RunSource, owned, read_checkpoint, read_run
-from journal_bridge.model import records
-from journal_bridge.projection import branches
-from journal_bridge.mapping.state_mapper import StateMapper
-from journal_bridge.store import RunEventStore
 from journal_bridge.host.sdk import SdkClient
+from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.mapping.events_mapper import RunMapper
+from journal_bridge.mapping.reader import (
+    OWNERS,
+    ClientStream,
+    RunSource,
+    owned,
+    read_checkpoint,
+    read_run,
+)
+from journal_bridge.mapping.state_mapper import StateMapper
+from journal_bridge.model import records
+from journal_bridge.model.envelope import RunEvent
+from journal_bridge.projection import branches
+from journal_bridge.store import RunEventStore
+from journal_bridge.store.base import StoreError, supports
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +70,8 @@ class BridgeStats(DeliveryStats):
     """The delivery counters (shared with the bridge's queue) and those of reading runs."""
 
     runs_observed: int = 0
+    runs_read: int = 0  # read by this process (claimed, or the store claims nothing)
+    runs_read_elsewhere: int = 0  # handed over while another process held their claim
     runs_completed: int = 0  # read to their end, however they ended
     runs_failed: int = 0  # could not be read
     # How the runs read to their end ended (`journal_bridge.host.outcome`).
@@ -88,6 +109,8 @@ class Bridge:
         self._followers: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._thread_tails: dict[str, asyncio.Task[None]] = {}
         self._recent_runs: deque[tuple[str, str]] = deque(maxlen=4096)
+        self._elsewhere: OrderedDict[str, None] = OrderedDict()  # runs another process read
+        self._releases: set[asyncio.Task[None]] = set()
         self.stats = BridgeStats()
         self.delivery = DeliveryQueue(
             store,
@@ -123,6 +146,7 @@ class Bridge:
             task.cancel()
         await asyncio.gather(*followers, return_exceptions=True)
         await self.delivery.stop(timeout=timeout)
+        await self._cancel_releases()
 
     async def drain(self) -> None:
         """Wait until every record enqueued so far is in the store."""
@@ -136,6 +160,7 @@ class Bridge:
             task.cancel()
         await asyncio.gather(*followers, return_exceptions=True)
         await self.delivery.abort()
+        await self._cancel_releases()
 
     async def wait_for_thread(self, thread_id: str) -> None:
         """Wait until the runs of this thread observed so far are read to their end."""
@@ -147,6 +172,65 @@ class Bridge:
         """Whether this run was handed to the bridge (recently enough to be remembered)."""
         key = (str(thread_id), str(run_id))
         return key in self._followers or key in self._recent_runs
+
+    def read_elsewhere(self, run_id: str) -> bool:
+        """Whether this run was handed over while another process held its claim."""
+        return str(run_id) in self._elsewhere
+
+    async def claim(self, run_id: str) -> bool:
+        """Claim the run for this process (`RunEventStore.claim_run`); True when it is
+        this process's to read -- also when the store claims nothing or cannot answer."""
+        store = self.store
+        if store is None or not supports(store, "claim_run"):
+            return True
+        try:
+            claimed = await store.claim_run(str(run_id))
+        except StoreError as exc:
+            self.stats.last_error = f"claim {run_id}: {exc}"
+            logger.warning("journal-bridge: could not claim run %s (%s); reading it anyway", run_id, exc)
+            return True
+        if claimed:
+            self._elsewhere.pop(str(run_id), None)
+        return claimed
+
+    async def release(self, run_id: str) -> None:
+        """Give up this process's claim on the run."""
+        store = self.store
+        if store is None or not supports(store, "claim_run"):
+            return
+        try:
+            await store.release_run(str(run_id))
+        except StoreError as exc:
+            logger.warning("journal-bridge: could not release run %s (%s)", run_id, exc)
+
+    def _release_when_written(self, run_id: str) -> None:
+        # Once what was read is in the store: a process taking the run over then finds it.
+        async def release() -> None:
+            await self.delivery.drain()
+            await self.release(run_id)
+
+        task = asyncio.create_task(release(), name=f"journal-bridge-release-{run_id}")
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    async def _cancel_releases(self) -> None:
+        releases = list(self._releases)
+        for task in releases:
+            task.cancel()
+        await asyncio.gather(*releases, return_exceptions=True)
+
+    def _left_elsewhere(self, key: tuple[str, str], source: RunSource) -> None:
+        """Another process reads this run: forget it was handed over, so a later
+        hand-over (a reconciler's, once that process is gone) reads it here."""
+        self.stats.runs_read_elsewhere += 1
+        if source.client_stream is not None:
+            source.client_stream.discard()
+        with contextlib.suppress(ValueError):
+            self._recent_runs.remove(key)
+        self._elsewhere[key[1]] = None
+        while len(self._elsewhere) > 4096:
+            self._elsewhere.popitem(last=False)
+        logger.info("journal-bridge: run %s of thread %s is read by another process", key[1], key[0])
 
     def following(self, thread_id: str, run_id: str) -> bool:
         """Whether the bridge is still reading this run."""
@@ -228,9 +312,18 @@ class Bridge:
     async def _follow_after(
         self, previous: asyncio.Task[None] | None, thread_id: str, run_id: str, source: RunSource
     ) -> None:
-        if previous is not None:
-            await asyncio.gather(previous, return_exceptions=True)
-        await self._follow(thread_id, run_id, source)
+        # Claimed at once, not after the thread's earlier runs: a reconciler elsewhere asks meanwhile.
+        if not await self.claim(run_id):
+            self._left_elsewhere((thread_id, run_id), source)
+            await self._run_done(thread_id, run_id)
+            return
+        try:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            self.stats.runs_read += 1
+            await self._follow(thread_id, run_id, source)
+        finally:
+            self._release_when_written(run_id)
 
     @property
     def active_runs(self) -> int:
@@ -314,6 +407,8 @@ class Bridge:
         report.update(
             active_runs=self.active_runs,
             runs_observed=stats.runs_observed,
+            runs_read=stats.runs_read,
+            runs_read_elsewhere=stats.runs_read_elsewhere,
             runs_completed=stats.runs_completed,
             runs_failed=stats.runs_failed,
             runs_errored=stats.runs_errored,

@@ -34,16 +34,16 @@ from typing import Any
 
 import orjson
 
-from journal_bridge.mapping.capture_setting import Capture
-from journal_bridge.model import records
 from journal_bridge.host.compat import assistant_uuid, join_params
-from journal_bridge.model.envelope import RunEvent
-from journal_bridge.mapping.events_mapper import RunMapper
 from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import ROLLBACK, RunOutcome, read_outcome
-from journal_bridge.host.sse import Frame
-from journal_bridge.mapping.state_mapper import StateMapper
 from journal_bridge.host.sdk import SdkClient
+from journal_bridge.host.sse import Frame
+from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.mapping.events_mapper import RunMapper
+from journal_bridge.mapping.state_mapper import StateMapper
+from journal_bridge.model import records
+from journal_bridge.model.envelope import RunEvent
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +178,12 @@ class ClientStream:
             self.saw_interrupt = True
         if frame.event is not None and self.wants(frame.mode) and not _unmapped_callback(frame):
             self._queue.put_nowait(frame)
+
+    def discard(self) -> None:
+        """Nobody here reads the run (another process does): keep no frame from now on."""
+        self._wanted = frozenset()
+        while not self._queue.empty():
+            self._queue.get_nowait()
 
     def ready(self) -> bool:
         """Whether another frame (or the end) is waiting to be read."""
