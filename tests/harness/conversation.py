@@ -88,7 +88,7 @@ def is_summary(message: dict[str, Any]) -> bool:
 
 
 async def wait_journal_idle(url: str, *, timeout: float = 60.0) -> dict[str, Any]:
-    """Poll the plugin's health until every observed run is journaled."""
+    """Poll the plugin's health until every observed run is journaled (or left to the process reading it)."""
     deadline = time.monotonic() + timeout
     async with httpx.AsyncClient(base_url=url, timeout=10) as http:
         while True:
@@ -96,7 +96,8 @@ async def wait_journal_idle(url: str, *, timeout: float = 60.0) -> dict[str, Any
             if (
                 health["active_runs"] == 0
                 and health["backlog"] == 0
-                and health["runs_completed"] + health["runs_failed"] >= health["runs_observed"]
+                and health["runs_completed"] + health["runs_failed"] + health.get("runs_read_elsewhere", 0)
+                >= health["runs_observed"]
             ):
                 return health
             if time.monotonic() > deadline:
