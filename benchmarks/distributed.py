@@ -1,4 +1,4 @@
-"""Journaling in a distributed LangGraph Server: 1 vs 2 vs 4 server processes.
+"""Journaling in a distributed LangGraph Server: 1 vs 2 vs 3 server processes.
 
 For each size, a fresh deployment of langgraph-runtime-pg (`langhost serve`,
 the plugin in every process) on the same PostgreSQL and Redis, with one
@@ -11,10 +11,16 @@ by side:
   (from the first request until every process's journal is idle)
 - lag from a compaction (its `summarization` custom frame reaching the client)
   to its marker row being readable in the journal (p50, p99)
+- reads per run: how many times the processes together read each run's stream
+  (their `runs_read` counters, `runs_observed` where a plugin has none; 1.0 is
+  one reader per run), and how many times runs were handed over to them
+- server CPU per run: user + system CPU seconds of every server process (and
+  its children, from psutil) over the workload and the reconcilers' passes
+  after it, divided by the number of runs
 
 Needs PostgreSQL and Redis: `JOURNAL_BRIDGE_TEST_POSTGRES_URL` /
 `JOURNAL_BRIDGE_TEST_REDIS_URL`, or Debian's packages installed (started here).
-Run: `python3 tasks.py bench distributed [--threads 8] [--turns 12] [--sizes 1,2,4]`.
+Run: `python3 tasks.py bench distributed [--threads 4] [--turns 6] [--sizes 1,2,3] [--settle 8]`.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ import time
 import uuid
 from pathlib import Path
 
-from benchmarks.compaction_lag import turn_compaction_lags
+import httpx
+import psutil
 from langgraph_sdk import get_client
 
+from benchmarks.compaction_lag import turn_compaction_lags
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, wait_journal_idle
 from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
@@ -40,7 +48,29 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-async def run_size(size: int, postgres_url: str, redis_url: str, threads: int, turns: int) -> dict[str, float]:
+def cpu_seconds(servers: list[LanghostServer]) -> dict[int, float]:
+    """User + system CPU seconds so far of each server process and its children, by pid."""
+    seconds: dict[int, float] = {}
+    for server in servers:
+        assert server.process is not None
+        root = psutil.Process(server.process.pid)
+        for process in [root, *root.children(recursive=True)]:
+            try:
+                times = process.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            seconds[process.pid] = times.user + times.system + times.children_user + times.children_system
+    return seconds
+
+
+async def health(url: str) -> dict:
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        return (await http.get("/journal/health")).json()
+
+
+async def run_size(
+    size: int, postgres_url: str, redis_url: str, threads: int, turns: int, settle: float
+) -> dict[str, float]:
     name = uuid.uuid4().hex[:8]
     database = create_database(postgres_url, f"bench_runtime_{name}")
     journal = create_database(postgres_url, f"bench_journal_{name}")
@@ -64,34 +94,50 @@ async def run_size(size: int, postgres_url: str, redis_url: str, threads: int, t
                     lags.extend(await turn_compaction_lags(client, store, thread_id, assistant["assistant_id"],
                                                            TURNS[turn % len(TURNS)], ["custom"], poll=0.005))
 
+            cpu_before = cpu_seconds(servers)
             started = time.perf_counter()
             await asyncio.gather(*(conversation(i) for i in range(threads)))
             written = 0
             for server in servers:
                 written += (await wait_journal_idle(server.url, timeout=300))["records_written"]
             elapsed = time.perf_counter() - started
+            # The reconcilers' passes after the last run (joins, backfills, takeovers) count too.
+            await asyncio.sleep(settle)
+            for server in servers:
+                await wait_journal_idle(server.url, timeout=300)
+            cpu_after = cpu_seconds(servers)
+            reports = [await health(server.url) for server in servers]
+        runs = threads * turns
+        cpu = sum(after - cpu_before.get(pid, 0.0) for pid, after in cpu_after.items())
+        reads = sum(r.get("runs_read", r["runs_observed"]) for r in reports)
+        handed = sum(r["runs_observed"] for r in reports)
         return {"records": written, "seconds": elapsed, "rate": written / elapsed,
-                "p50": pct(lags, 0.5), "p99": pct(lags, 0.99), "compactions": len(lags)}
+                "p50": pct(lags, 0.5), "p99": pct(lags, 0.99), "compactions": len(lags),
+                "reads_per_run": reads / runs, "handed_per_run": handed / runs, "cpu_per_run": cpu / runs}
     finally:
         for server in servers:
             server.stop()
 
 
-async def main(sizes: list[int], threads: int, turns: int) -> None:
+async def main(sizes: list[int], threads: int, turns: int, settle: float) -> None:
     with postgres_server() as postgres_url, redis_server() as redis_url:
-        results = {size: await run_size(size, postgres_url, redis_url, threads, turns) for size in sizes}
+        results = {size: await run_size(size, postgres_url, redis_url, threads, turns, settle) for size in sizes}
     print(f"\n{threads} conversations x {turns} turns, every turn through the next process\n")
     print(f"{'processes':>9} | {'records':>7} | {'seconds':>7} | {'records/s':>9} | "
-          f"{'compactions':>11} | {'lag p50 ms':>10} | {'lag p99 ms':>10}")
+          f"{'compactions':>11} | {'lag p50 ms':>10} | {'lag p99 ms':>10} | "
+          f"{'reads/run':>9} | {'handed/run':>10} | {'CPU s/run':>9}")
     for size, r in results.items():
         print(f"{size:>9} | {r['records']:>7} | {r['seconds']:>7.1f} | {r['rate']:>9.1f} | "
-              f"{r['compactions']:>11} | {r['p50'] * 1000:>10.1f} | {r['p99'] * 1000:>10.1f}")
+              f"{r['compactions']:>11} | {r['p50'] * 1000:>10.1f} | {r['p99'] * 1000:>10.1f} | "
+              f"{r['reads_per_run']:>9.2f} | {r['handed_per_run']:>10.2f} | {r['cpu_per_run']:>9.3f}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--turns", type=int, default=12)
-    parser.add_argument("--sizes", default="1,2,4")
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--sizes", default="1,2,3")
+    parser.add_argument("--settle", type=float, default=8.0,
+                        help="seconds the reconcilers get after the last run before CPU and reads are counted")
     args = parser.parse_args()
-    asyncio.run(main([int(s) for s in args.sizes.split(",")], args.threads, args.turns))
+    asyncio.run(main([int(s) for s in args.sizes.split(",")], args.threads, args.turns, args.settle))
