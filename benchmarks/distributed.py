@@ -20,7 +20,9 @@ by side:
 
 Needs PostgreSQL and Redis: `JOURNAL_BRIDGE_TEST_POSTGRES_URL` /
 `JOURNAL_BRIDGE_TEST_REDIS_URL`, or Debian's packages installed (started here).
-Run: `python3 tasks.py bench distributed [--threads 4] [--turns 6] [--sizes 1,2,3] [--settle 8]`.
+Run: `python3 tasks.py bench distributed [--threads 4] [--turns 6] [--sizes 1,2,3] [--settle 8]
+[--seconds-per-token 0.05]` (the offline model's pace: a run that ends before another process's
+reconciler looks is read once whatever the processes do).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ async def health(url: str) -> dict:
 
 
 async def run_size(
-    size: int, postgres_url: str, redis_url: str, threads: int, turns: int, settle: float
+    size: int, postgres_url: str, redis_url: str, threads: int, turns: int, settle: float, per_token: float
 ) -> dict[str, float]:
     name = uuid.uuid4().hex[:8]
     database = create_database(postgres_url, f"bench_runtime_{name}")
@@ -80,7 +82,8 @@ async def run_size(
     try:
         for index in range(size):
             server = LanghostServer(bin_dir, root / f"server-{index}", database_url=database,
-                                    redis_url=redis_url, store_url=journal, n_jobs=2)
+                                    redis_url=redis_url, store_url=journal, n_jobs=2,
+                                    env={"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(per_token)})
             servers.append(server.start())
         clients = [get_client(url=server.url) for server in servers]
         assistant = await clients[0].assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
@@ -119,10 +122,12 @@ async def run_size(
             server.stop()
 
 
-async def main(sizes: list[int], threads: int, turns: int, settle: float) -> None:
+async def main(sizes: list[int], threads: int, turns: int, settle: float, per_token: float) -> None:
     with postgres_server() as postgres_url, redis_server() as redis_url:
-        results = {size: await run_size(size, postgres_url, redis_url, threads, turns, settle) for size in sizes}
-    print(f"\n{threads} conversations x {turns} turns, every turn through the next process\n")
+        results = {size: await run_size(size, postgres_url, redis_url, threads, turns, settle, per_token)
+                   for size in sizes}
+    print(f"\n{threads} conversations x {turns} turns, every turn through the next process,"
+          f" {per_token} s per model token\n")
     print(f"{'processes':>9} | {'records':>7} | {'seconds':>7} | {'records/s':>9} | "
           f"{'compactions':>11} | {'lag p50 ms':>10} | {'lag p99 ms':>10} | "
           f"{'reads/run':>9} | {'handed/run':>10} | {'CPU s/run':>9}")
@@ -139,5 +144,8 @@ if __name__ == "__main__":
     parser.add_argument("--sizes", default="1,2,3")
     parser.add_argument("--settle", type=float, default=8.0,
                         help="seconds the reconcilers get after the last run before CPU and reads are counted")
+    parser.add_argument("--seconds-per-token", type=float, default=0.05,
+                        help="the offline model's pace: runs last long enough for other processes to see them running")
     args = parser.parse_args()
-    asyncio.run(main([int(s) for s in args.sizes.split(",")], args.threads, args.turns, args.settle))
+    asyncio.run(main([int(s) for s in args.sizes.split(",")], args.threads, args.turns, args.settle,
+                     args.seconds_per_token))
