@@ -184,3 +184,72 @@ async def test_a_server_killed_mid_run_is_repaired_by_the_other_without_duplicat
     state = await survivor.threads.get_state(thread_id)
     journaled = {item["id"] for item in journal}
     assert {m["id"] for m in state["values"]["messages"] if not (m.get("additional_kwargs") or {}).get("lc_source")} <= journaled
+
+
+async def _health(url: str) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        return (await http.get("/journal/health")).json()
+
+
+async def _until(check, what: str, timeout: float = 120.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not (result := await check()):
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)
+    return result
+
+
+async def test_a_run_whose_reader_is_killed_is_taken_over_and_journaled_once(deployment):
+    from langgraph_sdk import get_client
+
+    # The run is created through a process that executes nothing, before any
+    # other process exists: that process claims it and is its one reader.
+    reader = deployment.start(n_jobs=0)
+    client = get_client(url=reader.url)
+    assistant = await client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
+    thread_id = (await client.threads.create())["thread_id"]
+    turn = TURNS[0]
+    run = await client.runs.create(thread_id, assistant["assistant_id"], input=human(turn))
+    run_id = run["run_id"]
+    await _until(lambda: _run_read(reader.url), "the first process to read the run")
+
+    # The executor answers slowly, so the run is still going when its reader dies.
+    executor = deployment.start(n_jobs=2, env={"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0.5"})
+
+    async def left_to_the_reader() -> bool:
+        health = await _health(executor.url)
+        return health["reconciler"]["runs_found"] >= 1 and health["runs_read"] == 0
+
+    await _until(left_to_the_reader, "the executor's reconciler to find the run and leave it")
+    await _until(lambda: _has_event(executor.url, thread_id, run_id, "llm.human.input"), "the run's first records")
+    assert (await get_client(url=executor.url).runs.get(thread_id, run_id))["status"] == "running"
+    assert (await _health(executor.url))["runs_read"] == 0, "one reader while the first process lives"
+    reader.kill()
+
+    # The executor's reconciler finds the claim free and reads the run from its first frame.
+    survivor = get_client(url=executor.url)
+    await survivor.runs.join(thread_id, run_id)
+    assert (await survivor.runs.get(thread_id, run_id))["status"] == "success"
+    await _until(lambda: _has_event(executor.url, thread_id, run_id, "run.end"), "the run's end in the journal")
+    await wait_journal_idle(executor.url)
+    health = await _health(executor.url)
+    assert health["runs_read"] == 1 and health["reconciler"]["runs_taken_over"] == 1, health
+
+    events = await _run_events(executor.url, thread_id, run_id)
+    kinds = Counter(event["event_type"] for event in events)
+    assert kinds["run.start"] == 1 and kinds["run.end"] == 1 and kinds["llm.human.input"] == 1, kinds
+    assert kinds["journal.fork"] == 0, "the same attempt, read on: no branch"
+    journal = await _journal(executor.url, thread_id)
+    ids = [item["id"] for item in journal if item.get("id")]
+    assert len(ids) == len(set(ids)), Counter(ids).most_common(3)
+    assert [item["content"] for item in journal if item["type"] == "human"] == [turn]
+    state = await survivor.threads.get_state(thread_id)
+    assert {m["id"] for m in state["values"]["messages"]} <= set(ids)
+
+
+async def _run_read(url: str) -> bool:
+    return (await _health(url))["runs_read"] >= 1
+
+
+async def _has_event(url: str, thread_id: str, run_id: str, event_type: str) -> bool:
+    return any(event["event_type"] == event_type for event in await _run_events(url, thread_id, run_id))
