@@ -487,5 +487,6 @@ class Reconciler:
         return {
             **self.stats,
             "waiting_runs": len(self._waiting) + len(self._joined),
+            "runs_read_elsewhere": len(self._elsewhere),
             "threads_to_repair": len(self._repair),
         }
