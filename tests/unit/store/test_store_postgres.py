@@ -90,14 +90,13 @@ async def test_a_newer_schema_version_is_refused(postgres_url, postgres_schema):
 
 
 async def test_a_lost_server_makes_calls_unavailable(postgres_url, postgres_schema):
-    async with open_store(postgres_url, schema=postgres_schema, max_size=1) as store:
+    # Only this store's connections are cut: other tests may be using the server.
+    name = f"lost-{postgres_schema}"
+    url = postgres_url + ("&" if "?" in postgres_url else "?") + f"application_name={name}"
+    async with open_store(url, schema=postgres_schema, max_size=1) as store:
         await store.put_batch([event()])
         with psycopg.connect(postgres_url, autocommit=True) as conn:
-            conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = '' AND pid <> pg_backend_pid()"
-                " AND datname = current_database()"
-            )
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (name,))
         with pytest.raises(StoreUnavailable):
             await store.list_messages(THREAD)
         # the pool replaces the broken connection; the next call succeeds
