@@ -24,7 +24,10 @@ client could not tell the servers apart:
   model calls (`lc_internal_call`);
 - what only the harness adds: the wall time of a scenario (`_seconds`), and
   entries marked `_unseen` (an event stream the SDK dropped before anything
-  arrived on it: the client saw nothing, and whether it happens is timing).
+  arrived on it: the client saw nothing, and whether it happens is timing);
+- the frames of an event stream the SDK dropped for a later one on the same
+  path, which replays the run from its first event: how many arrived before
+  the drop is timing (the later stream's frames are compared in full).
 
 Objects are read in key order, which carries no meaning in JSON (the server
 does not keep the key order of run metadata from one frame to the next, with
@@ -51,8 +54,38 @@ _HARNESS_KEYS = {"_seconds"}
 _UNSEEN = "_unseen"
 
 
+_ABORTED = {"(read error)": "AbortError"}
+_REPLACED = "<dropped for a later stream>"
+
+
+def _exchanges(value: Any) -> list[dict[str, Any]]:
+    """The recorded HTTP exchanges of a transcript (dicts with a method and a path), in order."""
+    if isinstance(value, dict):
+        here = [value] if "method" in value and "path" in value else []
+        return here + [found for item in value.values() for found in _exchanges(item)]
+    if isinstance(value, list):
+        return [found for item in value for found in _exchanges(item)]
+    return []
+
+
+def _forget_replaced(transcript: Any) -> Any:
+    """`transcript` with the frames of every event stream the SDK dropped for a later stream
+    on the same path put aside (a copy; the transcript given is left as it is)."""
+    transcript = json.loads(json.dumps(transcript))
+    exchanges = _exchanges(transcript)
+    for index, exchange in enumerate(exchanges):
+        frames = exchange.get("frames")
+        dropped = exchange.get(_UNSEEN) is True or (isinstance(frames, list) and frames[-1:] == [_ABORTED])
+        later = any((e["method"], e["path"]) == (exchange["method"], exchange["path"]) for e in exchanges[index + 1:])
+        if dropped and later:
+            exchange.pop(_UNSEEN, None)
+            exchange["frames"] = _REPLACED
+    return transcript
+
+
 def normalize(transcript: Any) -> Any:
     """The transcript with generated ids, event ids, times, ports and process tokens replaced."""
+    transcript = _forget_replaced(transcript)
     names: dict[str, str] = {}
 
     def rename(match: re.Match[str]) -> str:

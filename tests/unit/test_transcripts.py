@@ -64,3 +64,22 @@ def test_a_difference_names_the_step_it_is_in():
         "first difference at .steps[0].result.kwargs.resumable (step 0: runs.create)"
     )
     assert "(step 0: POST /runs)" in difference([{"request": "POST /runs", "status": 200}], [{"request": "POST /runs"}])
+
+
+def _stream(frames, **marks):
+    return {"method": "POST", "path": "/threads/t/stream/events", "frames": frames, **marks}
+
+
+def test_a_stream_dropped_for_a_later_one_on_its_path_counts_whatever_arrived_before_the_drop():
+    aborted = {"(read error)": "AbortError"}
+    replay = [{"seq": 1}, {"seq": 2}, aborted]
+    saw_nothing = {"steps": [{"http": [_stream([], _unseen=True)]}, {"http": [_stream(replay)]}]}
+    saw_some = {"steps": [{"http": [_stream([{"seq": 1}, aborted])]}, {"http": [_stream(replay)]}]}
+    assert difference(saw_nothing, saw_some) is None
+    # The later stream is compared in full.
+    assert difference(saw_nothing, {"steps": [saw_some["steps"][0], {"http": [_stream([{"seq": 1}, aborted])]}]})
+
+
+def test_a_dropped_stream_no_later_stream_replays_keeps_its_frames_compared():
+    aborted = {"(read error)": "AbortError"}
+    assert difference([_stream([{"seq": 1}, aborted])], [_stream([{"seq": 1}, {"seq": 2}, aborted])]) is not None
