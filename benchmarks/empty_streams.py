@@ -97,10 +97,13 @@ class Server(LanghostServer):
 class Deployment:
     """One runtime database, a journal database (with the plugin), two processes."""
 
-    def __init__(self, side: str, root: Path, postgres_url: str, redis_url: str, plugin: bool) -> None:
+    def __init__(self, side: str, root: Path, postgres_url: str, redis_url: str, plugin: bool,
+                 resumable: bool = False) -> None:
         name = uuid.uuid4().hex[:8]
         self.side = side
         self.plugin = plugin
+        # Whether the client itself asks for `stream_resumable` (the plugin asks for it on every run).
+        self.resumable = resumable
         self.database_url = create_database(postgres_url, f"empty_{side}_{name}")
         self.store_url = create_database(postgres_url, f"empty_journal_{side}_{name}")
         self.servers = [
@@ -184,20 +187,22 @@ def _ok(url: str) -> bool:
         return False
 
 
-async def stream_sdk(url: str, record: Stream, assistant_id: str, text: str) -> None:
+async def stream_sdk(url: str, record: Stream, assistant_id: str, text: str, resumable: bool) -> None:
     client = get_client(url=url, timeout=STREAM_TIMEOUT)
 
     def created(meta: Any) -> None:
         record.run_id = str(meta["run_id"])
 
     async for part in client.runs.stream(record.thread_id, assistant_id, input=human(text), stream_mode="values",
-                                         on_run_created=created):
+                                         stream_resumable=resumable, on_run_created=created):
         record.events.append(part.event)
     record.status = 200
 
 
-async def stream_raw(http: httpx.AsyncClient, record: Stream, assistant_id: str, text: str) -> None:
+async def stream_raw(http: httpx.AsyncClient, record: Stream, assistant_id: str, text: str, resumable: bool) -> None:
     body = {"assistant_id": assistant_id, "input": human(text), "stream_mode": "values"}
+    if resumable:
+        body["stream_resumable"] = True
     async with http.stream("POST", f"/threads/{record.thread_id}/runs/stream", json=body,
                            headers={"Accept": "text/event-stream"}) as response:
         record.status = response.status_code
@@ -238,10 +243,12 @@ async def run_block(deployment: Deployment, n: int, concurrency: int, offset: in
                 started = time.perf_counter()
                 try:
                     if via == "sdk":
-                        await asyncio.wait_for(stream_sdk(urls[entry], record, deployment.assistant_id, text),
+                        await asyncio.wait_for(stream_sdk(urls[entry], record, deployment.assistant_id, text,
+                                                          deployment.resumable),
                                                STREAM_TIMEOUT)
                     else:
-                        await asyncio.wait_for(stream_raw(https[entry], record, deployment.assistant_id, text),
+                        await asyncio.wait_for(stream_raw(https[entry], record, deployment.assistant_id, text,
+                                                          deployment.resumable),
                                                STREAM_TIMEOUT)
                 except Exception as error:  # noqa: BLE001 - every failure is counted, by kind
                     record.error = f"{type(error).__name__}: {error}"[:300]
@@ -290,7 +297,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-async def main(streams: int, block: int, concurrency: int, start_check: bool) -> None:
+async def main(streams: int, block: int, concurrency: int, start_check: bool, resumable_side: bool) -> None:
     root = Path(tempfile.mkdtemp(prefix="journal-bridge-empty-"))
     with postgres_server() as postgres_url, redis_server() as redis_url:
         if start_check:
@@ -302,6 +309,8 @@ async def main(streams: int, block: int, concurrency: int, start_check: bool) ->
                 print(f"  process {index} exited with {code}: {lines}")
         sides = {"plugin-on": Deployment("on", root, postgres_url, redis_url, plugin=True),
                  "plugin-off": Deployment("off", root, postgres_url, redis_url, plugin=False)}
+        if resumable_side:
+            sides["off+resum"] = Deployment("offres", root, postgres_url, redis_url, plugin=False, resumable=True)
         results: dict[str, list[Stream]] = {name: [] for name in sides}
         try:
             for deployment in sides.values():
@@ -351,5 +360,7 @@ if __name__ == "__main__":
     parser.add_argument("--block", type=int, default=100, help="streams per turn of a side")
     parser.add_argument("--concurrency", type=int, default=6)
     parser.add_argument("--skip-start-check", action="store_true")
+    parser.add_argument("--resumable-side", action="store_true",
+                        help="a third side: no plugin, the client asks for stream_resumable as the plugin does")
     args = parser.parse_args()
-    asyncio.run(main(args.streams, args.block, args.concurrency, not args.skip_start_check))
+    asyncio.run(main(args.streams, args.block, args.concurrency, not args.skip_start_check, args.resumable_side))
