@@ -45,7 +45,12 @@ from typing import Any
 import httpx
 from langgraph_sdk import get_client
 
-from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
+from tests.harness.conversation import (
+    EARLY_SUMMARIZATION,
+    TURNS,
+    human,
+    wait_journal_idle,
+)
 from tests.harness.langgraph_server import project_config
 from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
 from tests.harness.services import create_database, postgres_server, redis_server
