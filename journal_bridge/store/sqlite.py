@@ -384,12 +384,14 @@ class SqliteRunEventStore(SqlRunEventStore):
                 await conn.close()
 
     # -- reader claims: record locks on `<path>-claims` (`journal_bridge.store.claims`)
+    # Taken and dropped in the event loop: a lock that is not free is refused at once
+    # (never waited for), so a thread hop per run would cost more than the call.
 
     async def claim_run(self, run_id: str) -> bool:
-        return await asyncio.to_thread(claims_for(self.path).claim, self, str(run_id))
+        return claims_for(self.path).claim(self, str(run_id))
 
     async def release_run(self, run_id: str) -> None:
-        await asyncio.to_thread(claims_for(self.path).release, self, str(run_id))
+        claims_for(self.path).release(self, str(run_id))
 
     def _read_conn(self) -> aiosqlite.Connection:
         if self._reader is None:

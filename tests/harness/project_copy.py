@@ -34,7 +34,7 @@ def project_copy(root: Path, *, prepared: bool) -> Path:
 # journals (the patterns of .gitignore, for a source export that has no git).
 _NOT_SOURCE = (".git", ".venv*", "__pycache__", "*.egg-info", "build", "dist", "node_modules",
                "test-artifacts", ".pytest_cache", ".langgraph_api", ".journal-bridge-spool",
-               "*.db", "*.db-wal", "*.db-shm", "*.follow.json", "*.lock", "*.pyc")
+               "*.db", "*.db-wal", "*.db-shm", "*.db-claims", "*.follow.json", "*.lock", "*.pyc")
 
 
 def source_files(root: Path = PROJECT_ROOT) -> list[str]:
