@@ -52,9 +52,11 @@ class MemoryRunEventStore(RunEventStore):
         self._threads: dict[str, _Thread] = {}
         self._writes = 0
         self._closed = False
+        self._claims: set[str] = set()
 
     async def close(self) -> None:
         self._closed = True
+        self._claims.clear()
 
     async def ping(self) -> None:
         if self._closed:
@@ -220,6 +222,17 @@ class MemoryRunEventStore(RunEventStore):
             thread = self._threads.pop(thread_id, None)
             return len(thread.events) if thread else 0
         return self._delete(thread_id, lambda event: event.user_id == user_id)
+
+    # A memory journal is this store object's alone: no other process reads its runs,
+    # so its claims only keep the contract (held until released or closed).
+
+    async def claim_run(self, run_id: str) -> bool:
+        self._check_open()
+        self._claims.add(run_id)
+        return True
+
+    async def release_run(self, run_id: str) -> None:
+        self._claims.discard(run_id)
 
     async def fill_owner(self, thread_id: str, user_id: str) -> int:
         if not isinstance(user_id, str) or not user_id:
