@@ -12,6 +12,7 @@ so it reads back as a str and never as the JSON it might look like.
 from __future__ import annotations
 
 import asyncio
+import functools
 import contextlib
 import json
 import re
@@ -36,7 +37,7 @@ from journal_bridge.store.base import (
     plan_append,
     take_layout,
 )
-from journal_bridge.store.claims import claims_for
+from journal_bridge.store.claims import FileClaims, claims_for
 from journal_bridge.store.journal_tables import COLUMNS, TABLES, ColumnTypes, migrations
 from journal_bridge.store.sql import SqlRunEventStore
 
@@ -376,7 +377,7 @@ class SqliteRunEventStore(SqlRunEventStore):
         await conn.execute(statement)
 
     async def close(self) -> None:
-        claims_for(self.path).release_all(self)
+        self._claims.release_all(self)
         writer, reader = self._writer, self._reader
         self._writer = self._reader = None
         for conn in (writer, reader):
@@ -387,11 +388,16 @@ class SqliteRunEventStore(SqlRunEventStore):
     # Taken and dropped in the event loop: a lock that is not free is refused at once
     # (never waited for), so a thread hop per run would cost more than the call.
 
+    @functools.cached_property
+    def _claims(self) -> FileClaims:
+        # Looked up once: the path is resolved on the file system, and every run claims.
+        return claims_for(self.path)
+
     async def claim_run(self, run_id: str) -> bool:
-        return claims_for(self.path).claim(self, str(run_id))
+        return self._claims.claim(self, str(run_id))
 
     async def release_run(self, run_id: str) -> None:
-        claims_for(self.path).release(self, str(run_id))
+        self._claims.release(self, str(run_id))
 
     def _read_conn(self) -> aiosqlite.Connection:
         if self._reader is None:
