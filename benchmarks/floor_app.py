@@ -52,7 +52,7 @@ _ERROR_MODE = "error"
 
 
 class _Discard:
-    """The tee the middleware feeds a streamed run's frames to: keeps nothing."""
+    """What the middleware feeds a streamed run's frames to: keeps nothing."""
 
     def feed(self, frame: Frame) -> None:
         pass
@@ -80,7 +80,7 @@ class FloorSink:
     def join(self, thread_id: str, run_id: str, plan: RunPlan) -> None:
         self._start(thread_id, run_id, plan)
 
-    def tee(self, thread_id: str | None, run_id: str, plan: RunPlan) -> _Discard:
+    def read_client_stream(self, thread_id: str | None, run_id: str, plan: RunPlan) -> _Discard:
         if thread_id is not None:  # a stateless run's thread goes with it: nothing to join by thread
             self._start(thread_id, run_id, plan)
         return _Discard()
