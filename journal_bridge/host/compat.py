@@ -11,6 +11,8 @@ anything else when the plugin is loaded.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import logging
 import os
@@ -36,6 +38,8 @@ __all__ = [
     "check_server",
     "extend_served_openapi",
     "frame_mode",
+    "InProcessClient",
+    "RuntimeUnreadable",
     "in_process_client",
     "is_cancel_part",
     "inmem_frame_stores",
@@ -44,6 +48,7 @@ __all__ = [
     "protocol_v2_stream_modes",
     "run_stream_modes",
     "runtime_edition",
+    "runtime_run_status",
 ]
 
 # (lowest, first unsupported) minor release of each package.
@@ -273,8 +278,9 @@ class _PluginRequestsFilter(logging.Filter):
 _REQUESTS_FILTER = _PluginRequestsFilter()
 
 
-def in_process_client(headers: Mapping[str, str]) -> LangGraphClient:
-    """langgraph-sdk's in-process client of the server the plugin runs in, sending `headers`.
+def in_process_client(headers: Mapping[str, str]) -> InProcessClient:
+    """langgraph-sdk's in-process client of the server the plugin runs in, sending `headers`,
+    with a run's status read from the server's runtime (`InProcessClient`).
 
     langgraph-sdk 0.4 keeps the httpx client at `client.http.client`; where it
     does not, the client keeps its own host and its requests are logged as any.
@@ -288,7 +294,66 @@ def in_process_client(headers: Mapping[str, str]) -> LangGraphClient:
         httpx_logger = logging.getLogger("httpx")
         if _REQUESTS_FILTER not in httpx_logger.filters:
             httpx_logger.addFilter(_REQUESTS_FILTER)
-    return client
+    return InProcessClient(client)
+
+
+class InProcessClient:
+    """The stock in-process SDK client, plus `run_status` read without a request.
+
+    Everything the journal calls goes through langgraph-sdk as before; only the
+    status of a finished run -- asked once per run a reader joined -- is read
+    from the runtime the server's own run routes use: an in-process request
+    passes the server's whole middleware stack and costs a run about as much
+    CPU as the join of its stream. Where that runtime cannot be read
+    (`RuntimeUnreadable`) the caller asks `runs.get`.
+    """
+
+    def __init__(self, client: LangGraphClient) -> None:
+        self.client = client
+        self.assistants = client.assistants
+        self.threads = client.threads
+        self.runs = client.runs
+
+    async def run_status(self, thread_id: str, run_id: str) -> tuple[bool, str | None]:
+        """`(found, status)` of a run, from the runtime (`runtime_run_status`)."""
+        return await runtime_run_status(thread_id, run_id)
+
+
+class RuntimeUnreadable(JournalBridgeError, LookupError):
+    """The runtime of a LangGraph server cannot be read in process here."""
+
+
+def _server_runs() -> tuple[Any, Any]:
+    """The runs operations and the `connect` of the server's own run routes.
+
+    langgraph-api 0.11-0.16 bind both in `langgraph_api.api.runs`, whichever
+    runtime backs them (in-memory, Postgres, or the gRPC core).
+    """
+    routes = sys.modules.get("langgraph_api.api.runs")
+    runs, connect = getattr(routes, "Runs", None), getattr(routes, "connect", None)
+    if runs is None or connect is None or not callable(getattr(runs, "get", None)):
+        raise RuntimeUnreadable("no LangGraph server's run routes in this process")
+    return runs, connect
+
+
+async def runtime_run_status(thread_id: str, run_id: str) -> tuple[bool, str | None]:
+    """`(found, status)` of a run, read from the server's runtime as its `GET` route reads it.
+
+    Read as the server itself: no user's auth context applies (the task runs in
+    a context of its own), as none applies to the plugin's in-process requests.
+    Raises `RuntimeUnreadable` outside a server; the runtime's errors propagate.
+    """
+    runs, connect = _server_runs()
+
+    async def read() -> tuple[bool, str | None]:
+        async with connect() as conn:
+            found = await runs.get(conn, run_id, thread_id=thread_id)
+            async for run in found:
+                status = run.get("status") if isinstance(run, Mapping) else getattr(run, "status", None)
+                return True, None if status is None else str(status)
+        return False, None
+
+    return await asyncio.create_task(read(), context=contextvars.Context())
 
 
 def extend_served_openapi(extend: Callable[[dict[str, Any]], Any]) -> bool:

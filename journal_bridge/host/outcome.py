@@ -9,7 +9,8 @@ A run's stream does not always say how the run ended:
 - a run that paused at `interrupt()` shows what it waits on in `values`
   (`__interrupt__`), never in `events`.
 
-`read_outcome` asks the server: the run's status (`runs.get`: `success`,
+`read_outcome` asks the server: the run's status (`runs.get`, or the
+runtime itself for the plugin's in-process client: `success`,
 `error`, `timeout`, `interrupted` for a cancelled run; a run gone while its
 thread remains was cancelled with `rollback`), the error the thread keeps
 (only its latest run's, so it is used only when its kind matches the status),
@@ -27,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from journal_bridge.host.compat import cancel_reason
+from journal_bridge.host.compat import RuntimeUnreadable, cancel_reason
 from journal_bridge.model.records import interrupt_values
 from journal_bridge.host.sdk import SdkClient
 
@@ -103,11 +104,11 @@ async def read_outcome(
     """
     if status is None:
         try:
-            status = (await sdk.runs.get(thread_id, run_id)).get("status")
+            found, status = await _run_status(sdk, thread_id, run_id)
         except Exception as exc:  # noqa: BLE001 - an unknown outcome is journaled as before
-            if not _not_found(exc):
-                logger.warning("journal-bridge: could not read the status of run %s: %s", run_id, exc)
-                return RunOutcome(None)
+            logger.warning("journal-bridge: could not read the status of run %s: %s", run_id, exc)
+            return RunOutcome(None)
+        if not found:
             status = await _gone(sdk, thread_id)
             if status is None:
                 return RunOutcome(None)
@@ -124,6 +125,22 @@ async def read_outcome(
             if history:
                 found = tuple(interrupt_values(history[0].get("interrupts")))
     return RunOutcome(status, error, found)
+
+
+async def _run_status(sdk: SdkClient, thread_id: str, run_id: str) -> tuple[bool, str | None]:
+    """`(found, status)` of the run: from the server's runtime where the client can
+    read it in process (`compat.InProcessClient`), else through `runs.get`."""
+    run_status = getattr(sdk, "run_status", None)
+    if run_status is not None:
+        with contextlib.suppress(RuntimeUnreadable):
+            return await run_status(thread_id, run_id)
+    try:
+        run = await sdk.runs.get(thread_id, run_id)
+    except Exception as exc:
+        if _not_found(exc):
+            return False, None
+        raise
+    return True, run.get("status")
 
 
 async def _gone(sdk: SdkClient, thread_id: str) -> str | None:

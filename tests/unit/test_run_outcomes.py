@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
+from journal_bridge.host.compat import RuntimeUnreadable
 from journal_bridge.host.outcome import (
     CANCELLED,
     COMPLETED,
@@ -315,3 +316,40 @@ def test_the_cli_prints_run_statuses_inline():
     assert format_item(failed).splitlines() == ["[4] ── run failed: ToolFailure ──", "    disk"]
     assert format_item(paused).splitlines()[0] == "[9] ── run interrupted ──"
     assert '"q": "Rome"' in format_item(paused)
+
+
+class _InProcess(_Server):
+    """A client that reads a run's status from the server's runtime, as `compat.InProcessClient` does."""
+
+    def __init__(self, status, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._status = status
+        self.runs = SimpleNamespace(get=self._no_request, join=self._get_run)
+
+    async def _no_request(self, thread_id, run_id):
+        raise AssertionError("the run's status was asked of the server by request")
+
+    async def run_status(self, thread_id, run_id):
+        if isinstance(self._status, Exception):
+            raise self._status
+        return self._status
+
+
+async def test_an_in_process_client_reads_the_status_from_the_runtime_without_a_request():
+    assert (await read_outcome(_InProcess((True, "success")), THREAD, RUN)).status == "success"
+    reason = "cancelled by the client"
+    thread = {"status": "idle", "error": {"error": "UserInterrupt", "message": reason}}
+    outcome = await read_outcome(_InProcess((True, "interrupted"), None, thread), THREAD, RUN)
+    assert outcome.cancelled and outcome.reason == reason
+    # Not in the runtime while the thread is: rolled back, as a 404 says.
+    outcome = await read_outcome(_InProcess((False, None), None, {"status": "idle", "error": None}), THREAD, RUN)
+    assert outcome.cancel_action == "rollback"
+
+
+async def test_a_runtime_that_cannot_be_read_leaves_the_status_to_runs_get():
+    server = _InProcess(RuntimeUnreadable("not inside a server"), {"status": "error"}, {"status": "idle", "error": None})
+    server.runs = SimpleNamespace(get=server._get_run, join=server._get_run)
+    assert (await read_outcome(server, THREAD, RUN)).failed
+    # Any other failure of the runtime read: the outcome is unknown, the run is journaled as before.
+    broken = _InProcess(OSError("runtime down"), {"status": "error"})
+    assert (await read_outcome(broken, THREAD, RUN)).status is None
