@@ -322,8 +322,13 @@ class Bridge:
                 await asyncio.gather(previous, return_exceptions=True)
             self.stats.runs_read += 1
             await self._follow(thread_id, run_id, source)
-        finally:
+        except BaseException:
             self._release_when_written(run_id)
+            raise
+        if self.delivery.backlog:
+            self._release_when_written(run_id)
+        else:
+            await self.release(run_id)  # nothing waits: what was read is in the store already
 
     @property
     def active_runs(self) -> int:
