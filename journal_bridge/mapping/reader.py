@@ -57,30 +57,33 @@ _ALWAYS_READ = frozenset({_ERROR_MODE, "metadata"})
 Emit = Callable[[list[RunEvent]], Awaitable[None]]
 # Records held back while more frames wait, at most.
 _MAX_PENDING = 500
-# A run's next batch starts no sooner than this after its last one began: a
-# run whose frames come quickly (a model that answers at once) is written in
-# two or three transactions. The end of the stream does not wait for it.
+# A run's batch starts no sooner than this after its reader began writing or
+# after its last batch began: a run whose frames come quickly (a model that
+# answers at once) is written in one or two transactions. The end of the
+# stream does not wait for it.
 _GATHER_SECONDS = 0.02
 
 
 class _Batches:
     """Hands a run's records to `emit` in order, one batch at a time.
 
-    `add` keeps records; `send` has them written: at once when no write is
-    under way, else by the write under way once its batch is written and
-    `_GATHER_SECONDS` have passed since it began (the records kept meanwhile
-    make its next batch). `send` waits only when `_MAX_PENDING` records are
-    kept, and then does not wait for the gathering time. `finish` ends the
-    gathering and waits until everything is written. A failed write is raised
-    by the next call; a reader that is cancelled cancels the write under way.
+    `add` keeps records; `send` has them written by a writer that gathers
+    first: a batch goes `_GATHER_SECONDS` after the writer started, or after
+    the previous batch began, so a run whose frames come quickly is written in
+    one or two transactions (the records kept meanwhile make the batch).
+    `send` waits only when `_MAX_PENDING` records are kept, and then does not
+    wait for the gathering time. `finish` ends the gathering and waits until
+    everything is written. A failed write is raised by the next call; a reader
+    that is cancelled cancels the write under way.
     """
 
     def __init__(self, emit: Emit) -> None:
         self._emit = emit
         self._pending: list[RunEvent] = []
         self._writing: asyncio.Future[None] | None = None
-        # Set: the write under way takes what is kept without gathering more.
-        self._hurry = asyncio.Event()
+        # Set: the writer takes what is kept without gathering more.
+        self._hurry = False
+        self._gate: asyncio.Future[None] | None = None
         self._finishing = False
 
     def add(self, records: list[RunEvent]) -> None:
@@ -94,18 +97,17 @@ class _Batches:
         if self._writing is not None:
             if not self._writing.done():
                 if not self.full:
-                    return  # the write under way takes them next
-                self._hurry.set()  # full: the write under way stops gathering
+                    return  # the writer takes them next
+                self._hurry_up()  # full: the writer stops gathering
             await self._written()
             if not self._finishing:
-                self._hurry.clear()
+                self._hurry = False
         if self._pending:
-            batch, self._pending = self._pending, []
-            self._writing = asyncio.ensure_future(self._write(batch))
+            self._writing = asyncio.ensure_future(self._write())
 
     async def finish(self) -> None:
         self._finishing = True
-        self._hurry.set()
+        self._hurry_up()
         await self.send()
         await self._written()
 
@@ -117,16 +119,34 @@ class _Batches:
         with contextlib.suppress(BaseException):
             await writing
 
-    async def _write(self, batch: list[RunEvent]) -> None:
+    def _hurry_up(self) -> None:
+        self._hurry = True
+        if self._gate is not None and not self._gate.done():
+            self._gate.set_result(None)
+
+    async def _gather(self, until: float) -> None:
+        """Wait until the loop's time `until`, or until hurried."""
         loop = asyncio.get_running_loop()
-        while batch:
+        if self._hurry or until <= loop.time():
+            return
+        gate = self._gate = loop.create_future()
+        timer = loop.call_at(until, lambda: gate.done() or gate.set_result(None))
+        try:
+            await gate
+        finally:
+            timer.cancel()
+            self._gate = None
+
+    async def _write(self) -> None:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        while True:
+            await self._gather(began + _GATHER_SECONDS)
+            batch, self._pending = self._pending, []
+            if not batch:
+                return
             began = loop.time()
             await self._emit(batch)
-            left = began + _GATHER_SECONDS - loop.time()
-            if left > 0 and not self._hurry.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._hurry.wait(), left)
-            batch, self._pending = self._pending, []
 
     async def _written(self) -> None:
         writing, self._writing = self._writing, None
@@ -374,7 +394,7 @@ async def _read(
         mapper = RunMapper(thread_id, run_id)
     else:
         mapper = StateMapper(thread_id, run_id)
-        # `run.start` goes at once: a run still queued shows as running.
+        # `run.start` goes without waiting for a frame: a run still queued shows as running.
         batches.add(await _start_state_mapper(sdk, mapper, source))
         await batches.send()
 

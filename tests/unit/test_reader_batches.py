@@ -43,12 +43,20 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
+async def _until(condition) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("not reached within 5 s")
+
+
 async def _first_write_under_way(writes: Writes, records: list[str]) -> _Batches:
     """A run's batches with `records` sent and their write waiting on the test."""
     batches = _Batches(writes)
     batches.add(records)
     await batches.send()
-    await _settle()
+    await _until(lambda: writes.started == 1)
     return batches
 
 
@@ -89,14 +97,6 @@ async def test_a_reader_waits_only_when_too_many_records_are_kept(monkeypatch):
     assert writes.started == 2
 
 
-async def _until(condition) -> None:
-    for _ in range(500):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("not reached within 5 s")
-
-
 async def test_records_kept_during_a_write_are_written_after_the_gathering_time_without_another_frame(monkeypatch):
     monkeypatch.setattr(reader, "_GATHER_SECONDS", 0.2)
     writes = Writes()
@@ -113,22 +113,34 @@ async def test_records_kept_during_a_write_are_written_after_the_gathering_time_
     assert writes.batches == [["start"], ["human"]]
 
 
+async def test_the_first_batch_waits_the_gathering_time_and_the_end_of_the_stream_does_not(monkeypatch):
+    monkeypatch.setattr(reader, "_GATHER_SECONDS", 0.2)
+    writes = Writes()
+    batches = _Batches(writes)
+    batches.add(["start"])
+    await batches.send()
+    await _settle()
+    assert writes.started == 0  # gathering: a frame that comes now goes with it
+    # No frame comes: the start is written alone once the gathering time is over.
+    await _until(lambda: writes.started == 1)
+    writes.release()
+    await _until(lambda: writes.batches == [["start"]])
+
+
 async def test_frames_that_come_quickly_make_one_batch_and_the_end_of_the_stream_does_not_wait(monkeypatch):
     monkeypatch.setattr(reader, "_GATHER_SECONDS", 60)
     writes = Writes()
-    batches = await _first_write_under_way(writes, ["start"])
-    writes.release()
-    await _settle()
-    for record in ("human", "ai", "tool", "ai-2"):
+    batches = _Batches(writes)
+    for record in ("start", "human", "ai", "tool", "ai-2"):
         batches.add([record])
         await batches.send()
         await _settle()
-    assert writes.started == 1  # the first write is done; the rest is gathered
+    assert writes.started == 0  # all gathered
     finishing = asyncio.ensure_future(batches.finish())
-    await _until(lambda: writes.started == 2)
+    await _until(lambda: writes.started == 1)
     writes.release()
     await asyncio.wait_for(finishing, timeout=5)
-    assert writes.batches == [["start"], ["human", "ai", "tool", "ai-2"]]
+    assert writes.batches == [["start", "human", "ai", "tool", "ai-2"]]
 
 
 async def test_a_failed_write_is_raised_by_the_next_call():
