@@ -182,6 +182,8 @@ class ClientStream:
         self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
         self.complete: bool | None = None
         self.last_id: str | None = None
+        # Whether any frame of the run came at all: every run's stream opens with one.
+        self.fed = False
         # A run that pauses at `interrupt()` says so in its `values` and `updates`
         # frames; when its client streams either, this notes whether one did.
         self.watches_interrupts = bool(_INTERRUPT_MODES.intersection(client_modes))
@@ -192,6 +194,8 @@ class ClientStream:
         return mode in self._wanted
 
     def feed(self, frame: Frame) -> None:
+        if frame.event is not None:
+            self.fed = True
         if frame.id is not None:
             self.last_id = frame.id
         if self.watches_interrupts and frame.mode in _INTERRUPT_MODES and frame.data and _INTERRUPT_KEY in frame.data:
@@ -411,7 +415,9 @@ async def _read(
     streamed = source.client_stream
     if streamed is not None:
         await consume(streamed.parts(), streamed.ready)
-        missed = not streamed.complete
+        # A response that ended without one frame of the run (an empty body: the
+        # run's stream was lost on its way from another process) showed nothing.
+        missed = not streamed.complete or not streamed.fed
         last_id = streamed.last_id
     else:
         missed, last_id = True, None

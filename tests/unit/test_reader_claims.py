@@ -12,9 +12,14 @@ from types import SimpleNamespace
 from journal_bridge.capture.reconcile import Reconciler
 from journal_bridge.delivery.bridge import EVENTS_CAPTURE, Bridge
 from journal_bridge.host.sse import Frame
+from journal_bridge.mapping.capture_setting import Capture
 from journal_bridge.mapping.reader import RunSource
 from journal_bridge.model.envelope import OUTPUTS, RUN_END, make_event
 from journal_bridge.store import open_store
+
+
+async def _no_thread(thread_id):
+    raise LookupError(thread_id)
 
 
 def _no_server():
@@ -76,3 +81,46 @@ async def test_the_reconciler_takes_a_run_over_once_its_holder_lets_go(tmp_path)
         assert reconciler.stats["runs_taken_over"] == 1
         assert bridge.stats.runs_read == 0, "nothing read twice"
         assert await there.claim_run("r1"), "the reconciler gave the claim up"
+
+
+class _Joinable:
+    """A run the server still has: its frames replayed from the first to a join."""
+
+    def __init__(self, parts) -> None:
+        self.parts, self.joins = parts, []
+
+    def join_stream(self, thread_id, run_id, params=None, last_event_id=None):
+        self.joins.append(last_event_id)
+
+        async def replay():
+            for event, data, part_id in self.parts:
+                yield SimpleNamespace(event=event, data=data, id=part_id)
+
+        return replay()
+
+    async def get(self, thread_id, run_id):
+        return {"status": "success"}
+
+
+async def test_a_client_stream_that_ended_without_a_frame_is_read_by_a_join(tmp_path):
+    parts = [
+        ("metadata", {"run_id": "r1"}, "1"),
+        ("values", {"messages": [{"type": "human", "content": "hi", "id": "h1"}]}, "2"),
+        ("values", {"messages": [{"type": "human", "content": "hi", "id": "h1"},
+                                 {"type": "ai", "content": "hello", "id": "a1"}]}, "3"),
+    ]
+    runs = _Joinable(parts)
+    sdk = SimpleNamespace(runs=runs, threads=SimpleNamespace(get=_no_thread), assistants=None)
+    state = RunSource(Capture("state", ("values", "custom"), ("custom",)), run={"assistant_id": "a", "kwargs": {}})
+    async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
+        bridge = Bridge(store, lambda: sdk)
+        await bridge.start()
+        # The response ended normally, with an empty body.
+        bridge.read_client_stream("t1", "r1", state).close(complete=True)
+        await bridge.wait_for_runs()
+        await bridge.stop()
+        events = await store.list_events("t1", "r1")
+    assert runs.joins == ["0"], "joined from the first frame"
+    kinds = [e.event_type for e in events]
+    assert kinds[-1] == RUN_END and kinds.count(RUN_END) == 1, kinds
+    assert "hello" in [e.content.get("content") for e in events if e.category == "message"], events
