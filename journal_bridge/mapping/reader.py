@@ -182,7 +182,7 @@ class ClientStream:
         self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
         self.complete: bool | None = None
         self.last_id: str | None = None
-        # Whether any frame of the run came at all: every run's stream opens with one.
+        # Whether a frame of the run came after its opening `metadata` one.
         self.fed = False
         # A run that pauses at `interrupt()` says so in its `values` and `updates`
         # frames; when its client streams either, this notes whether one did.
@@ -194,7 +194,7 @@ class ClientStream:
         return mode in self._wanted
 
     def feed(self, frame: Frame) -> None:
-        if frame.event is not None:
+        if frame.event is not None and frame.mode != "metadata":
             self.fed = True
         if frame.id is not None:
             self.last_id = frame.id
@@ -415,8 +415,9 @@ async def _read(
     streamed = source.client_stream
     if streamed is not None:
         await consume(streamed.parts(), streamed.ready)
-        # A response that ended without one frame of the run (an empty body: the
-        # run's stream was lost on its way from another process) showed nothing.
+        # A response that ended with no frame of the run past its `metadata` (an
+        # empty body, the run's stream lost on its way from another process)
+        # showed nothing of it: a run that truly sent nothing more costs a join.
         missed = not streamed.complete or not streamed.fed
         last_id = streamed.last_id
     else:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+import orjson
+import pytest
+
 from journal_bridge.capture.reconcile import Reconciler
 from journal_bridge.delivery.bridge import EVENTS_CAPTURE, Bridge
 from journal_bridge.host.sse import Frame
@@ -102,7 +105,8 @@ class _Joinable:
         return {"status": "success"}
 
 
-async def test_a_client_stream_that_ended_without_a_frame_is_read_by_a_join(tmp_path):
+@pytest.mark.parametrize("fed", [0, 1], ids=["empty body", "metadata only"])
+async def test_a_client_stream_that_ended_without_a_frame_is_read_by_a_join(tmp_path, fed):
     parts = [
         ("metadata", {"run_id": "r1"}, "1"),
         ("values", {"messages": [{"type": "human", "content": "hi", "id": "h1"}]}, "2"),
@@ -115,12 +119,15 @@ async def test_a_client_stream_that_ended_without_a_frame_is_read_by_a_join(tmp_
     async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
         bridge = Bridge(store, lambda: sdk)
         await bridge.start()
-        # The response ended normally, with an empty body.
-        bridge.read_client_stream("t1", "r1", state).close(complete=True)
+        # The response ended normally, with nothing of the run past its metadata.
+        stream = bridge.read_client_stream("t1", "r1", state)
+        for _, data, part_id in parts[:fed]:
+            stream.feed(Frame(b"", b"\n\n", "metadata", orjson.dumps(data), part_id))
+        stream.close(complete=True)
         await bridge.wait_for_runs()
         await bridge.stop()
         events = await store.list_events("t1", "r1")
-    assert runs.joins == ["0"], "joined from the first frame"
+    assert runs.joins == [parts[fed - 1][2] if fed else "0"], "joined from the last frame the client got"
     kinds = [e.event_type for e in events]
     assert kinds[-1] == RUN_END and kinds.count(RUN_END) == 1, kinds
     assert "hello" in [e.content.get("content") for e in events if e.category == "message"], events
