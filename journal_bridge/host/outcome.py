@@ -129,11 +129,16 @@ async def read_outcome(
 
 async def _run_status(sdk: SdkClient, thread_id: str, run_id: str) -> tuple[bool, str | None]:
     """`(found, status)` of the run: from the server's runtime where the client can
-    read it in process (`compat.InProcessClient`), else through `runs.get`."""
+    read it in process (`compat.InProcessClient`), else -- or when that read
+    fails -- through `runs.get`."""
     run_status = getattr(sdk, "run_status", None)
     if run_status is not None:
-        with contextlib.suppress(RuntimeUnreadable):
+        try:
             return await run_status(thread_id, run_id)
+        except RuntimeUnreadable:
+            pass
+        except Exception as exc:  # noqa: BLE001 - the server's route may still answer
+            logger.debug("journal-bridge: runtime read of run %s failed (%s); asking runs.get", run_id, exc)
     try:
         run = await sdk.runs.get(thread_id, run_id)
     except Exception as exc:

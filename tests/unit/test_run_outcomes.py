@@ -350,6 +350,7 @@ async def test_a_runtime_that_cannot_be_read_leaves_the_status_to_runs_get():
     server = _InProcess(RuntimeUnreadable("not inside a server"), {"status": "error"}, {"status": "idle", "error": None})
     server.runs = SimpleNamespace(get=server._get_run, join=server._get_run)
     assert (await read_outcome(server, THREAD, RUN)).failed
-    # Any other failure of the runtime read: the outcome is unknown, the run is journaled as before.
-    broken = _InProcess(OSError("runtime down"), {"status": "error"})
-    assert (await read_outcome(broken, THREAD, RUN)).status is None
+    # Any other failure of the runtime read: the server's route is asked.
+    broken = _InProcess(TypeError("another runtime's signature"), {"status": "error"}, {"status": "idle", "error": None})
+    broken.runs = SimpleNamespace(get=broken._get_run, join=broken._get_run)
+    assert (await read_outcome(broken, THREAD, RUN)).failed
