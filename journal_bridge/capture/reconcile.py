@@ -6,8 +6,10 @@ killed: none of them passed through `RunObserverMiddleware`. Every `interval`
 seconds (`JOURNAL_BRIDGE_RECONCILE_INTERVAL`, and once at startup) the
 reconciler asks the in-process SDK for the threads whose `updated_at` moved
 since its watermark (one `threads.search` page, newest first), and lists the
-runs only of threads whose `updated_at` differs from what it last saw. For
-each run the bridge was not handed:
+runs only of threads whose `updated_at` differs from what it last saw and
+whose runs the bridge is not reading at that moment (a thread the bridge
+reads is listed at the first pass that finds it quiet: the watermark stays at
+its change meanwhile). For each run the bridge was not handed:
 
 - still pending or running, resumable, with `events` or `values` among its
   modes: joined through the bridge from its first frame (live, the same
@@ -140,6 +142,7 @@ class Reconciler:
             "passes": 0,
             "pass_errors": 0,
             "threads_listed": 0,
+            "threads_deferred": 0,
             "runs_found": 0,
             "runs_joined": 0,
             "runs_taken_over": 0,
@@ -188,6 +191,7 @@ class Reconciler:
         """One pass: discover, join or wait, then backfill what ended."""
         self.stats["passes"] += 1
         newest = self._since
+        deferred: datetime | None = None
         for thread in await self._changed_threads():
             thread_id = str(thread["thread_id"])
             updated = thread.get("updated_at")
@@ -197,9 +201,17 @@ class Reconciler:
             self._seen_alive(thread_id)
             if self._thread_seen.get(thread_id) == str(updated):
                 continue
+            if when is not None and self.bridge.reading_thread(thread_id):
+                # The bridge reads a run of it now: the change is listed once the thread
+                # is quiet; the watermark stays at it, so the search brings it back.
+                self.stats["threads_deferred"] += 1
+                deferred = when if deferred is None else min(deferred, when)
+                continue
             if await self._discover(thread_id):
                 self._thread_seen[thread_id] = str(updated)
                 self._thread_seen.move_to_end(thread_id)
+        if deferred is not None and newest is not None:
+            newest = min(newest, deferred)
         if newest != self._since:
             self._since = newest
             self._dirty = True

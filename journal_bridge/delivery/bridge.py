@@ -232,6 +232,10 @@ class Bridge:
             self._elsewhere.popitem(last=False)
         logger.info("journal-bridge: run %s of thread %s is read by another process", key[1], key[0])
 
+    def reading_thread(self, thread_id: str) -> bool:
+        """Whether a run of this thread is being read (or waits behind one that is)."""
+        return str(thread_id) in self._thread_tails
+
     def following(self, thread_id: str, run_id: str) -> bool:
         """Whether the bridge is still reading this run."""
         return (str(thread_id), str(run_id)) in self._followers

@@ -1,0 +1,73 @@
+"""What a reconciler pass lists: a thread whose run the bridge is reading waits for a quiet pass."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+from journal_bridge.capture.reconcile import Reconciler
+from journal_bridge.delivery.bridge import Bridge
+from journal_bridge.store import open_store
+
+CHANGED = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+OTHER = datetime(2026, 12, 1, 12, 5, tzinfo=UTC)
+
+
+class _Server:
+    """Two threads changed; the run of `busy` streams until the test ends it."""
+
+    def __init__(self) -> None:
+        self.listed: list[str] = []
+        self.run_over = asyncio.Event()
+        self.threads = SimpleNamespace(search=self._search, get=self._thread)
+        self.runs = SimpleNamespace(list=self._list, join_stream=self._join, get=self._run)
+
+    async def _search(self, **_):
+        return [
+            {"thread_id": "quiet", "updated_at": OTHER.isoformat()},
+            {"thread_id": "busy", "updated_at": CHANGED.isoformat()},
+        ]
+
+    async def _thread(self, thread_id):
+        return {"thread_id": thread_id, "metadata": {}}
+
+    async def _list(self, thread_id, limit=10, offset=0):
+        self.listed.append(thread_id)
+        return []
+
+    def _join(self, thread_id, run_id, **_):
+        async def frames():
+            await self.run_over.wait()
+            yield SimpleNamespace(event="metadata", data={"run_id": run_id}, id="1")
+
+        return frames()
+
+    async def _run(self, thread_id, run_id):
+        return {"status": "success"}
+
+
+async def test_a_thread_the_bridge_reads_is_listed_at_the_first_quiet_pass():
+    server = _Server()
+    async with open_store("memory://") as store:
+        bridge = Bridge(store, lambda: server)
+        await bridge.start()
+        reconciler = Reconciler(bridge, lambda: server, lambda: store, sweep_deleted=False)
+        bridge.observe("busy", "r1")
+        await asyncio.sleep(0)
+        assert bridge.reading_thread("busy")
+
+        await reconciler.reconcile()
+        assert server.listed == ["quiet"], "the thread being read is not listed"
+        assert reconciler.stats["threads_deferred"] == 1
+        # The watermark stays at the deferred change: the next search brings the thread back.
+        assert reconciler._since == CHANGED
+
+        server.run_over.set()
+        await bridge.wait_for_runs()
+        await reconciler.reconcile()
+        assert server.listed == ["quiet", "busy"]
+        assert reconciler._since == OTHER
+        await reconciler.reconcile()
+        assert server.listed == ["quiet", "busy"], "listed once per change"
+        await bridge.stop()
