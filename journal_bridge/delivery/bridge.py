@@ -331,8 +331,12 @@ class Bridge:
             raise
         if self.delivery.backlog:
             self._release_when_written(run_id)
-        else:
+            return
+        try:
             await self.release(run_id)  # nothing waits: what was read is in the store already
+        except asyncio.CancelledError:
+            self._release_when_written(run_id)
+            raise
 
     @property
     def active_runs(self) -> int:
