@@ -309,7 +309,6 @@ class InProcessClient:
     """
 
     def __init__(self, client: LangGraphClient) -> None:
-        self.client = client
         self.assistants = client.assistants
         self.threads = client.threads
         self.runs = client.runs
