@@ -35,7 +35,16 @@ median wall time per run over all rounds, and per round the cell's figure
 divided by `off`'s for the same client in the same round: the median of
 those ratios with their spread ([min max] over the rounds), and each
 setting's excess over the floor (per round its ratio minus the floor's; median
-[min max]); server RSS after the workload. Then, with the instant model, a soak:
+[min max]). Then the CPU pooled over all rounds -- the cell's CPU-seconds over
+`off`'s, and its excess over the floor, (cell - floor) / off -- each with
+the 5th-95th percentile of that figure over the rounds resampled with
+replacement: a single round swings by tens of percent (the runtime's polling
+loops run by the clock, not by the run), the pooled figure far less, and the
+interval says how far. Server RSS after the workload.
+
+Server CPU is each process's own CPU clock read from outside, to the
+nanosecond (`benchmarks/process_cpu.py`). Every server runs with the dev
+server's file persistence off (`QUIET_DEV`), the same for all of them. Then, with the instant model, a soak:
 a long conversation per thread, the ratio of the run's wall time and server
 CPU with the plugin to those without it (and to the client asking for
 `events` itself) at its first and last turns, and RSS growth per 100 runs
@@ -52,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import signal
 import statistics
 import time
@@ -64,6 +74,7 @@ import psutil
 from langgraph_sdk import get_client
 
 from benchmarks.compaction_lag import turn_compaction_lags
+from benchmarks.process_cpu import tree_seconds
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
 from tests.harness.langgraph_server import LanggraphDevServer, project_config
@@ -117,14 +128,7 @@ def _tree(pid: int) -> list[psutil.Process]:
 
 
 def cpu_seconds(pid: int) -> float:
-    total = 0.0
-    for proc in _tree(pid):
-        try:
-            times = proc.cpu_times()
-            total += times.user + times.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
+    return tree_seconds(pid)
 
 
 def rss_mib(pid: int) -> float:
@@ -195,8 +199,17 @@ class Cell:
         return self.cpu / len(self.durations)
 
 
+# `langgraph dev` pickles its whole in-memory runtime to disk every 10 s from a
+# thread of its own: the same work on every server, growing with what the
+# server holds, landing in some rounds and not in others. Measured on off
+# against an identical off, it was a quarter of the server's CPU per run at an
+# instant model's pace and the largest part of the round-to-round spread, with
+# nothing of the journal in it; every benchmark server runs without it.
+QUIET_DEV = {"LANGGRAPH_DISABLE_FILE_PERSISTENCE": "true"}
+
+
 def start_server(capture: str, pace: float) -> LanggraphDevServer:
-    env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace)}
+    env = {**QUIET_DEV, "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace)}
     if capture == "off":
         return LanggraphDevServer(plugin=False, env=env).start()
     if capture == "floor":
@@ -237,6 +250,37 @@ def per_round(cells: dict[tuple[str, str], Cell], kind: str, capture: str, index
     """The cell's per-round ratio to `off` for the same client (index 0: wall, 1: CPU)."""
     base = cells[kind, "off"].rounds
     return [mine[index] / off[index] for mine, off in zip(cells[kind, capture].rounds, base, strict=True)]
+
+
+def pooled_cpu(cells: dict[tuple[str, str], Cell], kind: str, capture: str, rounds: list[int]) -> tuple[float, float]:
+    """The cell's CPU over the given rounds (repeats allowed) divided by `off`'s, and
+    its excess over the floor's: (cell - floor) / off, all over the same rounds."""
+
+    def total(name: str) -> float:
+        figures = cells[kind, name].rounds
+        return sum(figures[i][1] for i in rounds)
+
+    off = total("off")
+    mine = total(capture) / off
+    return mine, (mine - total("floor") / off if (kind, "floor") in cells else float("nan"))
+
+
+def pooled_with_interval(
+    cells: dict[tuple[str, str], Cell], kind: str, capture: str, resamples: int = 2000
+) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
+    """`pooled_cpu` over every round, and the 5th-95th percentile of each figure over
+    the rounds resampled with replacement (a bootstrap: how far the figure moves
+    were the rounds drawn again)."""
+    count = len(cells[kind, "off"].rounds)
+    whole = pooled_cpu(cells, kind, capture, list(range(count)))
+    draw = random.Random(f"{kind}/{capture}")
+    samples = [pooled_cpu(cells, kind, capture, [draw.randrange(count) for _ in range(count)])
+               for _ in range(resamples)]
+    bounds = []
+    for index in (0, 1):
+        ordered = sorted(sample[index] for sample in samples)
+        bounds.append((ordered[int(0.05 * (resamples - 1))], ordered[int(0.95 * (resamples - 1))]))
+    return whole, bounds[0], bounds[1]
 
 
 async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int, minutes: float) -> None:
@@ -302,6 +346,21 @@ async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int, 
                 columns.append(f"{str(Spread(excess)) if excess else '':24}")
             row += "".join(columns[:2]) + f"{cell.wall:11.3f}  " + "".join(columns[2:])
             print(row.rstrip())
+    print()
+    print("server CPU over all rounds: the cell's CPU-seconds / `off`'s for the same client (pooled), and its "
+          "excess over the floor ((cell - floor) / off); (5%-95%) of each over the rounds resampled")
+    header = f"{'client':20}{'capture':8}{'CPU ratio to off':28}{'CPU excess over floor':28}"
+    print(header)
+    print("-" * len(header))
+    for kind in kinds:
+        for capture in CAPTURES:
+            if capture == "off" or (kind, capture) not in cells:
+                continue
+            (ratio, excess), ratio_band, excess_band = pooled_with_interval(cells, kind, capture)
+            row = f"{kind:20}{capture:8}{ratio:6.3f} ({ratio_band[0]:6.3f} {ratio_band[1]:6.3f})       "
+            if capture != "floor" and (kind, "floor") in cells:
+                row += f"{excess:6.3f} ({excess_band[0]:6.3f} {excess_band[1]:6.3f})"
+            print(row.rstrip())
     print("server RSS after the workload (MiB): " + ", ".join(
         f"{c} {rss[c]:.1f} ({rss[c] / rss['off']:.3f}x off)" for c in CAPTURES))
     for capture, report in health.items():
@@ -319,7 +378,7 @@ async def soak(turns: int, threads: int) -> None:
     with the conversation too), and the useStream client with the plugin
     (`auto`, which captures it from `events`).
     """
-    env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0"}
+    env = {**QUIET_DEV, "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0"}
     servers = {
         "off": LanggraphDevServer(plugin=False, env=env).start(),
         "off+events": LanggraphDevServer(plugin=False, env=env).start(),

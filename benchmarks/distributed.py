@@ -39,6 +39,7 @@ import psutil
 from langgraph_sdk import get_client
 
 from benchmarks.compaction_lag import turn_compaction_lags
+from benchmarks.process_cpu import process_seconds
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, wait_journal_idle
 from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
@@ -51,17 +52,16 @@ def pct(values: list[float], q: float) -> float:
 
 
 def cpu_seconds(servers: list[LanghostServer]) -> dict[int, float]:
-    """User + system CPU seconds so far of each server process and its children, by pid."""
+    """CPU seconds so far of each server process and of each of its children, by pid."""
     seconds: dict[int, float] = {}
     for server in servers:
         assert server.process is not None
         root = psutil.Process(server.process.pid)
         for process in [root, *root.children(recursive=True)]:
             try:
-                times = process.cpu_times()
+                seconds[process.pid] = process_seconds(process)
             except psutil.NoSuchProcess:
                 continue
-            seconds[process.pid] = times.user + times.system + times.children_user + times.children_system
     return seconds
 
 

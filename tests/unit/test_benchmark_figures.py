@@ -1,0 +1,91 @@
+"""The bridge benchmark's figures: the CPU it reads and the ratios it pools.
+
+A benchmark that misreads a server's CPU, or divides the wrong rounds, prints
+plausible numbers that mean nothing; these pin what its figures are made of.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from benchmarks import bridge
+from benchmarks.process_cpu import process_seconds, tree_seconds
+
+_BUSY = """
+import threading, time
+def spin(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+workers = [threading.Thread(target=spin, args=(0.15,)) for _ in range(2)]
+for w in workers: w.start()
+for w in workers: w.join()
+print("done", flush=True)
+time.sleep(30)
+"""
+
+
+def test_the_cpu_read_from_outside_counts_every_thread_including_those_that_ended():
+    child = subprocess.Popen([sys.executable, "-c", _BUSY], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "done"
+        process = psutil.Process(child.pid)
+        seen = process_seconds(process)
+        # Two threads spun 0.15 s each and are gone: their time is still the process's.
+        assert seen >= 0.29
+        times = process.cpu_times()
+        assert abs(seen - (times.user + times.system)) < 0.05  # the kernel's tick count, 10 ms a tick
+        # Finer than ticks: the clock is not a multiple of 10 ms.
+        assert round(seen * 100) != seen * 100
+        # A sleeping process's CPU stands still.
+        time.sleep(0.05)
+        assert tree_seconds(child.pid) - seen < 0.01
+    finally:
+        child.kill()
+        child.wait()
+
+
+class _Cell:
+    def __init__(self, cpu_per_run: list[float]) -> None:
+        self.rounds = [(1.0, cpu) for cpu in cpu_per_run]
+
+
+def test_the_pooled_ratio_divides_totals_and_the_excess_is_over_off():
+    cells = {
+        ("runs.wait", "off"): _Cell([0.020, 0.010]),
+        ("runs.wait", "floor"): _Cell([0.024, 0.012]),
+        ("runs.wait", "auto"): _Cell([0.027, 0.012]),
+    }
+    ratio, excess = bridge.pooled_cpu(cells, "runs.wait", "auto", [0, 1])
+    assert ratio == pytest.approx(0.039 / 0.030)
+    assert excess == pytest.approx((0.039 - 0.036) / 0.030)
+    # Repeated rounds count as often as drawn (the bootstrap's resampling).
+    ratio, excess = bridge.pooled_cpu(cells, "runs.wait", "auto", [0, 0])
+    assert ratio == pytest.approx(1.35)
+    assert excess == pytest.approx(0.15)
+
+
+def test_the_interval_holds_the_pooled_figure_and_widens_with_uneven_rounds():
+    even = {
+        ("k", "off"): _Cell([0.02] * 8),
+        ("k", "floor"): _Cell([0.025] * 8),
+        ("k", "auto"): _Cell([0.026] * 8),
+    }
+    (ratio, excess), ratio_band, excess_band = bridge.pooled_with_interval(even, "k", "auto", resamples=200)
+    assert ratio_band == pytest.approx((1.3, 1.3))
+    assert excess_band == pytest.approx((0.05, 0.05))
+    uneven = {
+        ("k", "off"): _Cell([0.02] * 8),
+        ("k", "floor"): _Cell([0.025] * 8),
+        ("k", "auto"): _Cell([0.020, 0.032] * 4),
+    }
+    (ratio, excess), ratio_band, excess_band = bridge.pooled_with_interval(uneven, "k", "auto", resamples=400)
+    assert ratio_band[0] <= ratio <= ratio_band[1]
+    assert excess_band[0] <= excess <= excess_band[1]
+    assert excess_band[1] - excess_band[0] > 0.1
