@@ -60,8 +60,12 @@ _MAX_PENDING = 500
 # A run's batch starts no sooner than this after its reader began writing or
 # after its last batch began: a run whose frames come quickly (a model that
 # answers at once) is written in one or two transactions. The end of the
-# stream does not wait for it.
+# reading does not wait for it.
 _GATHER_SECONDS = 0.02
+# Once the run's stream has ended, what is left to read (its outcome) comes
+# within this: the records kept meanwhile wait for the run's last ones and go
+# in one transaction with them, not in one of their own just before.
+_END_HOLD_SECONDS = 0.5
 
 
 class _Batches:
@@ -74,7 +78,9 @@ class _Batches:
     `send` waits only when `_MAX_PENDING` records are kept, and then does not
     wait for the gathering time. `finish` ends the gathering and waits until
     everything is written. A failed write is raised by the next call; a reader
-    that is cancelled cancels the write under way.
+    that is cancelled cancels the write under way. After `ending` (the
+    stream is over, the run's last records are being made), the writer keeps
+    what it holds for `finish`, `_END_HOLD_SECONDS` at most.
     """
 
     def __init__(self, emit: Emit) -> None:
@@ -85,6 +91,7 @@ class _Batches:
         self._hurry = False
         self._gate: asyncio.Future[None] | None = None
         self._finishing = False
+        self._end_hold: float | None = None  # the loop's time until which `ending` holds batches
 
     def add(self, records: list[RunEvent]) -> None:
         self._pending.extend(records)
@@ -105,6 +112,11 @@ class _Batches:
         if self._pending:
             self._writing = asyncio.ensure_future(self._write())
 
+    def ending(self) -> None:
+        """The stream is over: the next batch waits for `finish`, a short while at most."""
+        self._end_hold = asyncio.get_running_loop().time() + _END_HOLD_SECONDS
+        self._wake()  # a writer gathering now waits the longer
+
     async def finish(self) -> None:
         self._finishing = True
         self._hurry_up()
@@ -121,27 +133,33 @@ class _Batches:
 
     def _hurry_up(self) -> None:
         self._hurry = True
+        self._wake()
+
+    def _wake(self) -> None:
         if self._gate is not None and not self._gate.done():
             self._gate.set_result(None)
 
-    async def _gather(self, until: float) -> None:
-        """Wait until the loop's time `until`, or until hurried."""
+    async def _gather(self, began: float) -> None:
+        """Wait until `_GATHER_SECONDS` after the loop's time `began` (later while
+        `ending` holds), or until hurried."""
         loop = asyncio.get_running_loop()
-        if self._hurry or until <= loop.time():
-            return
-        gate = self._gate = loop.create_future()
-        timer = loop.call_at(until, lambda: gate.done() or gate.set_result(None))
-        try:
-            await gate
-        finally:
-            timer.cancel()
-            self._gate = None
+        while not self._hurry:
+            until = max(began + _GATHER_SECONDS, self._end_hold or 0.0)
+            if until <= loop.time():
+                return
+            gate = self._gate = loop.create_future()
+            timer = loop.call_at(until, lambda: gate.done() or gate.set_result(None))
+            try:
+                await gate
+            finally:
+                timer.cancel()
+                self._gate = None
 
     async def _write(self) -> None:
         loop = asyncio.get_running_loop()
         began = loop.time()
         while True:
-            await self._gather(began + _GATHER_SECONDS)
+            await self._gather(began)
             batch, self._pending = self._pending, []
             if not batch:
                 return
@@ -432,6 +450,7 @@ async def _read(
         modes = (*capture.modes, _ERROR_MODE)
         stream = sdk.runs.join_stream(thread_id, run_id, params=join_params(modes), last_event_id=start)
         await consume(_parts_of(stream))
+    batches.ending()
     final_state = None
     if missed and not source.resumable and isinstance(mapper, StateMapper):
         # Frames between the client leaving and the join are gone; the state still shows their messages.
