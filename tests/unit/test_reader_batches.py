@@ -163,6 +163,27 @@ async def test_cancel_stops_the_write_under_way():
     assert writes.batches == []
 
 
+async def _gathering(monkeypatch, *, gather: float, hold: float) -> tuple[Writes, _Batches]:
+    """A run's batches with its start and first message sent, their writer gathering."""
+    monkeypatch.setattr(reader, "_GATHER_SECONDS", gather)
+    monkeypatch.setattr(reader, "_END_HOLD_SECONDS", hold)
+    writes = Writes()
+    batches = _Batches(writes)
+    batches.add(["start", "human"])
+    await batches.send()
+    return writes, batches
+
+
+async def _finish_with(batches: _Batches, writes: Writes, last: list[str]) -> None:
+    """Add the run's last records and finish, the write it starts let through."""
+    started = writes.started
+    batches.add(last)
+    finishing = asyncio.ensure_future(batches.finish())
+    await _until(lambda: writes.started == started + 1)
+    writes.release()
+    await asyncio.wait_for(finishing, timeout=5)
+
+
 async def test_after_the_stream_ends_what_is_kept_waits_for_the_runs_last_records(monkeypatch):
     monkeypatch.setattr(reader, "_GATHER_SECONDS", 0.05)
     monkeypatch.setattr(reader, "_END_HOLD_SECONDS", 60)
@@ -175,41 +196,23 @@ async def test_after_the_stream_ends_what_is_kept_waits_for_the_runs_last_record
     await _until(lambda: writes.batches == [["start"]])
     await asyncio.sleep(0.2)  # four gathering times: nothing goes before the run's end
     assert writes.started == 1
-    batches.add(["end"])
-    finishing = asyncio.ensure_future(batches.finish())
-    await _until(lambda: writes.started == 2)
-    writes.release()
-    await asyncio.wait_for(finishing, timeout=5)
+    await _finish_with(batches, writes, ["end"])
     assert writes.batches == [["start"], ["human", "ai", "end"]]
 
 
 async def test_a_writer_already_gathering_when_the_stream_ends_waits_the_longer(monkeypatch):
-    monkeypatch.setattr(reader, "_GATHER_SECONDS", 0.05)
-    monkeypatch.setattr(reader, "_END_HOLD_SECONDS", 60)
-    writes = Writes()
-    batches = _Batches(writes)
-    batches.add(["start", "human"])
-    await batches.send()
+    writes, batches = await _gathering(monkeypatch, gather=0.05, hold=60)
     await _settle()
     assert writes.started == 0  # gathering, its timer set for 50 ms
     batches.ending()
     await asyncio.sleep(0.2)
     assert writes.started == 0
-    batches.add(["end"])
-    finishing = asyncio.ensure_future(batches.finish())
-    await _until(lambda: writes.started == 1)
-    writes.release()
-    await asyncio.wait_for(finishing, timeout=5)
+    await _finish_with(batches, writes, ["end"])
     assert writes.batches == [["start", "human", "end"]]
 
 
 async def test_the_hold_after_the_stream_ends_is_short(monkeypatch):
-    monkeypatch.setattr(reader, "_GATHER_SECONDS", 0.01)
-    monkeypatch.setattr(reader, "_END_HOLD_SECONDS", 0.2)
-    writes = Writes()
-    batches = _Batches(writes)
-    batches.add(["start", "human"])
-    await batches.send()
+    writes, batches = await _gathering(monkeypatch, gather=0.01, hold=0.2)
     batches.ending()
     # The outcome never comes (a read that hangs): the records go anyway once the hold is over.
     await _until(lambda: writes.started == 1)
