@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import venv
@@ -111,23 +112,42 @@ def _env() -> dict[str, str]:
     return env
 
 
+# Signals that stop this process and are passed on to the command it runs.
+_PASSED_ON = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
 def _run(cmd: list[str]) -> int:
     """Run `cmd` in ROOT to its end; its exit status, 130 if it was interrupted.
 
     A Ctrl-C reaches the child too (same process group), so this process only
     keeps waiting while the child shuts down, as a shell does for its
     foreground job; killing the child instead would cut its shutdown short.
+    A SIGTERM or SIGHUP sent to this process alone (a process manager, an
+    editor's stop button, `kill PID`) is passed on to the child, then waited
+    for the same way: stopping this process never leaves the server running.
     """
     suffix = f"  ({VERSIONS} versions)" if CONSTRAINTS is not None else ""
     print("+", " ".join(cmd) + suffix, flush=True)
     interrupted = False
     with subprocess.Popen(cmd, cwd=ROOT, env=_env()) as child:
-        while True:
-            try:
-                code = child.wait()
-                break
-            except KeyboardInterrupt:
-                interrupted = True
+
+        def pass_on(signum: int, _frame: object) -> None:
+            nonlocal interrupted
+            interrupted = True
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signum)
+
+        previous = {sig: signal.signal(sig, pass_on) for sig in _PASSED_ON}
+        try:
+            while True:
+                try:
+                    code = child.wait()
+                    break
+                except KeyboardInterrupt:
+                    interrupted = True
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     if code < 0:  # ended by a signal: the shell's convention
         code = 128 - code
     return INTERRUPTED if interrupted else code

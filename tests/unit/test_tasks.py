@@ -1,4 +1,4 @@
-"""`tasks.py`, the project's entry points: Ctrl-C, concurrent starts, pytest's report.
+"""`tasks.py`, the project's entry points: Ctrl-C and SIGTERM, concurrent starts, pytest's report.
 
 Each test runs a copy of `tasks.py` in a directory of its own whose `.venv` is
 already prepared (it links the real environment's executables), so nothing
@@ -7,7 +7,10 @@ here installs anything or touches the project's own `.venv`.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -63,3 +66,51 @@ def test_pytest_reports_why_a_test_was_skipped(tmp_path):
     )
     assert result.returncode == 0, result.stdout
     assert re.search(r"^SKIPPED \[1\] \S*test_skips\.py:5: no such service here$", result.stdout, re.MULTILINE)
+
+
+_STOPPABLE = (
+    "import signal, sys, time\n"
+    "def stop(signum, frame):\n"
+    "    print('stopping', signum, flush=True)\n"
+    "    time.sleep(0.3)\n"  # a shutdown that takes a moment: the parent must wait for it
+    "    print('stopped', flush=True)\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, stop)\n"
+    "print('child', __import__('os').getpid(), flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_a_sigterm_to_tasks_py_stops_its_command_and_waits_for_it(tmp_path):
+    root = project_copy(tmp_path / "project", prepared=True)
+    script = tmp_path / "child.py"
+    script.write_text(_STOPPABLE)
+    runner = subprocess.Popen(
+        [sys.executable, "-c", f"import sys, tasks; sys.exit(tasks._run([sys.executable, {str(script)!r}]))"],
+        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,  # nothing but the signal below reaches the command
+    )
+    child_pid = None
+    try:
+        assert runner.stdout is not None
+        assert runner.stdout.readline().startswith("+ ")
+        line = runner.stdout.readline()
+        assert line.startswith("child "), line
+        child_pid = int(line.split()[1])
+        runner.send_signal(signal.SIGTERM)  # to tasks.py alone, as `kill PID` does
+        rest = runner.communicate(timeout=10)[0]
+        assert rest.splitlines() == [f"stopping {int(signal.SIGTERM)}", "stopped"]
+        assert runner.returncode == 130
+        # The command is gone, not left running without its parent.
+        try:
+            os.kill(child_pid, 0)
+        except ProcessLookupError:
+            pass
+        else:
+            raise AssertionError(f"the command (pid {child_pid}) outlived tasks.py")
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        if child_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child_pid, signal.SIGKILL)
