@@ -75,7 +75,7 @@ import psutil
 from langgraph_sdk import get_client
 
 from benchmarks.compaction_lag import turn_compaction_lags
-from benchmarks.process_cpu import tree_seconds
+from benchmarks.process_cpu import tree, tree_seconds
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
 from tests.harness.langgraph_server import LanggraphDevServer, project_config
@@ -123,18 +123,9 @@ CLIENTS: dict[str, Run] = {
 }
 
 
-def _tree(pid: int) -> list[psutil.Process]:
-    root = psutil.Process(pid)
-    return [root, *root.children(recursive=True)]
-
-
-def cpu_seconds(pid: int) -> float:
-    return tree_seconds(pid)
-
-
 def rss_mib(pid: int) -> float:
     total = 0
-    for proc in _tree(pid):
+    for proc in tree(pid):
         try:
             total += proc.memory_info().rss
         except psutil.NoSuchProcess:
@@ -172,7 +163,7 @@ class Cell:
         per_thread = [runs // len(self.threads) + (i < runs % len(self.threads)) for i in range(len(self.threads))]
         start = self.turn
         self.turn += max(per_thread)
-        before = cpu_seconds(self.server.process.pid)
+        before = tree_seconds(self.server.process.pid)
         durations: list[float] = []
 
         async def drive(thread_id: str, count: int) -> None:
@@ -184,7 +175,7 @@ class Cell:
         await asyncio.gather(*(drive(t, n) for t, n in zip(self.threads, per_thread, strict=True)))
         if self.journaled:
             await wait_journal_idle(self.server.url, timeout=300)
-        cpu = cpu_seconds(self.server.process.pid) - before
+        cpu = tree_seconds(self.server.process.pid) - before
         if not measured:
             return
         self.durations.extend(durations)

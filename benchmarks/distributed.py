@@ -39,7 +39,7 @@ import psutil
 from langgraph_sdk import get_client
 
 from benchmarks.compaction_lag import turn_compaction_lags
-from benchmarks.process_cpu import process_seconds
+from benchmarks.process_cpu import process_seconds, tree
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, wait_journal_idle
 from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
@@ -56,8 +56,7 @@ def cpu_seconds(servers: list[LanghostServer]) -> dict[int, float]:
     seconds: dict[int, float] = {}
     for server in servers:
         assert server.process is not None
-        root = psutil.Process(server.process.pid)
-        for process in [root, *root.children(recursive=True)]:
+        for process in tree(server.process.pid):
             try:
                 seconds[process.pid] = process_seconds(process)
             except psutil.NoSuchProcess:

@@ -36,11 +36,16 @@ def process_seconds(process: psutil.Process) -> float:
     return times.user + times.system
 
 
+def tree(pid: int) -> list[psutil.Process]:
+    """A process and its live descendants."""
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
 def tree_seconds(pid: int) -> float:
     """CPU seconds so far of a process and its live descendants."""
-    root = psutil.Process(pid)
     total = 0.0
-    for process in (root, *root.children(recursive=True)):
+    for process in tree(pid):
         try:
             total += process_seconds(process)
         except psutil.NoSuchProcess:
