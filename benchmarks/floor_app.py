@@ -85,6 +85,9 @@ class FloorSink:
             self._start(thread_id, run_id, plan)
         return _Discard()
 
+    def take_client_join(self, thread_id: str, run_id: str, modes: tuple[str, ...]) -> None:
+        return None  # the floor is the journal's own join: a client's join is never read instead
+
     def unplanned(self, reason: str) -> None:
         logger.warning("floor: forwarded untouched (%s)", reason)
 

@@ -38,9 +38,9 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import Scope
 
-from journal_bridge.capture.intercept import READER_HEADER, RunObserverMiddleware
+from journal_bridge.capture.intercept import READER_HEADER, ClientFrames, RunObserverMiddleware
 from journal_bridge.capture.protocol_v2 import CommandObserverMiddleware
-from journal_bridge.mapping.reader import OWNERS, ClientStream, RunSource
+from journal_bridge.mapping.reader import OWNERS, ClientJoin, ClientStream, RunSource
 from journal_bridge.capture.reconcile import Reconciler
 from journal_bridge.capture.run_requests import RunPlan
 from journal_bridge.capture.thread_life import ThreadLifeMiddleware
@@ -72,6 +72,9 @@ __all__ = ["app", "create_app", "redact_url", "with_journal"]
 APP_ENV = ENV["app_spec"][0]
 # Set on the state of an app `with_journal` added the journal to.
 _JOURNAL_ADDED = "journal_bridge_added"
+# How long a created run waits for its client's join before the journal joins it
+# itself: a client that joins at once (create, then join) is read through its join.
+CLIENT_JOIN_WAIT = 0.25
 
 Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[Any]]
 
@@ -101,6 +104,8 @@ class Journal:
         self._opener: asyncio.Task[None] | None = None
         # What the plugin added to each observed run, so the bridge can release it.
         self._plans: OrderedDict[str, RunPlan] = OrderedDict()
+        # Created runs whose client may join them in time (`ClientJoin`), oldest first.
+        self._client_joins: OrderedDict[str, ClientJoin] = OrderedDict()
         self.frames_released = 0
         self.unplanned_requests = 0
         self.reconcile_interval = reconcile_interval
@@ -183,10 +188,24 @@ class Journal:
         )
 
     def join(self, thread_id: str, run_id: str, plan: RunPlan) -> None:
-        """A run nobody streams: join it from its first frame."""
+        """A run nobody streams: join it from its first frame, or read it from
+        its client's join when a created run's client joins it in time."""
         assert self.bridge is not None
         self._remember(run_id, plan)
-        self.bridge.observe(thread_id, run_id, self._source(plan))
+        source = self._source(plan)
+        if plan.kind == "create" and not plan.stateless:
+            while self._client_joins and not next(iter(self._client_joins.values())).open:
+                self._client_joins.popitem(last=False)
+            source.client_join = self._client_joins[run_id] = ClientJoin(run_id, plan.capture, CLIENT_JOIN_WAIT)
+            while len(self._client_joins) > 10_000:
+                self._client_joins.popitem(last=False)[1].cancel()
+        self.bridge.observe(thread_id, run_id, source)
+
+    def take_client_join(self, thread_id: str, run_id: str, modes: tuple[str, ...]) -> ClientFrames | None:
+        """A client joins a run this journal created: what to feed the frames of
+        its join (reading `modes`) to, or None when the run is read otherwise."""
+        waiting = self._client_joins.pop(run_id, None)
+        return waiting.take(modes) if waiting is not None else None
 
     def read_client_stream(self, thread_id: str | None, run_id: str, plan: RunPlan) -> ClientStream:
         """A streamed run: read it from the frames its client receives."""

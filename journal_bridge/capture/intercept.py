@@ -14,7 +14,12 @@ and how to rewrite it) the middleware:
    client's own `stream_mode` and `resumable` back.
 
 Later reads of those runs get the same treatment: a run's stream joined by a
-client (`runs.join_stream`), a run read or listed, and a thread's stream.
+client (`runs.join_stream`), a run read or listed, and a thread's stream. A
+created run whose client joins it at once is journaled from that join, so the
+run is read once, not twice: the journal takes the join (`take_client_join`),
+adds the modes it reads and `metadata` to the join's `stream_mode` when the
+client named fewer, and drops their frames from what the client gets, by the
+server's own mode filter (`compat.join_mode_matches`).
 
 Everything else passes through untouched.
 """
@@ -33,7 +38,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from journal_bridge.mapping.capture_setting import CaptureSetting
-from journal_bridge.host.compat import max_request_body_bytes
+from journal_bridge.host.compat import join_mode_matches, join_query_modes, join_query_with_modes, max_request_body_bytes
 from journal_bridge.capture.run_requests import RunPlan, plan_run_request, restore_run_objects, run_creating_kind
 from journal_bridge.host.sse import Frame, SSEFrames
 
@@ -66,6 +71,8 @@ class RunSink(Protocol):
     def join(self, thread_id: str, run_id: str, plan: RunPlan) -> None: ...
 
     def read_client_stream(self, thread_id: str | None, run_id: str, plan: RunPlan) -> ClientFrames: ...
+
+    def take_client_join(self, thread_id: str, run_id: str, modes: tuple[str, ...]) -> ClientFrames | None: ...
 
     def unplanned(self, reason: str) -> None: ...
 
@@ -119,7 +126,7 @@ class RunObserverMiddleware:
         if kind is not None:
             await self._create(scope, receive, send, path)
         elif method == "GET" and self.plans and (match := _RUN_JOIN.match(path)):
-            await self._join(scope, receive, send, match.group("run_id"))
+            await self._join(scope, receive, send, match.group("thread_id"), match.group("run_id"))
         elif method == "GET" and self.plans and _RUN_READ.match(path):
             await self.app(scope, receive, _RestoringSend(self.plans, send))
         elif method == "GET" and _THREAD_STREAM.match(path):
@@ -152,22 +159,56 @@ class RunObserverMiddleware:
 
     # -- later reads ------------------------------------------------------------
 
-    async def _join(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
+    async def _join(self, scope: Scope, receive: Receive, send: Send, thread_id: str, run_id: str) -> None:
         plan = self.plans.get(run_id)
         if plan is None:
             await self.app(scope, receive, send)
             return
+        resuming = any(k.lower() == b"last-event-id" for k, _ in scope["headers"])
         if plan.forced_resumable:
             # The client's run is not resumable: a Last-Event-ID replays nothing.
             scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"last-event-id"]}
+            resuming = False
         added = set(plan.capture.added)
+        taken = None if resuming else self._take_client_join(scope, thread_id, run_id, plan)
+        journal, client_modes, extra = taken or (None, [], [])
+        if extra:
+            scope = {**scope, "query_string": join_query_with_modes(scope.get("query_string", b""), [*client_modes, *extra])}
 
         def on_frame(frame: Frame) -> bytes:
+            if journal is not None:
+                journal.feed(frame)
             if frame.mode in added:
                 return b""
+            if extra and frame.event and not join_mode_matches(frame.event, client_modes) and join_mode_matches(frame.event, extra):
+                return b""  # read for the journal only
             return frame.to_bytes(strip_ids=plan.forced_resumable)
 
-        await self.app(scope, receive, _FilteredSend(SSEFrames(on_frame), send))
+        filtered = _FilteredSend(SSEFrames(on_frame), send)
+        try:
+            await self.app(scope, filtered.watch(receive), filtered)
+        finally:
+            if journal is not None:
+                _close_quietly(journal, complete=filtered.ended and not filtered.left_early)
+
+    def _take_client_join(
+        self, scope: Scope, thread_id: str, run_id: str, plan: RunPlan
+    ) -> tuple[ClientFrames, list[str], list[str]] | None:
+        """The journal's reader of a created run, when it reads the run from this join
+        of its client: what to feed the frames to, the modes the client asked for, and
+        those the journal adds to the join's query (frames only it reads)."""
+        sink = self._sink_for(scope)
+        client_modes = join_query_modes(scope.get("query_string", b""))
+        if sink is None or client_modes is None:
+            return None
+        if client_modes:
+            wanted = (*plan.capture.modes, "metadata")
+            extra = [m for m in dict.fromkeys(wanted) if not join_mode_matches(m, client_modes)]
+            read = (*client_modes, *extra)
+        else:  # every frame of the run
+            extra, read = [], (*plan.client_modes, *plan.capture.added)
+        journal = sink.take_client_join(thread_id, run_id, tuple(read))
+        return (journal, client_modes, extra) if journal is not None else None
 
     async def _thread_stream(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A thread's stream carries every frame of the thread's runs, each run's
@@ -247,6 +288,18 @@ class _FilteredSend:
         self.send = send
         self.active = False
         self.ended = False
+        self.left_early = False
+
+    def watch(self, receive: Receive) -> Receive:
+        """`receive`, noting a client that goes away before the response ends."""
+
+        async def watched() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect" and not self.ended:
+                self.left_early = True
+            return message
+
+        return watched
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -334,7 +387,6 @@ class _CreatedRunSend(_FilteredSend):
         self.known: OrderedDict[str, RunPlan] = OrderedDict()
         self.client_frames: ClientFrames | None = None
         self.restoring: _RestoringSend | None = None
-        self.left_early = False
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
@@ -400,24 +452,17 @@ class _CreatedRunSend(_FilteredSend):
                 self.remember(run_id, plan)
                 self._hand_over(lambda r=run_id, p=plan, t=str(run["thread_id"]): self.sink.join(t, r, p), run_id)
 
-    def watch(self, receive: Receive) -> Receive:
-        """`receive`, noting a client that goes away before the response ends."""
-
-        async def watched() -> Message:
-            message = await receive()
-            if message["type"] == "http.disconnect" and not self.ended:
-                self.left_early = True
-            return message
-
-        return watched
-
     def finish(self) -> None:
         """The response is over: the journal's reader of a streamed run learns whether its client saw it all.
 
         A client that leaves mid-stream still gets a closing empty body from the
         server: only a response that ended before the client left is complete."""
         if self.client_frames is not None:
-            try:
-                self.client_frames.close(complete=self.ended and not self.left_early)
-            except Exception:  # noqa: BLE001
-                logger.exception("journal-bridge: could not close the journal's reader of a run")
+            _close_quietly(self.client_frames, complete=self.ended and not self.left_early)
+
+
+def _close_quietly(frames: ClientFrames, *, complete: bool) -> None:
+    try:
+        frames.close(complete=complete)
+    except Exception:  # noqa: BLE001 - journaling must never break the client's response
+        logger.exception("journal-bridge: could not close the journal's reader of a run")

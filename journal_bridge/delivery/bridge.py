@@ -72,6 +72,7 @@ class BridgeStats(DeliveryStats):
     runs_observed: int = 0
     runs_read: int = 0  # read by this process (claimed, or the store claims nothing)
     runs_read_elsewhere: int = 0  # handed over while another process held their claim
+    runs_read_from_client_joins: int = 0  # created runs read from their client's join, not one of the journal's
     runs_completed: int = 0  # read to their end, however they ended
     runs_failed: int = 0  # could not be read
     # How the runs read to their end ended (`journal_bridge.host.outcome`).
@@ -225,6 +226,8 @@ class Bridge:
         self.stats.runs_read_elsewhere += 1
         if source.client_stream is not None:
             source.client_stream.discard()
+        if source.client_join is not None:
+            source.client_join.cancel()
         with contextlib.suppress(ValueError):
             self._recent_runs.remove(key)
         self._elsewhere[key[1]] = None
@@ -353,6 +356,8 @@ class Bridge:
             mapper = await self._read_run(thread_id, run_id, source)
         finally:
             await self._run_done(thread_id, run_id)
+        if source.client_join is not None and source.client_join.read_from_client:
+            self.stats.runs_read_from_client_joins += 1
         if mapper is not None:
             self.stats.malformed += mapper.malformed
             self.stats.runs_completed += 1
@@ -389,7 +394,7 @@ class Bridge:
                     logger.error("journal-bridge gave up joining run %s of thread %s: %s", run_id, thread_id, exc)
                     return None
                 logger.warning("journal-bridge: join of run %s failed (%s); rejoining", run_id, exc)
-                source = dataclasses.replace(source, client_stream=None)
+                source = dataclasses.replace(source, client_stream=None, client_join=None)
                 await asyncio.sleep(min(self._max_backoff, 0.2 * 2**attempt))
 
     async def _run_done(self, thread_id: str, run_id: str) -> None:
@@ -422,6 +427,7 @@ class Bridge:
             runs_observed=stats.runs_observed,
             runs_read=stats.runs_read,
             runs_read_elsewhere=stats.runs_read_elsewhere,
+            runs_read_from_client_joins=stats.runs_read_from_client_joins,
             runs_completed=stats.runs_completed,
             runs_failed=stats.runs_failed,
             runs_errored=stats.runs_errored,

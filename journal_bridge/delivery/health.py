@@ -98,6 +98,8 @@ _METRICS: tuple[tuple[str, str, str, str], ...] = (
      "Runs this process read (their reader claim was its own)."),
     ("runs_read_elsewhere", "journal_bridge_runs_read_elsewhere_total", "counter",
      "Runs handed to this process that another process was reading."),
+    ("runs_read_from_client_joins", "journal_bridge_runs_read_from_client_joins_total", "counter",
+     "Created runs read from their client's join instead of a join of the journal's own."),
     ("runs_completed", "journal_bridge_runs_completed_total", "counter",
      "Runs read to their end."),
     ("runs_failed", "journal_bridge_runs_failed_total", "counter",

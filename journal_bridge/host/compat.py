@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -43,7 +44,10 @@ __all__ = [
     "in_process_client",
     "is_cancel_part",
     "inmem_frame_stores",
+    "join_mode_matches",
     "join_params",
+    "join_query_modes",
+    "join_query_with_modes",
     "max_request_body_bytes",
     "protocol_v2_stream_modes",
     "run_stream_modes",
@@ -206,6 +210,54 @@ def join_params(modes: list[str] | tuple[str, ...]) -> dict[str, str]:
     server (langgraph-api 0.16) reads only the last; it also reads a JSON array.
     """
     return {"stream_mode": orjson.dumps(list(modes)).decode()}
+
+
+def join_query_modes(query_string: bytes) -> list[str] | None:
+    """The modes a run-stream join with this query reads, as the server reads them;
+    None when that reading gives anything but mode names.
+
+    langgraph-api 0.11-0.16 read the last `stream_mode` parameter with
+    `parse_stream_mode_param`: empty or absent, every mode; a JSON array, its
+    items; anything else, that one mode.
+    """
+    from starlette.datastructures import QueryParams
+
+    value = QueryParams(query_string).get("stream_mode")
+    if not value:
+        return []
+    modes: Any = [value]
+    if value.startswith("["):
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, list):
+            modes = parsed
+    if not all(isinstance(m, str) for m in modes):
+        return None
+    return modes
+
+
+def join_query_with_modes(query_string: bytes, modes: list[str]) -> bytes:
+    """The query with its `stream_mode` parameters replaced by one JSON array of `modes`;
+    every other parameter as it was."""
+    kept = [pair for pair in query_string.split(b"&") if pair and pair.split(b"=", 1)[0] != b"stream_mode"]
+    kept.append(b"stream_mode=" + quote(orjson.dumps(modes).decode(), safe="").encode())
+    return b"&".join(kept)
+
+
+def join_mode_matches(event: str, modes: list[str] | tuple[str, ...]) -> bool:
+    """Whether a run-stream join for `modes` sends a frame of `event` (`values`,
+    `messages/partial`, `updates|sub:1`, ...): the filter of the runs' joins,
+    the same in langgraph-runtime-inmem 0.31-0.36 and langgraph-runtime-pg
+    (none: every frame; `messages` and `messages-tuple` take every `messages*`
+    event; a subgraph's event goes with its mode)."""
+    if not modes or event in modes:
+        return True
+    if ("messages" in modes or "messages-tuple" in modes) and event.startswith("messages"):
+        return True
+    base, bar, _ = event.partition("|")
+    return bool(bar) and base in modes
 
 
 def inmem_frame_stores() -> dict[Any, dict[Any, list[Any]]] | None:

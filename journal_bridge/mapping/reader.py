@@ -47,7 +47,7 @@ from journal_bridge.model.envelope import RunEvent
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OWNERS", "Part", "RunSource", "ClientStream", "fork_record", "owned", "read_checkpoint", "read_run"]
+__all__ = ["OWNERS", "Part", "RunSource", "ClientJoin", "ClientStream", "fork_record", "owned", "read_checkpoint", "read_run"]
 
 _ERROR_MODE = "error"
 _INTERRUPT_MODES = frozenset({"values", "updates"})
@@ -248,6 +248,98 @@ class ClientStream:
             yield Part(frame.event or "", data, frame.id)
 
 
+class ClientJoin:
+    """A created run's first join by its client, which the run may be read from
+    instead of a join of the journal's own.
+
+    Waits `wait` seconds for the client's join (`take`); a join taken is read
+    only if the first frame it gets is the run's own `metadata` frame, so it
+    holds the run from its start. Otherwise, or without a join in time,
+    `stream()` answers None and the reader joins the run itself.
+    """
+
+    def __init__(self, run_id: str, capture: Capture, wait: float) -> None:
+        self.run_id = str(run_id)
+        self._capture = capture
+        self._decided: asyncio.Future[ClientStream | None] = asyncio.get_running_loop().create_future()
+        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(wait, self._decide, None)
+        self._taken = False
+
+    @property
+    def open(self) -> bool:
+        """Whether a client join can still be taken."""
+        return not self._taken and not self._decided.done()
+
+    def take(self, modes: tuple[str, ...]) -> _JoinFrames | None:
+        """The client's join of the run, reading `modes` (each frame of them is fed):
+        what to feed its frames to, or None when the wait is over or a join was taken."""
+        if not self.open:
+            return None
+        self._taken = True
+        self._stop_timer()
+        return _JoinFrames(self, ClientStream(self._capture, modes))
+
+    def cancel(self) -> None:
+        """The run is read another way: no join is taken from now on, none taken is kept."""
+        self._stop_timer()
+        self._decide(None)
+        taken = self._decided.result()
+        if taken is not None:
+            taken.discard()
+
+    @property
+    def read_from_client(self) -> bool:
+        """Whether the run is read from its client's join."""
+        return self._decided.done() and self._decided.result() is not None
+
+    async def stream(self) -> ClientStream | None:
+        """The client's join to read the run from, None to join it here."""
+        return await self._decided
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _decide(self, stream: ClientStream | None) -> None:
+        if not self._decided.done():
+            self._decided.set_result(stream)
+
+
+class _JoinFrames:
+    """The frames of a client's join, checked at the first for the run's start."""
+
+    def __init__(self, join: ClientJoin, stream: ClientStream) -> None:
+        self._join = join
+        self._stream = stream
+        self._reading: bool | None = None  # None until the first frame decides
+
+    def feed(self, frame: Frame) -> None:
+        if frame.event is None:
+            return
+        if self._reading is None:
+            self._reading = frame.mode == "metadata" and _run_id_of(frame) == self._join.run_id
+            self._join._decide(self._stream if self._reading else None)
+        if self._reading:
+            self._stream.feed(frame)
+
+    def close(self, *, complete: bool) -> None:
+        if self._reading is None:
+            self._reading = False
+            self._join._decide(None)
+        elif self._reading:
+            self._stream.close(complete=complete)
+
+
+def _run_id_of(frame: Frame) -> str | None:
+    try:
+        data = orjson.loads(frame.data) if frame.data else None
+    except orjson.JSONDecodeError:
+        return None
+    run_id = data.get("run_id") if isinstance(data, dict) else None
+    return str(run_id) if run_id else None
+
+
 @dataclass
 class RunSource:
     """Where a run's parts come from and what is known about the run already."""
@@ -255,6 +347,7 @@ class RunSource:
     capture: Capture
     resumable: bool = True
     client_stream: ClientStream | None = None  # the frames its client gets, when one streams it
+    client_join: ClientJoin | None = None  # a created run's join by its client, when it comes in time
     run: Mapping[str, Any] | None = None  # the run object, when the response had it
     assistant_id: Any = None  # from the request, if the run object cannot be read
     run_input: Any = None
@@ -431,6 +524,8 @@ async def _read(
         await batches.send()
 
     streamed = source.client_stream
+    if streamed is None and source.client_join is not None:
+        streamed = await source.client_join.stream()
     if streamed is not None:
         await consume(streamed.parts(), streamed.ready)
         # A response that ended with no frame of the run past its `metadata` (an

@@ -49,6 +49,12 @@ async def _conversation(server: LanggraphDevServer, how: str) -> str:
         elif how == "create":
             run = await client.runs.create(thread_id, assistant_id, input=human(text))
             await client.runs.join(thread_id, run["run_id"])
+        elif how == "create+join_stream":
+            # Read from the client's join, where `create` is read by the journal's own; the
+            # run starts a second later, so the join holds it from its first frame.
+            run = await client.runs.create(thread_id, assistant_id, input=human(text), after_seconds=1)
+            async for _ in client.runs.join_stream(thread_id, run["run_id"], stream_mode="values"):
+                pass
         else:
             async for _ in client.runs.stream(thread_id, assistant_id, input=human(text), stream_mode=how.split("+")):
                 pass
@@ -78,13 +84,22 @@ async def _journal(server: LanggraphDevServer, thread_id: str) -> list[Any]:
     return json.loads(_UUID.sub(lambda m: names.setdefault(m.group(0), f"<id-{len(names)}>"), text))
 
 
-@pytest.mark.parametrize("how", ["values", "values+messages-tuple+custom", "updates", "wait", "create"])
+@pytest.mark.parametrize("how", ["values", "values+messages-tuple+custom", "updates", "wait", "create", "create+join_stream"])
 async def test_every_capture_setting_journals_the_same_records(servers, how):
     journals = {setting: await _journal(server, await _conversation(server, how)) for setting, server in servers.items()}
     kinds = [record[0] for record in journals["auto"]]
     assert kinds.count("middleware:summarize") >= 1 and kinds.count("run.end") == len(TURNS)
     assert journals["events"] == journals["auto"]
     assert journals["lean"] == journals["auto"]
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+async def test_a_created_run_read_from_its_clients_join_is_journaled_as_one_the_journal_joins(servers, setting):
+    server = servers[setting]
+    before = httpx.get(f"{server.url}/journal/health").json()["runs_read_from_client_joins"]
+    from_client = await _journal(server, await _conversation(server, "create+join_stream"))
+    assert httpx.get(f"{server.url}/journal/health").json()["runs_read_from_client_joins"] - before == len(TURNS)
+    assert from_client == await _journal(server, await _conversation(server, "create"))
 
 
 async def test_a_client_that_leaves_early_still_gets_its_run_journaled_to_the_end(servers):

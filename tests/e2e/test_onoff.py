@@ -14,14 +14,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
+from tests.harness.conversation import wait_journal_idle
 from tests.harness.langgraph_server import LanggraphDevServer
 from tests.harness.onoff import (
+    JOINS,
+    SAMPLED_JOINS,
     SAMPLED_STREAM_MODES,
     STREAM_MODES,
     background_scenario,
     bad_input_scenario,
+    join_name,
+    joined_scenario,
     mode_name,
     stateless_scenario,
     stream_scenario,
@@ -78,6 +84,20 @@ async def test_waited_runs_look_the_same(servers):
 
 async def test_background_runs_joined_read_and_listed_look_the_same(servers):
     await _compare(servers, background_scenario)
+
+
+@pytest.mark.parametrize("join", sampled(JOINS, SAMPLED_JOINS), ids=join_name)
+async def test_created_runs_joined_by_their_client_look_the_same(servers, join):
+    before = {setting: _read_from_client_joins(servers[setting].url) for setting in SETTINGS}
+    await _compare(servers, joined_scenario, join)
+    for setting in SETTINGS:
+        await wait_journal_idle(servers[setting].url)
+        # Each run was read from its client's join, not joined a second time.
+        assert _read_from_client_joins(servers[setting].url) - before[setting] == 3, setting
+
+
+def _read_from_client_joins(url: str) -> int:
+    return httpx.get(f"{url}/journal/health", timeout=30).json()["runs_read_from_client_joins"]
 
 
 async def test_stateless_and_batch_runs_look_the_same(servers):

@@ -184,3 +184,42 @@ async def test_an_interrupted_run_and_its_resume_make_one_conversation(server, m
     assert items[2]["status"] == "interrupted" and items[2]["run_id"] == paused_run
     assert [i["value"] for i in items[2]["interrupts"]] == [{"question": "Rome"}]
     assert _counted(before, after) == {"runs_errored": 0, "runs_cancelled": 0, "runs_interrupted": 1, "runs_failed": 0}
+
+
+async def test_created_runs_read_from_their_clients_joins_end_as_they_did(server):
+    """A failure, an interrupt and a client that leaves a join with cancel_on_disconnect,
+    each on a run created and joined at once by its client (read from that join)."""
+    client = get_client(url=server.url)
+    before = await _health(server)
+
+    async def created(text: str, *, joined: str, **join: Any) -> tuple[str, list[Any]]:
+        thread_id = (await client.threads.create())["thread_id"]
+        run = await client.runs.create(thread_id, "outcomes", input=human(text), after_seconds=1)
+        parts = []
+        async for part in client.runs.join_stream(thread_id, run["run_id"], stream_mode=joined, **join):
+            parts.append(part)
+            if join and part.event == "values" and any(m.get("tool_calls") for m in part.data["messages"]):
+                break  # leaves while the tool blocks: the join cancels the run
+        return thread_id, parts
+
+    failed, parts = await created("fail because disk", joined="values")
+    assert [p.event for p in parts] == ["values", "values"], "a join of values gets no error frame"
+    paused, _ = await created("ask the human about Rome", joined="messages-tuple")
+    left, _ = await created("block until Monday", joined="values", cancel_on_disconnect=True)
+    while (await client.runs.list(left))[0]["status"] in ("pending", "running"):
+        await asyncio.sleep(0.05)
+    after = await wait_journal_idle(server.url)
+
+    records = await _records(server, failed)
+    assert _shape(records) == [
+        ("run.start", ""), ("llm.human.input", "human"), ("llm.ai.response", "ai"), ("run.error", ""),
+    ]
+    assert (records[-1].content, records[-1].metadata) == ("the tool failed: disk", {"error_type": "ToolFailure"})
+    records = await _records(server, paused)
+    assert _shape(records)[-2:] == [("run.interrupt", ""), ("run.end", "")]
+    assert [i["value"] for i in records[-2].content["interrupts"]] == [{"question": "Rome"}]
+    records = await _records(server, left)
+    assert _shape(records)[-1] == ("run.error", "") and records[-1].metadata["error_type"] == "CancelledError"
+    assert records[-1].content == journaled_cancel_reason("client disconnected from the run stream (on_disconnect=cancel)")
+    assert after["runs_read_from_client_joins"] - before["runs_read_from_client_joins"] == 3
+    assert _counted(before, after) == {"runs_errored": 1, "runs_cancelled": 1, "runs_interrupted": 1, "runs_failed": 0}

@@ -45,6 +45,7 @@ JS_SCENARIOS = [
     "runs-wait",
     "runs-create-join",
     "runs-create-joinstream-live",
+    "runs-create-joinstream-modes",
     "runs-create-joinstream-replay",
     "runs-get-list",
     "stateless-stream",

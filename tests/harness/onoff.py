@@ -174,6 +174,43 @@ async def background_scenario(url: str) -> list[Any]:
         return s.transcript
 
 
+# (the run's `stream_mode` when created, the `stream_mode` query of its client's join)
+JOINS: list[tuple[Any, str | None]] = [
+    (None, None),
+    (None, "values"),
+    (["values", "messages-tuple"], "messages-tuple"),
+    ("events", "values"),
+    (["updates", "custom"], '["updates","custom"]'),
+]
+SAMPLED_JOINS = [JOINS[1], JOINS[3]]
+
+
+def join_name(join: tuple[Any, str | None]) -> str:
+    created, query = join
+    return f"{mode_name(created) if created else 'default'}-join-{query or 'all'}"
+
+
+async def joined_scenario(url: str, join: tuple[Any, str | None]) -> list[Any]:
+    """runs.create, then the client joins the run's stream at once, naming modes or not;
+    the run starts a second later, so the live join holds all of it with and without the plugin."""
+    created_modes, query = join
+    async with Scenario(url) as s:
+        assistant_id, thread_id = await s.setup()
+        for text in TURNS[:2]:
+            body: dict[str, Any] = {"assistant_id": assistant_id, "input": human(text), "after_seconds": 1}
+            if created_modes is not None:
+                body["stream_mode"] = created_modes
+            run_id = (await s.post(f"/threads/{thread_id}/runs", body)).json()["run_id"]
+            params = f"?stream_mode={query}" if query else ""
+            await s.get(f"/threads/{thread_id}/runs/{run_id}/stream{params}", stream=True)
+        # The SDK's join with a list of modes (sent as repeated parameters).
+        run = await s.sdk.runs.create(thread_id, assistant_id, input=human(TURNS[2]), after_seconds=1)
+        parts = [[p.event, p.data] async for p in s.sdk.runs.join_stream(thread_id, run["run_id"], stream_mode=["updates", "values"])]
+        s.transcript.append({"sdk runs.join_stream": parts})
+        await s.checkpoints(thread_id)
+        return s.transcript
+
+
 async def stateless_scenario(url: str) -> list[Any]:
     async with Scenario(url) as s:
         await s.post("/runs/stream", {"assistant_id": "agent", "input": human("add 2 and 3")}, stream=True)

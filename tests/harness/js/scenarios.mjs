@@ -270,6 +270,21 @@ const SCENARIOS = {
     await finalState(t, client, threadId);
   },
 
+  // Joined at once naming fewer modes than the run streams: one mode, then a list.
+  async "runs-create-joinstream-modes"(t, client) {
+    const assistantId = await earlyAssistant(t, client);
+    const threadId = await newThread(t, client);
+    const joins = [["values", "values"], [["values", "updates"], "updates"], [["values", "messages-tuple"], ["messages-tuple", "values"]]];
+    for (const [index, [created, joined]] of joins.entries()) {
+      const args = { input: human(TURNS[index]), afterSeconds: 1, streamMode: created };
+      const run = await t.step("runs.create", args, () => client.runs.create(threadId, assistantId, args));
+      await t.stream("runs.joinStream", { streamMode: joined }, () =>
+        client.runs.joinStream(threadId, run.result.run_id, { streamMode: joined }),
+      );
+    }
+    await finalState(t, client, threadId);
+  },
+
   // A resumable background run, replayed after it ended.
   async "runs-create-joinstream-replay"(t, client) {
     const assistantId = await earlyAssistant(t, client);
