@@ -54,8 +54,10 @@ and the lag from a compaction's custom frame reaching a client to its marker
 being readable.
 
 Run: `python3 tasks.py bench bridge [--runs 8] [--rounds 5] [--minutes 0] [--threads 4] [--pace 0.02]
-[--soak-turns 50] [--only instant|paced|soak|lag ...]` (`--runs` per cell per round; more rounds than
-`--rounds` while the next fits in `--minutes` per matrix).
+[--soak-turns 50] [--soak-threads 8] [--only instant|paced|soak|lag ...]` (`--runs` per cell per round;
+more rounds than `--rounds` while the next fits in `--minutes` per matrix). The soak's threads each take a
+turn per round: its first and last five turns are 40 runs per server each with the default 8 threads
+(the per-run CPU of a round swings as said above; more runs per window narrow the ratios).
 """
 
 from __future__ import annotations
@@ -487,7 +489,7 @@ if __name__ == "__main__":
     parser.add_argument("--only", action="append", choices=PARTS, help="run only these parts (repeatable)")
     parser.add_argument("--pace", type=float, default=0.02, help="seconds per streamed token of the paced model")
     parser.add_argument("--soak-turns", type=int, default=50)
-    parser.add_argument("--soak-threads", type=int, default=4)
+    parser.add_argument("--soak-threads", type=int, default=8)
     parser.add_argument("--compactions", type=int, default=20)
     # A stopped benchmark stops the servers it started: SIGTERM unwinds like Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
