@@ -25,9 +25,9 @@ from journal_bridge.mapping.capture_setting import Capture, CaptureSetting
 from journal_bridge.mapping.reader import ClientJoin, RunSource
 from journal_bridge.model.envelope import RUN_END
 from journal_bridge.store import open_store
+from tests.unit.test_intercept import RUN, THREAD
+from tests.unit.test_intercept import _Server as _CreatingServer
 
-THREAD = "00000000-0000-0000-0000-00000000000a"
-RUN = "00000000-0000-0000-0000-00000000000b"
 STATE = Capture("state", ("values", "custom"), ("custom",))
 
 # -- the server's reading of a join's modes ---------------------------------------
@@ -204,29 +204,20 @@ def _sse(event: str, data: dict, frame_id: str) -> bytes:
     return f"event: {event}\ndata: {orjson.dumps(data).decode()}\nid: {frame_id}\n\n".encode()
 
 
-class _Server:
-    """Creates a background run; a join of it streams the frames of the modes its query names."""
+class _Server(_CreatingServer):
+    """Creates a background run (as the intercept tests' server); a join of it streams
+    the frames of the modes its query names."""
 
     FRAMES = [("metadata", {"run_id": RUN, "attempt": 1}), ("values", {"v": 1}), ("custom", {"c": 1}),
               ("updates", {"u": 1}), ("values|sub:1", {"v": 2}), ("values", {"v": 3})]
 
     def __init__(self) -> None:
+        super().__init__()
         self.queries: list[bytes] = []
-        self.kwargs: dict = {}
 
     async def __call__(self, scope, receive, send) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
-        if scope["method"] == "POST":
-            payload = orjson.loads(body)
-            self.kwargs = {"stream_mode": payload["stream_mode"], "resumable": payload["stream_resumable"]}
-            run = orjson.dumps({"run_id": RUN, "thread_id": THREAD, "kwargs": self.kwargs})
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-            await send({"type": "http.response.body", "body": run})
+        if scope["method"] != "GET":
+            await super().__call__(scope, receive, send)
             return
         self.queries.append(scope["query_string"])
         modes = join_query_modes(scope["query_string"])
