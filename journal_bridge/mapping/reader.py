@@ -8,7 +8,10 @@ A run is read from one of two sources:
   journal). If the client goes away before the run ends, the rest is read by
   joining the run from the last frame the client got;
 - a **join** through the SDK, for runs nobody streams: `runs.join_stream` with
-  the capture's modes, from the first frame when the run is resumable.
+  the capture's modes, from the first frame when the run is resumable. A
+  created run whose client joins it at once is read from that join instead
+  (`ClientJoin`), as from a client's stream, once its first frame shows it
+  holds the run from its start.
 
 `read_run` maps the parts with the capture's mapper (`events` -> `RunMapper`,
 `state` -> `StateMapper`) and hands the records to `emit`, in stream order,
@@ -259,10 +262,11 @@ class ClientJoin:
     """
 
     def __init__(self, run_id: str, capture: Capture, wait: float) -> None:
+        loop = asyncio.get_running_loop()
         self.run_id = str(run_id)
         self._capture = capture
-        self._decided: asyncio.Future[ClientStream | None] = asyncio.get_running_loop().create_future()
-        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(wait, self._decide, None)
+        self._decided: asyncio.Future[ClientStream | None] = loop.create_future()
+        self._timer: asyncio.TimerHandle | None = loop.call_later(wait, self._decide, None)
         self._taken = False
 
     @property
