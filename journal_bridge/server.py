@@ -53,6 +53,7 @@ from journal_bridge.host.compat import (
     check_server,
     extend_served_openapi,
     in_process_client,
+    runtime_edition,
 )
 from journal_bridge.host.retained_frames import release_run_frames, retained_frame_count
 from journal_bridge.settings import ENV, Settings
@@ -74,6 +75,9 @@ APP_ENV = ENV["app_spec"][0]
 _JOURNAL_ADDED = "journal_bridge_added"
 # How long a created run waits for its client's join before the journal joins it
 # itself: a client that joins at once (create, then join) is read through its join.
+# Only on the in-memory runtime, where one process reads a thread's runs one after
+# the other: with several processes sharing a journal, a run the journal joined
+# late could be written after the thread's next run, read by another process.
 CLIENT_JOIN_WAIT = 0.25
 
 Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[Any]]
@@ -193,7 +197,7 @@ class Journal:
         assert self.bridge is not None
         self._remember(run_id, plan)
         source = self._source(plan)
-        if plan.kind == "create" and not plan.stateless:
+        if plan.kind == "create" and not plan.stateless and runtime_edition() == "inmem":
             while self._client_joins and not next(iter(self._client_joins.values())).open:
                 self._client_joins.popitem(last=False)
             source.client_join = self._client_joins[run_id] = ClientJoin(run_id, plan.capture, CLIENT_JOIN_WAIT)

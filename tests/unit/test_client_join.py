@@ -293,3 +293,22 @@ async def test_a_client_resuming_its_own_resumable_run_is_not_taken():
         {"stream_mode": "values"}, headers={"Last-Event-ID": "1"}, create={"stream_resumable": True}
     )
     assert sink.taken == [] and server.queries == [b"stream_mode=values"]
+
+
+# -- which deployments wait for a client's join -------------------------------------
+
+
+@pytest.mark.parametrize(("edition", "waits"), [("", True), ("pg", False)])
+async def test_a_created_run_waits_for_its_clients_join_only_on_the_in_memory_runtime(monkeypatch, tmp_path, edition, waits):
+    # With several processes, a run joined late could be written after the thread's
+    # next run, read by another process: there the journal joins every run at once.
+    from journal_bridge.server import Journal
+
+    monkeypatch.setenv("LANGGRAPH_RUNTIME_EDITION", edition)
+    observed = []
+    journal = Journal(f"sqlite:///{tmp_path / 'journal.db'}", spool_dir=tmp_path)
+    journal.bridge = SimpleNamespace(observe=lambda thread_id, run_id, source: observed.append(source))
+    plan = RunPlan("create", False, ("values",), STATE, True)
+    journal.join(THREAD, RUN, plan)
+    assert (observed[0].client_join is not None) is waits
+    assert (journal.take_client_join(THREAD, RUN, ("values",)) is not None) is waits
