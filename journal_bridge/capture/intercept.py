@@ -219,7 +219,7 @@ class RunObserverMiddleware:
         def on_frame(frame: Frame) -> bytes:
             nonlocal current
             if frame.mode == "metadata":
-                run_id = _field(frame.data, "run_id")
+                run_id = frame.field("run_id")
                 if run_id is not None:
                     current = self.plans.get(run_id)
             elif current is not None and frame.mode in current.capture.added:
@@ -227,17 +227,6 @@ class RunObserverMiddleware:
             return frame.to_bytes()
 
         await self.app(scope, receive, _FilteredSend(SSEFrames(on_frame), send))
-
-
-def _field(data: bytes | None, name: str) -> str | None:
-    """`data[name]` of a frame's JSON payload, if it has one."""
-    if data is None:
-        return None
-    try:
-        value = orjson.loads(data).get(name)
-    except (orjson.JSONDecodeError, AttributeError):
-        return None
-    return str(value) if value else None
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[bytes, list[Message], bool]:

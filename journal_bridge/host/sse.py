@@ -12,6 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import NamedTuple
 
+import orjson
+
 __all__ = ["Frame", "SSEFrames"]
 
 logger = logging.getLogger(__name__)
@@ -48,6 +50,16 @@ class Frame(NamedTuple):
     def mode(self) -> str | None:
         """The stream mode of the event name (`messages|sub:1` -> `messages`)."""
         return self.event.split("|", 1)[0] if self.event else None
+
+    def field(self, name: str) -> str | None:
+        """`name` of the frame's JSON data as text, None if the data has no such (truthy) field."""
+        if self.data is None:
+            return None
+        try:
+            value = orjson.loads(self.data).get(name)
+        except (orjson.JSONDecodeError, AttributeError):
+            return None
+        return str(value) if value else None
 
     def to_bytes(self, *, strip_ids: bool = False) -> bytes:
         """The frame as it came, or without its `id:` lines."""

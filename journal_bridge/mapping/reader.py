@@ -322,7 +322,7 @@ class _JoinFrames:
         if frame.event is None:
             return
         if self._reading is None:
-            self._reading = frame.mode == "metadata" and _run_id_of(frame) == self._join.run_id
+            self._reading = frame.mode == "metadata" and frame.field("run_id") == self._join.run_id
             self._join._decide(self._stream if self._reading else None)
         if self._reading:
             self._stream.feed(frame)
@@ -333,15 +333,6 @@ class _JoinFrames:
             self._join._decide(None)
         elif self._reading:
             self._stream.close(complete=complete)
-
-
-def _run_id_of(frame: Frame) -> str | None:
-    try:
-        data = orjson.loads(frame.data) if frame.data else None
-    except orjson.JSONDecodeError:
-        return None
-    run_id = data.get("run_id") if isinstance(data, dict) else None
-    return str(run_id) if run_id else None
 
 
 @dataclass

@@ -122,3 +122,19 @@ def test_a_frame_in_many_chunks_is_scanned_once_not_once_per_chunk():
     assert out == frame and len(seen) == 1 and len(seen[0].data) == 100_000
     # Two terminators searched for: about twice the frame, not ~100 times it.
     assert CountingBytes.scanned < 3 * len(frame)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b'{"run_id": "r1", "attempt": 1}', "r1"),
+        (b'{"run_id": 7}', "7"),
+        (b'{"run_id": ""}', None),
+        (b'{"other": "r1"}', None),
+        (b'["run_id"]', None),
+        (b"not json", None),
+        (None, None),
+    ],
+)
+def test_a_frames_json_field_is_read_as_text_or_none(data, expected):
+    assert Frame(b"", b"\n\n", "metadata", data, None).field("run_id") == expected
