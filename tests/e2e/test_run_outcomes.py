@@ -47,6 +47,14 @@ def _shape(records) -> list[tuple[str, str]]:
     return [(r.event_type, r.content.get("type") if r.category == "message" else "") for r in records]
 
 
+def _assert_failed_in_the_tool(records) -> None:
+    """The journal of a run whose tool raised ("fail because disk"): its model's call, then the error."""
+    assert _shape(records) == [
+        ("run.start", ""), ("llm.human.input", "human"), ("llm.ai.response", "ai"), ("run.error", ""),
+    ]
+    assert (records[-1].content, records[-1].metadata) == ("the tool failed: disk", {"error_type": "ToolFailure"})
+
+
 async def _history(server, thread_id: str) -> list[dict[str, Any]]:
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
         response = await http.get(f"/journal/threads/{thread_id}/messages", params={"limit": 100})
@@ -89,11 +97,7 @@ async def test_a_run_that_fails_in_the_graph_ends_in_run_error(server):
     assert (await client.runs.get(invalid, run["run_id"]))["status"] == "error"
     after = await wait_journal_idle(server.url)
 
-    records = await _records(server, raised)
-    assert _shape(records) == [
-        ("run.start", ""), ("llm.human.input", "human"), ("llm.ai.response", "ai"), ("run.error", ""),
-    ]
-    assert (records[-1].content, records[-1].metadata) == ("the tool failed: disk", {"error_type": "ToolFailure"})
+    _assert_failed_in_the_tool(await _records(server, raised))
     records = await _records(server, invalid)
     assert _shape(records) == [("run.start", ""), ("llm.human.input", "human"), ("run.error", "")]
     assert records[-1].metadata == {"error_type": "SettingsError"}
@@ -210,11 +214,7 @@ async def test_created_runs_read_from_their_clients_joins_end_as_they_did(server
         await asyncio.sleep(0.05)
     after = await wait_journal_idle(server.url)
 
-    records = await _records(server, failed)
-    assert _shape(records) == [
-        ("run.start", ""), ("llm.human.input", "human"), ("llm.ai.response", "ai"), ("run.error", ""),
-    ]
-    assert (records[-1].content, records[-1].metadata) == ("the tool failed: disk", {"error_type": "ToolFailure"})
+    _assert_failed_in_the_tool(await _records(server, failed))
     records = await _records(server, paused)
     assert _shape(records)[-2:] == [("run.interrupt", ""), ("run.end", "")]
     assert [i["value"] for i in records[-2].content["interrupts"]] == [{"question": "Rome"}]
