@@ -64,7 +64,11 @@ _MAX_PENDING = 500
 # after its last batch began: a run whose frames come quickly (a model that
 # answers at once) is written in one or two transactions. The end of the
 # reading does not wait for it.
-_GATHER_SECONDS = 0.02
+_GATHER_SECONDS = 0.05
+# A run's first records (its `run.start`) wait for its first frame, this long at
+# most: a run that starts at once is written with its first frames, in one
+# transaction; a run still queued shows as running once this has passed.
+_START_HOLD_SECONDS = 0.5
 # Once the run's stream has ended, what is left to read (its outcome) comes
 # within this: the records kept meanwhile wait for the run's last ones and go
 # in one transaction with them, not in one of their own just before.
@@ -79,8 +83,9 @@ class _Batches:
     the previous batch began, so a run whose frames come quickly is written in
     one or two transactions (the records kept meanwhile make the batch).
     `send` waits only when `_MAX_PENDING` records are kept, and then does not
-    wait for the gathering time. `finish` ends the gathering and waits until
-    everything is written. A failed write is raised by the next call; a reader
+    wait for the gathering time. After `hold_start`, the first batch waits for
+    `started` (then gathers from there), `_START_HOLD_SECONDS` at most.
+    `finish` ends the gathering and waits until everything is written. A failed write is raised by the next call; a reader
     that is cancelled cancels the write under way. After `ending` (the
     stream is over, the run's last records are being made), the writer keeps
     what it holds for `finish`, `_END_HOLD_SECONDS` at most.
@@ -95,6 +100,8 @@ class _Batches:
         self._gate: asyncio.Future[None] | None = None
         self._finishing = False
         self._end_hold: float | None = None  # the loop's time until which `ending` holds batches
+        self._start_hold: float | None = None  # the loop's time until which the first batch waits
+        self._started = False
 
     def add(self, records: list[RunEvent]) -> None:
         self._pending.extend(records)
@@ -114,6 +121,17 @@ class _Batches:
                 self._hurry = False
         if self._pending:
             self._writing = asyncio.ensure_future(self._write())
+
+    def hold_start(self) -> None:
+        """What is kept now waits for `started`, a short while at most."""
+        self._start_hold = asyncio.get_running_loop().time() + _START_HOLD_SECONDS
+
+    def started(self) -> None:
+        """The run's first frame came: a held first batch gathers from now on."""
+        if self._start_hold is not None and not self._started:
+            self._started = True
+            self._start_hold = asyncio.get_running_loop().time() + _GATHER_SECONDS
+            self._wake()
 
     def ending(self) -> None:
         """The stream is over: the next batch waits for `finish`, a short while at most."""
@@ -147,7 +165,7 @@ class _Batches:
         `ending` holds), or until hurried."""
         loop = asyncio.get_running_loop()
         while not self._hurry:
-            until = max(began + _GATHER_SECONDS, self._end_hold or 0.0)
+            until = max(began + _GATHER_SECONDS, self._end_hold or 0.0, self._start_hold or 0.0)
             if until <= loop.time():
                 return
             gate = self._gate = loop.create_future()
@@ -163,6 +181,7 @@ class _Batches:
         began = loop.time()
         while True:
             await self._gather(began)
+            self._start_hold = None
             batch, self._pending = self._pending, []
             if not batch:
                 return
@@ -504,13 +523,16 @@ async def _read(
         mapper = RunMapper(thread_id, run_id)
     else:
         mapper = StateMapper(thread_id, run_id)
-        # `run.start` goes without waiting for a frame: a run still queued shows as running.
+        # `run.start` waits for the run's first frame, shortly: a run that starts at
+        # once is written in one transaction, one still queued soon shows as running.
         batches.add(await _start_state_mapper(sdk, mapper, source))
+        batches.hold_start()
         await batches.send()
 
     async def consume(parts: AsyncIterator[Part], more: Callable[[], bool] = lambda: False) -> None:
         # Frames that arrived together are mapped before their records are sent.
         async for part in parts:
+            batches.started()
             if on_part is not None:
                 on_part()
             batches.add(mapper.feed(part.event, part.data))

@@ -252,4 +252,10 @@ async def _run_read(url: str) -> bool:
 
 
 async def _has_event(url: str, thread_id: str, run_id: str, event_type: str) -> bool:
-    return any(event["event_type"] == event_type for event in await _run_events(url, thread_id, run_id))
+    try:
+        events = await _run_events(url, thread_id, run_id)
+    except httpx.HTTPStatusError as exc:
+        if exc.response.status_code == 404:
+            return False  # nothing of the thread journaled yet
+        raise
+    return any(event["event_type"] == event_type for event in events)

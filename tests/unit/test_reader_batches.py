@@ -218,3 +218,64 @@ async def test_the_hold_after_the_stream_ends_is_short(monkeypatch):
     await _until(lambda: writes.started == 1)
     writes.release()
     await _until(lambda: writes.batches == [["start", "human"]])
+
+
+async def _held_start(monkeypatch, *, gather: float, hold: float) -> tuple[Writes, _Batches]:
+    """A run's batches with its start kept and held for its first frame."""
+    monkeypatch.setattr(reader, "_GATHER_SECONDS", gather)
+    monkeypatch.setattr(reader, "_START_HOLD_SECONDS", hold)
+    writes = Writes()
+    batches = _Batches(writes)
+    batches.add(["start"])
+    batches.hold_start()
+    await batches.send()
+    return writes, batches
+
+
+async def test_a_held_start_goes_with_the_runs_first_frames(monkeypatch):
+    writes, batches = await _held_start(monkeypatch, gather=0.05, hold=60)
+    await asyncio.sleep(0.2)  # four gathering times: the start still waits
+    assert writes.started == 0
+    batches.started()
+    batches.add(["human"])
+    await batches.send()
+    # The first frame came: the batch gathers from then, not for the whole hold.
+    await _until(lambda: writes.started == 1)
+    writes.release()
+    await _until(lambda: writes.batches == [["start", "human"]])
+
+
+async def test_frames_after_the_first_do_not_put_off_the_held_batch(monkeypatch):
+    writes, batches = await _held_start(monkeypatch, gather=0.2, hold=60)
+    batches.started()
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    # Frames keep coming, each sooner than the gathering time after the last.
+    while writes.started == 0 and loop.time() - began < 5:
+        batches.started()
+        batches.add(["frame"])
+        await batches.send()
+        await asyncio.sleep(0.02)
+    assert writes.started == 1
+    assert loop.time() - began < 1  # one gathering time after the first frame, not after the last
+
+
+async def test_a_run_that_sends_no_frame_has_its_start_written_once_the_hold_is_over(monkeypatch):
+    writes, batches = await _held_start(monkeypatch, gather=0.01, hold=0.2)
+    await _settle()
+    assert writes.started == 0
+    # A queued run: no frame yet, and the reader is still waiting for one.
+    await _until(lambda: writes.started == 1)
+    writes.release()
+    await _until(lambda: writes.batches == [["start"]])
+    # Later frames gather as usual, the hold spent.
+    batches.started()
+    batches.add(["human"])
+    await _finish_with(batches, writes, ["end"])
+    assert writes.batches == [["start"], ["human", "end"]]
+
+
+async def test_a_held_start_is_written_at_once_when_the_reading_ends(monkeypatch):
+    writes, batches = await _held_start(monkeypatch, gather=60, hold=60)
+    await _finish_with(batches, writes, ["end"])
+    assert writes.batches == [["start", "end"]]
