@@ -66,9 +66,11 @@ _MAX_PENDING = 500
 # reading does not wait for it.
 _GATHER_SECONDS = 0.05
 # A run's first records (its `run.start`) wait for its first frame, this long at
-# most: a run that starts at once is written with its first frames, in one
-# transaction; a run still queued shows as running once this has passed.
-_START_HOLD_SECONDS = 0.5
+# most: a run is written with its first frames, in one transaction, when the
+# server starts it within this (a created run waits about a second for the
+# runtime's queue); a run still queued behind another shows as running once
+# this has passed.
+_START_HOLD_SECONDS = 2.0
 # Once the run's stream has ended, what is left to read (its outcome) comes
 # within this: the records kept meanwhile wait for the run's last ones and go
 # in one transaction with them, not in one of their own just before.
@@ -523,8 +525,8 @@ async def _read(
         mapper = RunMapper(thread_id, run_id)
     else:
         mapper = StateMapper(thread_id, run_id)
-        # `run.start` waits for the run's first frame, shortly: a run that starts at
-        # once is written in one transaction, one still queued soon shows as running.
+        # `run.start` waits for the run's first frame, a while at most: a run that
+        # starts is written in one transaction, one still queued soon shows as running.
         batches.add(await _start_state_mapper(sdk, mapper, source))
         batches.hold_start()
         await batches.send()
