@@ -87,10 +87,11 @@ class _Batches:
     `send` waits only when `_MAX_PENDING` records are kept, and then does not
     wait for the gathering time. After `hold_start`, the first batch waits for
     `started` (then gathers from there), `_START_HOLD_SECONDS` at most.
-    `finish` ends the gathering and waits until everything is written. A failed write is raised by the next call; a reader
-    that is cancelled cancels the write under way. After `ending` (the
-    stream is over, the run's last records are being made), the writer keeps
-    what it holds for `finish`, `_END_HOLD_SECONDS` at most.
+    `finish` ends the gathering and waits until everything is written. A
+    failed write is raised by the next call; a reader that is cancelled
+    cancels the write under way. After `ending` (the stream is over, the
+    run's last records are being made), the writer keeps what it holds for
+    `finish`, `_END_HOLD_SECONDS` at most.
     """
 
     def __init__(self, emit: Emit) -> None:
