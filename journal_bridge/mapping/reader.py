@@ -104,7 +104,6 @@ class _Batches:
         self._finishing = False
         self._end_hold: float | None = None  # the loop's time until which `ending` holds batches
         self._start_hold: float | None = None  # the loop's time until which the first batch waits
-        self._started = False
 
     def add(self, records: list[RunEvent]) -> None:
         self._pending.extend(records)
@@ -130,11 +129,13 @@ class _Batches:
         self._start_hold = asyncio.get_running_loop().time() + _START_HOLD_SECONDS
 
     def started(self) -> None:
-        """The run's first frame came: a held first batch gathers from now on."""
-        if self._start_hold is not None and not self._started:
-            self._started = True
-            self._start_hold = asyncio.get_running_loop().time() + _GATHER_SECONDS
-            self._wake()
+        """A frame of the run came: a held first batch gathers from the first one on
+        (later frames never put it off)."""
+        if self._start_hold is not None:
+            gathered = asyncio.get_running_loop().time() + _GATHER_SECONDS
+            if gathered < self._start_hold:
+                self._start_hold = gathered
+                self._wake()
 
     def ending(self) -> None:
         """The stream is over: the next batch waits for `finish`, a short while at most."""
