@@ -44,7 +44,16 @@ interval says how far. Server RSS after the workload.
 
 Server CPU is each process's own CPU clock read from outside, to the
 nanosecond (`benchmarks/process_cpu.py`). Every server runs with the dev
-server's file persistence off (`QUIET_DEV`), the same for all of them. Then, with the instant model, a soak:
+server's file persistence off (`QUIET_DEV`), the same for all of them. In
+the matrices, each server also runs one full garbage collection just before
+every measured round (`benchmarks/full_collections.py`): a full collection
+walks the in-memory runtime's whole heap, a tenth of a second that lands in
+whichever round the collector's threshold falls in and moved that round's
+figure by about 0.2 of `off`; the plugin itself promotes a handful of
+objects per run to the oldest generation, so when the collections come is
+the runtime's. The collections that still come during the rounds are
+counted and printed per server, with their CPU. Then, with the instant model, a soak
+(no collection forced: its RSS is measured as the server keeps it):
 a long conversation per thread, the ratio of the run's wall time and server
 CPU with the plugin to those without it (and to the client asking for
 `events` itself) at its first and last turns, and RSS growth per 100 runs
@@ -77,6 +86,7 @@ import psutil
 from langgraph_sdk import get_client
 
 from benchmarks.compaction_lag import turn_compaction_lags
+from benchmarks.full_collections import Collections, FullCollections
 from benchmarks.process_cpu import tree, tree_seconds
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
@@ -143,8 +153,14 @@ def pct(values: list[float], q: float) -> float:
 class Cell:
     """One client kind against one server: durations and CPU of its runs, overall and per round."""
 
-    def __init__(self, server: LanggraphDevServer, run: Run, journaled: bool) -> None:
+    def __init__(
+        self, server: LanggraphDevServer, run: Run, journaled: bool, collections: FullCollections | None = None
+    ) -> None:
         self.server = server
+        self.collections = collections
+        # Full collections during the measured rounds, and those forced before them.
+        self.during = Collections()
+        self.forced = Collections()
         self.client = get_client(url=server.url)
         self.run = run
         self.journaled = journaled
@@ -165,6 +181,8 @@ class Cell:
         per_thread = [runs // len(self.threads) + (i < runs % len(self.threads)) for i in range(len(self.threads))]
         start = self.turn
         self.turn += max(per_thread)
+        forced = await asyncio.to_thread(self.collections.collect) if self.collections and measured else None
+        collected = self.collections.totals() if forced else None
         before = tree_seconds(self.server.process.pid)
         durations: list[float] = []
 
@@ -180,6 +198,9 @@ class Cell:
         cpu = tree_seconds(self.server.process.pid) - before
         if not measured:
             return
+        if forced is not None and collected is not None and self.collections is not None:
+            self.forced += forced
+            self.during += self.collections.totals() - collected
         self.durations.extend(durations)
         self.cpu += cpu
         self.rounds.append((statistics.median(durations), cpu / len(durations)))
@@ -202,8 +223,8 @@ class Cell:
 QUIET_DEV = {"LANGGRAPH_DISABLE_FILE_PERSISTENCE": "true"}
 
 
-def start_server(capture: str, pace: float) -> LanggraphDevServer:
-    env = {**QUIET_DEV, "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace)}
+def start_server(capture: str, pace: float, collections: FullCollections | None = None) -> LanggraphDevServer:
+    env = {**QUIET_DEV, "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace), **(collections.env if collections else {})}
     if capture == "off":
         return LanggraphDevServer(plugin=False, env=env).start()
     if capture == "floor":
@@ -211,11 +232,11 @@ def start_server(capture: str, pace: float) -> LanggraphDevServer:
     return LanggraphDevServer(env={**env, "JOURNAL_BRIDGE_CAPTURE": capture}).start()
 
 
-def start_servers(pace: float) -> dict[str, LanggraphDevServer]:
+def start_servers(pace: float, collections: dict[str, FullCollections]) -> dict[str, LanggraphDevServer]:
     servers: dict[str, LanggraphDevServer] = {}
     try:
         for capture in CAPTURES:
-            servers[capture] = start_server(capture, pace)
+            servers[capture] = start_server(capture, pace, collections[capture])
     except BaseException:
         for server in servers.values():
             server.stop()
@@ -287,13 +308,14 @@ async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int, 
     taken per round (the cell against `off` for the same client in the same
     round), so a round on a busier machine moves both sides of it.
     """
-    servers = start_servers(pace)
+    collections = {capture: FullCollections() for capture in CAPTURES}
+    servers = start_servers(pace, collections)
     try:
         cells: dict[tuple[str, str], Cell] = {}
         for kind, run in CLIENTS.items():
             for capture, server in servers.items():
-                cells[kind, capture] = Cell(server, run, capture != "off")
-        cells["useStream + events", "off"] = Cell(servers["off"], use_stream_events, False)
+                cells[kind, capture] = Cell(server, run, capture != "off", collections[capture])
+        cells["useStream + events", "off"] = Cell(servers["off"], use_stream_events, False, collections["off"])
         for cell in cells.values():
             await cell.setup(threads)
         kinds = [*CLIENTS, "useStream + events"]
@@ -361,6 +383,15 @@ async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int, 
         print(f"  {capture}: {report['records_written']} records, {report['parts_seen']} parts read, "
               f"dropped {report['dropped']}, runs failed {report['runs_failed']}, "
               f"retained frames {report['retained_frames']}")
+    print("full garbage collections, one forced in each server before every measured round (outside it): "
+          "how many still came during the rounds, their CPU per run measured, and what a forced one took")
+    for capture in CAPTURES:
+        mine = [cell for (_, c), cell in cells.items() if c == capture]
+        during = sum((cell.during for cell in mine), Collections())
+        forced = sum((cell.forced for cell in mine), Collections())
+        runs_measured = sum(len(cell.durations) for cell in mine)
+        print(f"  {capture}: {during.full} during the rounds ({during.seconds / runs_measured * 1000:.2f} ms per run), "
+              f"forced {forced.seconds / max(forced.full, 1) * 1000:.0f} ms each")
 
 
 async def soak(turns: int, threads: int) -> None:

@@ -6,6 +6,7 @@ plausible numbers that mean nothing; these pin what its figures are made of.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import psutil
 import pytest
 
 from benchmarks import bridge
+from benchmarks.full_collections import FullCollections
 from benchmarks.process_cpu import process_seconds, tree_seconds
 
 _BUSY = """
@@ -89,3 +91,50 @@ def test_the_interval_holds_the_pooled_figure_and_widens_with_uneven_rounds():
     assert ratio_band[0] <= ratio <= ratio_band[1]
     assert excess_band[0] <= excess <= excess_band[1]
     assert excess_band[1] - excess_band[0] > 0.1
+
+
+_IDLE = """
+import gc, sys, time
+gc.collect()
+print("ready", flush=True)
+for line in sys.stdin:
+    gc.collect(0)  # a young collection: not a full one
+    print("young", flush=True)
+"""
+
+
+def test_the_probe_counts_full_collections_only_and_a_forced_one_is_waited_for():
+    probe = FullCollections()
+    env = {**os.environ, **probe.env}
+    child = subprocess.Popen([sys.executable, "-c", _IDLE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env=env)
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 10
+        while probe.totals().full < 1:  # the child's own full collection, written by the probe's thread
+            assert time.monotonic() < deadline, "the probe reported nothing"
+            time.sleep(0.01)
+        seen = probe.totals()
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "young"
+        time.sleep(0.2)
+        assert probe.totals().full == seen.full
+
+        forced = probe.collect(timeout=10)
+        assert forced.full == 1 and forced.seconds > 0
+        after = probe.totals()
+        assert after.full == seen.full + 1
+        assert after.seconds == pytest.approx(seen.seconds + forced.seconds)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_process_that_never_collects_is_reported_not_waited_for_forever():
+    probe = FullCollections()
+    # A report whose process is gone: nothing can answer the signal.
+    (probe.directory / "999999999.json").write_text('{"full": 3, "seconds": 0.5}')
+    assert probe.totals().full == 3
+    assert probe.collect(timeout=1).full == 0

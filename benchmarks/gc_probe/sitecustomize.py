@@ -1,0 +1,71 @@
+"""The benchmark's view of a server's full garbage collections.
+
+Loaded by every Python process a benchmark server starts (its directory is put
+first on `PYTHONPATH`), only when `JOURNAL_BRIDGE_BENCH_GC_DIR` names a
+directory. It changes nothing of what the server does on its own; it:
+
+- counts the process's full (generation 2) collections and the CPU they took,
+  and has a thread of its own write both to `<dir>/<pid>.json` after each one
+  (a few a minute; not the collecting thread, which may be the event loop's);
+- runs one full collection when the process gets `SIGUSR1`.
+
+A full collection walks the whole heap -- the in-memory runtime's checkpoints
+above all -- and costs a dev server about a tenth of a second, whenever the
+collector's threshold happens to fall; the benchmark triggers one in every
+server before each measured round, so a round measures its runs, and prints
+how many came during the rounds anyway (`benchmarks.bridge`).
+"""
+
+import gc
+import json
+import os
+import signal
+import threading
+import time
+
+_DIR = os.environ.get("JOURNAL_BRIDGE_BENCH_GC_DIR")
+
+
+def _install(directory: str) -> None:
+    path = os.path.join(directory, f"{os.getpid()}.json")
+    totals = {"full": 0, "seconds": 0.0}
+    began: dict[int, float] = {}
+
+    changed = threading.Event()
+
+    def write() -> None:
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as out:
+            json.dump(dict(totals), out)
+        os.replace(tmp, path)
+
+    def writer() -> None:
+        while True:
+            changed.wait()
+            changed.clear()
+            try:
+                write()
+            except OSError:
+                pass
+
+    def on_collection(phase: str, info: dict) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            began[threading.get_ident()] = time.thread_time()
+            return
+        start = began.pop(threading.get_ident(), None)
+        if start is None:
+            return
+        totals["full"] += 1
+        totals["seconds"] += time.thread_time() - start
+        changed.set()
+
+    gc.callbacks.append(on_collection)
+    signal.signal(signal.SIGUSR1, lambda *_: gc.collect())
+    write()
+    threading.Thread(target=writer, name="bench-gc-probe", daemon=True).start()
+
+
+if _DIR:
+    _install(_DIR)
