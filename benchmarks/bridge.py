@@ -44,16 +44,12 @@ interval says how far. Server RSS after the workload.
 
 Server CPU is each process's own CPU clock read from outside, to the
 nanosecond (`benchmarks/process_cpu.py`). Every server runs with the dev
-server's file persistence off (`QUIET_DEV`), the same for all of them. In
-the matrices, each server also runs one full garbage collection just before
-every measured round (`benchmarks/full_collections.py`): a full collection
-walks the in-memory runtime's whole heap, a tenth of a second that lands in
-whichever round the collector's threshold falls in and moved that round's
-figure by about 0.2 of `off`; the plugin itself promotes a handful of
-objects per run to the oldest generation, so when the collections come is
-the runtime's. The collections that still come during the rounds are
-counted and printed per server, with their CPU. Then, with the instant model, a soak
-(no collection forced: its RSS is measured as the server keeps it):
+server's file persistence off (`QUIET_DEV`), the same for all of them. The
+matrices count each server's full garbage collections during the measured
+rounds, with their CPU (`benchmarks/full_collections.py`): one walks the
+in-memory runtime's whole heap, about a tenth of a second landing in
+whichever round the collector's threshold falls in, about 0.2 of `off`'s
+figure for that round. Then, with the instant model, a soak:
 a long conversation per thread, the ratio of the run's wall time and server
 CPU with the plugin to those without it (and to the client asking for
 `events` itself) at its first and last turns, and RSS growth per 100 runs
@@ -158,9 +154,8 @@ class Cell:
     ) -> None:
         self.server = server
         self.collections = collections
-        # Full collections during the measured rounds, and those forced before them.
+        # The server's full garbage collections during the measured rounds.
         self.during = Collections()
-        self.forced = Collections()
         self.client = get_client(url=server.url)
         self.run = run
         self.journaled = journaled
@@ -181,8 +176,7 @@ class Cell:
         per_thread = [runs // len(self.threads) + (i < runs % len(self.threads)) for i in range(len(self.threads))]
         start = self.turn
         self.turn += max(per_thread)
-        forced = await asyncio.to_thread(self.collections.collect) if self.collections and measured else None
-        collected = self.collections.totals() if forced else None
+        collected = self.collections.totals() if self.collections else None
         before = tree_seconds(self.server.process.pid)
         durations: list[float] = []
 
@@ -198,8 +192,7 @@ class Cell:
         cpu = tree_seconds(self.server.process.pid) - before
         if not measured:
             return
-        if forced is not None and collected is not None and self.collections is not None:
-            self.forced += forced
+        if self.collections is not None and collected is not None:
             self.during += self.collections.totals() - collected
         self.durations.extend(durations)
         self.cpu += cpu
@@ -383,15 +376,14 @@ async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int, 
         print(f"  {capture}: {report['records_written']} records, {report['parts_seen']} parts read, "
               f"dropped {report['dropped']}, runs failed {report['runs_failed']}, "
               f"retained frames {report['retained_frames']}")
-    print("full garbage collections, one forced in each server before every measured round (outside it): "
-          "how many still came during the rounds, their CPU per run measured, and what a forced one took")
+    print("full garbage collections during the measured rounds, per server: how many, their CPU per run, "
+          "and what one took")
     for capture in CAPTURES:
         mine = [cell for (_, c), cell in cells.items() if c == capture]
         during = sum((cell.during for cell in mine), Collections())
-        forced = sum((cell.forced for cell in mine), Collections())
         runs_measured = sum(len(cell.durations) for cell in mine)
-        print(f"  {capture}: {during.full} during the rounds ({during.seconds / runs_measured * 1000:.2f} ms per run), "
-              f"forced {forced.seconds / max(forced.full, 1) * 1000:.0f} ms each")
+        print(f"  {capture}: {during.full} ({during.seconds / runs_measured * 1000:.2f} ms per run, "
+              f"{during.seconds / max(during.full, 1) * 1000:.0f} ms each)")
 
 
 async def soak(turns: int, threads: int) -> None:

@@ -1,17 +1,15 @@
-"""A benchmark server's full garbage collections, seen and triggered from outside.
+"""A benchmark server's full garbage collections, seen from outside.
 
 The server's processes load `benchmarks/gc_probe/sitecustomize.py` (see there):
 each writes its count of full collections and the CPU they took to a file of
-this object's directory, and runs one on `SIGUSR1`.
+this object's directory.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,27 +55,4 @@ class FullCollections:
         total = Collections()
         for report in self._reports().values():
             total += report
-        return total
-
-    def collect(self, timeout: float = 10.0) -> Collections:
-        """One full collection in each of the server's processes, waited for; what they took."""
-        before = self._reports()
-        signalled = []
-        for pid in before:
-            try:
-                os.kill(pid, signal.SIGUSR1)
-                signalled.append(pid)
-            except ProcessLookupError:
-                continue
-        deadline = time.monotonic() + timeout
-        while True:
-            now = self._reports()
-            if all(now.get(pid, Collections()).full > before[pid].full for pid in signalled):
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no full collection reported in {timeout:.0f} s by {self.directory}")
-            time.sleep(0.01)
-        total = Collections()
-        for pid in signalled:
-            total += now[pid] - before[pid]
         return total

@@ -2,24 +2,20 @@
 
 Loaded by every Python process a benchmark server starts (its directory is put
 first on `PYTHONPATH`), only when `JOURNAL_BRIDGE_BENCH_GC_DIR` names a
-directory. It changes nothing of what the server does on its own; it:
-
-- counts the process's full (generation 2) collections and the CPU they took,
-  and has a thread of its own write both to `<dir>/<pid>.json` after each one
-  (a few a minute; not the collecting thread, which may be the event loop's);
-- runs one full collection when the process gets `SIGUSR1`.
+directory. It changes nothing of what the server does: it counts the
+process's full (generation 2) collections and the CPU they took, and a thread
+of its own writes both to `<dir>/<pid>.json` after each one (a few a minute;
+not the collecting thread, which may be the event loop's).
 
 A full collection walks the whole heap -- the in-memory runtime's checkpoints
-above all -- and costs a dev server about a tenth of a second, whenever the
-collector's threshold happens to fall; the benchmark triggers one in every
-server before each measured round, so a round measures its runs, and prints
-how many came during the rounds anyway (`benchmarks.bridge`).
+above all -- and costs a dev server about a tenth of a second, in whichever
+round the collector's threshold happens to fall (`benchmarks.bridge` prints
+how many came per server, and their CPU per run).
 """
 
 import gc
 import json
 import os
-import signal
 import threading
 import time
 
@@ -62,7 +58,6 @@ def _install(directory: str) -> None:
         changed.set()
 
     gc.callbacks.append(on_collection)
-    signal.signal(signal.SIGUSR1, lambda *_: gc.collect())
     write()
     threading.Thread(target=writer, name="bench-gc-probe", daemon=True).start()
 

@@ -93,48 +93,44 @@ def test_the_interval_holds_the_pooled_figure_and_widens_with_uneven_rounds():
     assert excess_band[1] - excess_band[0] > 0.1
 
 
-_IDLE = """
-import gc, sys, time
-gc.collect()
-print("ready", flush=True)
+
+_COLLECTING = """
+import gc, sys
 for line in sys.stdin:
-    gc.collect(0)  # a young collection: not a full one
-    print("young", flush=True)
+    gc.collect(2 if line.strip() == "full" else 0)
+    print("done", flush=True)
 """
 
 
-def test_the_probe_counts_full_collections_only_and_a_forced_one_is_waited_for():
+def test_the_probe_counts_a_server_process_s_full_collections_only():
     probe = FullCollections()
-    env = {**os.environ, **probe.env}
-    child = subprocess.Popen([sys.executable, "-c", _IDLE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True, env=env)
+    child = subprocess.Popen([sys.executable, "-c", _COLLECTING], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env={**os.environ, **probe.env})
     try:
-        assert child.stdout is not None and child.stdin is not None
-        assert child.stdout.readline().strip() == "ready"
-        deadline = time.monotonic() + 10
-        while probe.totals().full < 1:  # the child's own full collection, written by the probe's thread
-            assert time.monotonic() < deadline, "the probe reported nothing"
-            time.sleep(0.01)
-        seen = probe.totals()
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        assert child.stdout.readline().strip() == "young"
-        time.sleep(0.2)
-        assert probe.totals().full == seen.full
+        assert child.stdin is not None and child.stdout is not None
 
-        forced = probe.collect(timeout=10)
-        assert forced.full == 1 and forced.seconds > 0
-        after = probe.totals()
-        assert after.full == seen.full + 1
-        assert after.seconds == pytest.approx(seen.seconds + forced.seconds)
+        def ask(what: str) -> None:
+            child.stdin.write(what + "\n")
+            child.stdin.flush()
+            assert child.stdout.readline().strip() == "done"
+
+        def reported(full: int) -> None:
+            deadline = time.monotonic() + 10
+            while probe.totals().full != full:  # written by the probe's own thread
+                assert time.monotonic() < deadline, f"the probe reported {probe.totals()}, not {full}"
+                time.sleep(0.01)
+
+        ask("young")
+        time.sleep(0.2)
+        seen = probe.totals()
+        ask("young")
+        time.sleep(0.2)
+        assert probe.totals() == seen
+        ask("full")
+        reported(seen.full + 1)
+        ask("full")
+        reported(seen.full + 2)
+        assert probe.totals().seconds > seen.seconds
     finally:
         child.kill()
         child.wait()
-
-
-def test_a_process_that_never_collects_is_reported_not_waited_for_forever():
-    probe = FullCollections()
-    # A report whose process is gone: nothing can answer the signal.
-    (probe.directory / "999999999.json").write_text('{"full": 3, "seconds": 0.5}')
-    assert probe.totals().full == 3
-    assert probe.collect(timeout=1).full == 0
