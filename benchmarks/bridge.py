@@ -329,6 +329,8 @@ async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int, 
     finally:
         for server in servers.values():
             server.stop()
+        for probe in collections.values():
+            probe.remove()
 
     print()
     print(f"{label}: {done} interleaved rounds of {runs} runs per cell over {threads} concurrent threads "

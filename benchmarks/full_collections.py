@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,11 @@ class FullCollections:
         return reports
 
     def totals(self) -> Collections:
+        """As last written: a collection a few milliseconds old may not be in it yet."""
         total = Collections()
         for report in self._reports().values():
             total += report
         return total
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)

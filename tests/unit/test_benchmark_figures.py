@@ -134,3 +134,4 @@ def test_the_probe_counts_a_server_process_s_full_collections_only():
     finally:
         child.kill()
         child.wait()
+        probe.remove()
