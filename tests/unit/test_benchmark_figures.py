@@ -1,4 +1,4 @@
-"""The bridge benchmark's figures: the CPU it reads and the ratios it pools.
+"""The bridge benchmark's figures: the CPU it reads, the collections it counts and the ratios it pools.
 
 A benchmark that misreads a server's CPU, or divides the wrong rounds, prints
 plausible numbers that mean nothing; these pin what its figures are made of.
@@ -93,7 +93,6 @@ def test_the_interval_holds_the_pooled_figure_and_widens_with_uneven_rounds():
     assert excess_band[1] - excess_band[0] > 0.1
 
 
-
 _COLLECTING = """
 import gc, sys
 for line in sys.stdin:
@@ -102,7 +101,7 @@ for line in sys.stdin:
 """
 
 
-def test_the_probe_counts_a_server_process_s_full_collections_only():
+def test_the_probe_counts_full_collections_and_not_young_ones():
     probe = FullCollections()
     child = subprocess.Popen([sys.executable, "-c", _COLLECTING], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True, env={**os.environ, **probe.env})
