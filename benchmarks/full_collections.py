@@ -49,7 +49,7 @@ class FullCollections:
                 data = json.loads(path.read_text())
                 reports[int(path.stem)] = Collections(int(data["full"]), float(data["seconds"]))
             except (OSError, ValueError, KeyError):
-                continue  # replaced while read: the next reading has it
+                continue  # unreadable now (reports are written whole, then renamed): the next reading has it
         return reports
 
     def totals(self) -> Collections:

@@ -25,8 +25,9 @@ _DIR = os.environ.get("JOURNAL_BRIDGE_BENCH_GC_DIR")
 def _install(directory: str) -> None:
     path = os.path.join(directory, f"{os.getpid()}.json")
     totals = {"full": 0, "seconds": 0.0}
-    began: dict[int, float] = {}
-
+    # Collections never overlap (the interpreter runs one at a time, whichever
+    # thread triggers it): one start time is enough.
+    began: list[float] = []
     changed = threading.Event()
 
     def write() -> None:
@@ -48,13 +49,12 @@ def _install(directory: str) -> None:
         if info.get("generation") != 2:
             return
         if phase == "start":
-            began[threading.get_ident()] = time.thread_time()
+            began[:] = [time.thread_time()]
             return
-        start = began.pop(threading.get_ident(), None)
-        if start is None:
+        if not began:
             return
         totals["full"] += 1
-        totals["seconds"] += time.thread_time() - start
+        totals["seconds"] += time.thread_time() - began.pop()
         changed.set()
 
     gc.callbacks.append(on_collection)
