@@ -76,6 +76,15 @@ def _encode_time(value: datetime) -> str:
     return value.isoformat()
 
 
+# Page cache per connection, in KiB (SQLite's default is about 2 MiB each, in
+# malloc memory a server keeps once the journal outgrows it). The writer only
+# touches the counters, the right edge of the events table and one leaf per
+# index of the threads it appends to: measured on a journal of 48,000 records,
+# an append costs the same down to 128 KiB and more below. The reader holds the
+# pages of the history and overview reads.
+WRITER_CACHE_KIB = 256
+READER_CACHE_KIB = 512
+
 # "no such table": the journal's tables vanished under a running store (file
 # replaced or wiped) -- an outage of the journal, not a bug in the call.
 _UNAVAILABLE_HINTS = (
@@ -277,7 +286,7 @@ class SqliteRunEventStore(SqlRunEventStore):
         # A JSON number never equals the text parameter: only strings match.
         self.task_id_match = f"json_extract({self.metadata_column}, '$.task_id') = ?"
 
-    async def _connect(self) -> aiosqlite.Connection:
+    async def _connect(self, cache_kib: int) -> aiosqlite.Connection:
         parent = Path(self.path).parent
         if not parent.is_dir():
             raise StoreUnavailable(
@@ -301,6 +310,7 @@ class SqliteRunEventStore(SqlRunEventStore):
         try:
             await conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             await conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            await conn.execute(f"PRAGMA cache_size = -{cache_kib}")
         except sqlite3.Error as exc:
             await conn.close()
             raise _translate(exc, f"setup of {self.path!r}") from exc
@@ -310,10 +320,10 @@ class SqliteRunEventStore(SqlRunEventStore):
         async with self._open_lock:
             if self._writer is not None:
                 return
-            writer = await self._connect()
+            writer = await self._connect(WRITER_CACHE_KIB)
             try:
                 await self._create_schema(writer)
-                reader = await self._connect()
+                reader = await self._connect(READER_CACHE_KIB)
             except BaseException:
                 await writer.close()
                 raise

@@ -7,6 +7,7 @@ files on disk, and a writer process killed with SIGKILL.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import signal
 import sqlite3
@@ -14,11 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import _sqlite3
 import pytest
 
 from journal_bridge.delivery.health import http_status, prometheus_text
 from journal_bridge.delivery.queue import DeliveryQueue
-from journal_bridge.delivery.spool import spool_path
+from journal_bridge.delivery.spool import Spool, encode, spool_path
 from journal_bridge.model.envelope import make_event
 from journal_bridge.store import StoreUnavailable, open_store
 from tests.harness.langgraph_server import HARNESS
@@ -499,3 +501,28 @@ async def test_a_forgotten_thread_stays_out_of_the_spool_across_a_restart(journa
         await again.stop()
         assert not await store.has_thread("t1")
     assert (await _contents(journal.url, "t2"))[0] == [f"m{n}" for n in range(10)]
+
+
+async def test_the_spool_caches_a_bounded_number_of_pages_as_it_grows(tmp_path):
+    # Appended at the end, delivered from the front: at SQLite's default the
+    # connection would keep about 2 MiB of the pages it wrote.
+    library = ctypes.CDLL(_sqlite3.__file__)
+    library.sqlite3_memory_used.restype = ctypes.c_int64
+    spool = Spool(tmp_path / "queue.spool")
+    await spool.open()
+    try:
+        records = [
+            make_event(thread_id="t", run_id=f"run-{n}", event_type="llm.ai.response", content="x" * 2000)
+            for n in range(3000)
+        ]
+        before = library.sqlite3_memory_used()
+        for start in range(0, len(records), 100):
+            batch = records[start : start + 100]
+            await spool.append(batch, [encode(r) for r in batch])
+        head = await spool.head(3000)
+        grown = library.sqlite3_memory_used() - before
+    finally:
+        await spool.close()
+    assert [r.run_id for _, r in head] == [r.run_id for r in records]
+    assert (tmp_path / "queue.spool").stat().st_size > 4 * 2**20
+    assert grown < 0.5 * 2**20, f"SQLite holds {grown / 2**20:.2f} MiB more for the spooled records"

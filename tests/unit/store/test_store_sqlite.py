@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
+import _sqlite3
 import pytest
 
 from journal_bridge.store import StoreError, StoreUnavailable, open_store
@@ -165,3 +168,33 @@ async def test_an_upgraded_file_opens_again_without_changes(tmp_path):
     async with open_store(f"sqlite:///{path}") as store:
         assert await store.count_messages(V1_THREAD) == 3
         assert await store.last_seq(V1_THREAD) == 5
+
+
+def _sqlite_heap() -> Callable[[], int]:
+    """Bytes the SQLite library of this interpreter holds (`sqlite3_memory_used`),
+    looked up through the driver module, whether it links the library or embeds it."""
+    library = ctypes.CDLL(_sqlite3.__file__)
+    library.sqlite3_memory_used.restype = ctypes.c_int64
+    return library.sqlite3_memory_used
+
+
+async def test_the_journal_caches_a_bounded_number_of_pages_as_the_file_grows(tmp_path):
+    # Left at SQLite's default, each of the store's two connections keeps
+    # about 2 MiB of pages once the file is larger: here the writer touches
+    # every thread's index leaves and the reader every thread's pages.
+    heap = _sqlite_heap()
+    path = tmp_path / "events.db"
+    async with open_store(f"sqlite:///{path}") as store:
+        await store.put_batch([event()])
+        before = heap()
+        threads = [f"grown-{n}" for n in range(300)]
+        for turn in range(6):
+            await store.put_batch(
+                [event(thread_id=t, run_id=f"run-{turn}", content="x" * 2000, source_key=f"{t}:{turn}") for t in threads]
+            )
+        for t in threads:
+            assert len(await store.list_messages(t, limit=10)) == 6
+        grown = heap() - before
+        size = sum(f.stat().st_size for f in tmp_path.glob("events.db*"))
+    assert size > 4 * 2**20
+    assert grown < 1.25 * 2**20, f"SQLite holds {grown / 2**20:.2f} MiB more for a {size / 2**20:.1f} MiB journal"
