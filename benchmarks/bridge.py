@@ -79,7 +79,7 @@ from typing import Any
 
 import httpx
 import psutil
-from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
 
 from benchmarks.compaction_lag import turn_compaction_lags
 from benchmarks.full_collections import Collections, FullCollections
@@ -156,7 +156,7 @@ class Cell:
         self.collections = collections
         # The server's full garbage collections during the measured rounds.
         self.during = Collections()
-        self.client = get_client(url=server.url)
+        self.client = sdk_client(server.url)
         self.run = run
         self.journaled = journaled
         self.assistant_id = ""
@@ -205,6 +205,20 @@ class Cell:
     @property
     def cpu_per_run(self) -> float:
         return self.cpu / len(self.durations)
+
+
+def sdk_client(url: str) -> LangGraphClient:
+    """langgraph-sdk's client as `get_client` makes it, except that an idle
+    connection is dropped after a second: the server (uvicorn) closes one idle
+    for 5 s, and a cell whose client sat out other cells' turns for about that
+    long would send its next run on a connection being closed (a `ReadError`)."""
+    return LangGraphClient(
+        httpx.AsyncClient(
+            base_url=url,
+            transport=httpx.AsyncHTTPTransport(retries=5, limits=httpx.Limits(keepalive_expiry=1.0)),
+            timeout=httpx.Timeout(connect=5, read=300, write=300, pool=5),
+        )
+    )
 
 
 # `langgraph dev` pickles its whole in-memory runtime to disk every 10 s from a
@@ -470,7 +484,7 @@ async def measure_lag(compactions: int) -> None:
     try:
         for label, modes in (("values+custom client (state capture)", ["values", "custom"]),
                              ("useStream client (events capture)", USE_STREAM)):
-            client = get_client(url=server.url)
+            client = sdk_client(server.url)
             assistant = await client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
             thread_id = (await client.threads.create())["thread_id"]
             lags: list[float] = []
