@@ -49,7 +49,9 @@ matrices count each server's full garbage collections during the measured
 rounds, with their CPU (`benchmarks/full_collections.py`): one walks the
 in-memory runtime's whole heap, about a tenth of a second landing in
 whichever round the collector's threshold falls in, about 0.2 of `off`'s
-figure for that round. Then, with the instant model, a soak:
+figure for that round. The pooled CPU is printed twice: as measured, and
+less the full collections that came in each round (their count per server
+says whether a setting brings more of them). Then, with the instant model, a soak:
 a long conversation per thread, the ratio of the run's wall time and server
 CPU with the plugin to those without it (and to the client asking for
 `events` itself) at its first and last turns, and RSS growth per 100 runs
@@ -146,6 +148,10 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+# How long after a full collection its probe's report is surely written.
+_REPORTED = 0.05
+
+
 class Cell:
     """One client kind against one server: durations and CPU of its runs, overall and per round."""
 
@@ -164,8 +170,9 @@ class Cell:
         self.durations: list[float] = []
         self.cpu = 0.0
         self.turn = 0
-        # Per measured round: (median wall s, server CPU s per run).
-        self.rounds: list[tuple[float, float]] = []
+        # Per measured round: (median wall s, server CPU s per run, the same
+        # without the server's full collections in the round).
+        self.rounds: list[tuple[float, float, float]] = []
 
     async def setup(self, threads: int) -> None:
         assistant = await self.client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
@@ -176,8 +183,8 @@ class Cell:
         per_thread = [runs // len(self.threads) + (i < runs % len(self.threads)) for i in range(len(self.threads))]
         start = self.turn
         self.turn += max(per_thread)
-        collected = self.collections.totals() if self.collections else None
         before = tree_seconds(self.server.process.pid)
+        collected = self.collections.totals() if self.collections else None
         durations: list[float] = []
 
         async def drive(thread_id: str, count: int) -> None:
@@ -192,11 +199,17 @@ class Cell:
         cpu = tree_seconds(self.server.process.pid) - before
         if not measured:
             return
+        during = Collections()
         if self.collections is not None and collected is not None:
-            self.during += self.collections.totals() - collected
+            # A probe writes a collection's report a moment after it ends.
+            await asyncio.sleep(_REPORTED)
+            during = self.collections.totals() - collected
+            self.during += during
         self.durations.extend(durations)
         self.cpu += cpu
-        self.rounds.append((statistics.median(durations), cpu / len(durations)))
+        self.rounds.append(
+            (statistics.median(durations), cpu / len(durations), (cpu - during.seconds) / len(durations))
+        )
 
     @property
     def wall(self) -> float:
@@ -274,13 +287,20 @@ def per_round(cells: dict[tuple[str, str], Cell], kind: str, capture: str, index
     return [mine[index] / off[index] for mine, off in zip(cells[kind, capture].rounds, base, strict=True)]
 
 
-def pooled_cpu(cells: dict[tuple[str, str], Cell], kind: str, capture: str, rounds: list[int]) -> tuple[float, float]:
+# `Cell.rounds` positions of the pooled figures: the server's CPU, and that CPU
+# less the full collections in the round.
+CPU, CPU_BESIDE_COLLECTIONS = 1, 2
+
+
+def pooled_cpu(
+    cells: dict[tuple[str, str], Cell], kind: str, capture: str, rounds: list[int], figure: int = CPU
+) -> tuple[float, float]:
     """The cell's CPU over the given rounds (repeats allowed) divided by `off`'s, and
     its excess over the floor's: (cell - floor) / off, all over the same rounds."""
 
     def total(name: str) -> float:
         figures = cells[kind, name].rounds
-        return sum(figures[i][1] for i in rounds)
+        return sum(figures[i][figure] for i in rounds)
 
     off = total("off")
     mine = total(capture) / off
@@ -288,15 +308,15 @@ def pooled_cpu(cells: dict[tuple[str, str], Cell], kind: str, capture: str, roun
 
 
 def pooled_with_interval(
-    cells: dict[tuple[str, str], Cell], kind: str, capture: str, resamples: int = 2000
+    cells: dict[tuple[str, str], Cell], kind: str, capture: str, resamples: int = 2000, figure: int = CPU
 ) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
     """`pooled_cpu` over every round, and the 5th-95th percentile of each figure over
     the rounds resampled with replacement (a bootstrap: how far the figure moves
     were the rounds drawn again)."""
     count = len(cells[kind, "off"].rounds)
-    whole = pooled_cpu(cells, kind, capture, list(range(count)))
+    whole = pooled_cpu(cells, kind, capture, list(range(count)), figure)
     draw = random.Random(f"{kind}/{capture}")
-    samples = [pooled_cpu(cells, kind, capture, [draw.randrange(count) for _ in range(count)])
+    samples = [pooled_cpu(cells, kind, capture, [draw.randrange(count) for _ in range(count)], figure)
                for _ in range(resamples)]
     bounds = []
     for index in (0, 1):
@@ -372,20 +392,26 @@ async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int, 
             row += "".join(columns[:2]) + f"{cell.wall:11.3f}  " + "".join(columns[2:])
             print(row.rstrip())
     print()
-    print("server CPU over all rounds: the cell's CPU-seconds / `off`'s for the same client (pooled), and its "
-          "excess over the floor ((cell - floor) / off); (5%-95%) of each over the rounds resampled")
-    header = f"{'client':20}{'capture':8}{'CPU ratio to off':28}{'CPU excess over floor':28}"
-    print(header)
-    print("-" * len(header))
-    for kind in kinds:
-        for capture in CAPTURES:
-            if capture == "off" or (kind, capture) not in cells:
-                continue
-            (ratio, excess), ratio_band, excess_band = pooled_with_interval(cells, kind, capture)
-            row = f"{kind:20}{capture:8}{ratio:6.3f} ({ratio_band[0]:6.3f} {ratio_band[1]:6.3f})       "
-            if capture != "floor" and (kind, "floor") in cells:
-                row += f"{excess:6.3f} ({excess_band[0]:6.3f} {excess_band[1]:6.3f})"
-            print(row.rstrip())
+    for figure, title in (
+        (CPU, "server CPU over all rounds"),
+        (CPU_BESIDE_COLLECTIONS, "the same without each server's full collections in the round (the runtime's "
+         "heap walk, below: one lands in about half the cell rounds, a fifth of `off`'s figure for that round)"),
+    ):
+        print(f"{title}: the cell's CPU-seconds / `off`'s for the same client (pooled), and its excess over the "
+              "floor ((cell - floor) / off); (5%-95%) of each over the rounds resampled")
+        header = f"{'client':20}{'capture':8}{'CPU ratio to off':28}{'CPU excess over floor':28}"
+        print(header)
+        print("-" * len(header))
+        for kind in kinds:
+            for capture in CAPTURES:
+                if capture == "off" or (kind, capture) not in cells:
+                    continue
+                (ratio, excess), ratio_band, excess_band = pooled_with_interval(cells, kind, capture, figure=figure)
+                row = f"{kind:20}{capture:8}{ratio:6.3f} ({ratio_band[0]:6.3f} {ratio_band[1]:6.3f})       "
+                if capture != "floor" and (kind, "floor") in cells:
+                    row += f"{excess:6.3f} ({excess_band[0]:6.3f} {excess_band[1]:6.3f})"
+                print(row.rstrip())
+        print()
     print("server RSS after the workload (MiB): " + ", ".join(
         f"{c} {rss[c]:.1f} ({rss[c] / rss['off']:.3f}x off)" for c in CAPTURES))
     for capture, report in health.items():

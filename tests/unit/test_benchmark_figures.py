@@ -73,6 +73,23 @@ def test_the_pooled_ratio_divides_totals_and_the_excess_is_over_off():
     assert excess == pytest.approx(0.15)
 
 
+def test_the_figure_beside_full_collections_pools_the_cpu_less_the_collections():
+    class _Collected:
+        # Off's second round took a full collection of 0.010 s per run.
+        def __init__(self, figures: list[tuple[float, float]]) -> None:
+            self.rounds = [(1.0, cpu, beside) for cpu, beside in figures]
+
+    cells = {
+        ("k", "off"): _Collected([(0.020, 0.020), (0.030, 0.020)]),
+        ("k", "floor"): _Collected([(0.024, 0.024), (0.024, 0.024)]),
+        ("k", "auto"): _Collected([(0.026, 0.026), (0.026, 0.026)]),
+    }
+    ratio, excess = bridge.pooled_cpu(cells, "k", "auto", [0, 1])
+    assert (ratio, excess) == pytest.approx((0.052 / 0.050, 0.004 / 0.050))
+    ratio, excess = bridge.pooled_cpu(cells, "k", "auto", [0, 1], bridge.CPU_BESIDE_COLLECTIONS)
+    assert (ratio, excess) == pytest.approx((0.052 / 0.040, 0.004 / 0.040))
+
+
 def test_the_interval_holds_the_pooled_figure_and_widens_with_uneven_rounds():
     even = {
         ("k", "off"): _Cell([0.02] * 8),
