@@ -58,6 +58,7 @@ from typing import Any
 
 from journal_bridge.capture.backfill import BUSY, backfill_thread
 from journal_bridge.capture.follower import threads_updated_since
+from journal_bridge.capture.settled_log import SettledLog
 from journal_bridge.delivery.bridge import EVENTS_CAPTURE, Bridge
 from journal_bridge.host.modes import EVENTS_MODE, requested_modes
 from journal_bridge.host.run_objects import run_checkpoint
@@ -77,6 +78,8 @@ DEFAULT_INTERVAL = 3.0
 _ACTIVE = frozenset({"pending", "running"})
 _STATE_VERSION = 1
 _MAX_REMEMBERED = 50_000
+# Settled runs kept across a restart.
+_SETTLED_KEPT = 10_000
 # Runs asked for first when a thread changed (see `_discover`).
 _FIRST_PAGE = 5
 # Every this many passes, the journal's newest threads are checked against the server.
@@ -132,6 +135,13 @@ class Reconciler:
         # nobody deleted, and their journal is all that is left of them.
         self._alive: OrderedDict[str, None] = OrderedDict()
         self._settled: OrderedDict[str, str] = OrderedDict()  # run_id -> how it was journaled
+        # Settled (how) and unsettled (None) since the last save: what it appends.
+        self._unsaved: list[tuple[str, str | None]] = []
+        self._settled_log = (
+            SettledLog(state_path.with_name(state_path.name + ".settled"), keep=_SETTLED_KEPT)
+            if state_path is not None
+            else None
+        )
         self._waiting: dict[str, str] = {}  # run_id -> thread_id: not ended, not joinable
         self._joined: dict[str, str] = {}  # run_id -> thread_id: joined by the reconciler
         self._elsewhere: dict[str, str] = {}  # run_id -> thread_id: another process holds its claim
@@ -165,7 +175,7 @@ class Reconciler:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        await asyncio.to_thread(self._save)
+        await self._save()
 
     async def _loop(self) -> None:
         while True:
@@ -221,8 +231,7 @@ class Reconciler:
         if self.sweep_deleted and self.stats["passes"] % _SWEEP_EVERY == 1:
             await self._sweep_deleted()
         self._trim()
-        if self._dirty:
-            await asyncio.to_thread(self._save)
+        await self._save()
 
     async def _changed_threads(self) -> list[dict[str, Any]]:
         floor = self._since - self.overlap if self._since is not None else None
@@ -250,6 +259,8 @@ class Reconciler:
             if run_id in self._settled and run.get("status") in _ACTIVE and not self.bridge.knows(thread_id, run_id):
                 # Ended once, running again: the runtime executes it anew after a crash.
                 del self._settled[run_id]
+                self._unsaved.append((run_id, None))
+                self._dirty = True
             if (run_id in self._settled or run_id in self._waiting or run_id in self._joined
                     or run_id in self._elsewhere):
                 continue
@@ -451,6 +462,7 @@ class Reconciler:
 
     def _settle(self, run_id: str, how: str) -> None:
         self._settled[run_id] = how
+        self._unsaved.append((run_id, how))
         self._dirty = True
 
     def _trim(self) -> None:
@@ -462,8 +474,12 @@ class Reconciler:
 
     # -- state across restarts ------------------------------------------------------
 
-    def _save(self) -> None:
-        if self.state_path is None or not self._dirty:
+    async def _save(self) -> None:
+        """Write what changed: the state (small) whole, the settled runs appended to their log.
+
+        What is written is taken here, on the event loop, and written on a
+        thread; a write that fails is tried again at the next save."""
+        if self.state_path is None or self._settled_log is None or not self._dirty:
             return
         # Runs joined but not yet read to their end are repaired after a restart.
         waiting = {**self._waiting, **self._joined}
@@ -472,13 +488,30 @@ class Reconciler:
             "since": self._since.isoformat() if self._since else None,
             "waiting": waiting,
             "repair": sorted(self._repair | set(self._joined.values())),
-            "settled": dict(list(self._settled.items())[-10_000:]),
         }
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_name(self.state_path.name + ".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, self.state_path)
+        changes, self._unsaved = self._unsaved, []
+        kept = list(self._settled.items())[-_SETTLED_KEPT:] if self._settled_log.compaction_due(len(changes)) else None
         self._dirty = False
+        try:
+            await asyncio.to_thread(self._write, self.state_path, self._settled_log, data, changes, kept)
+        except BaseException:
+            self._unsaved[:0] = changes
+            self._dirty = True
+            raise
+
+    @staticmethod
+    def _write(
+        path: Path,
+        log: SettledLog,
+        data: dict[str, Any],
+        changes: list[tuple[str, str | None]],
+        kept: list[tuple[str, str]] | None,
+    ) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+        log.write(changes, kept)
 
     def _load(self) -> None:
         if self.state_path is None or not self.state_path.exists():
@@ -493,7 +526,14 @@ class Reconciler:
         self._since = parse_time(data.get("since"))
         self._waiting = {str(k): str(v) for k, v in (data.get("waiting") or {}).items()}
         self._repair = {str(t) for t in data.get("repair") or []}
+        # A state written before the settled runs had their own log holds them:
+        # the next save moves them to the log.
         self._settled = OrderedDict((str(k), str(v)) for k, v in (data.get("settled") or {}).items())
+        if self._settled:
+            self._unsaved.extend(self._settled.items())
+            self._dirty = True
+        if self._settled_log is not None:
+            self._settled_log.read(self._settled)
 
     def report(self) -> dict[str, Any]:
         return {

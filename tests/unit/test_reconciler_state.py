@@ -1,0 +1,80 @@
+"""The reconciler's state across restarts: settled runs are appended, not rewritten."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+
+from journal_bridge.capture.reconcile import Reconciler
+from journal_bridge.capture.settled_log import SettledLog
+
+
+def _reconciler(state_path) -> Reconciler:
+    # Saving and loading touch neither the bridge, the server nor the store.
+    return Reconciler(None, lambda: None, lambda: None, state_path=state_path)  # type: ignore[arg-type]
+
+
+def _read(log: SettledLog) -> OrderedDict[str, str]:
+    into: OrderedDict[str, str] = OrderedDict()
+    log.read(into)
+    return into
+
+
+def test_the_log_reads_back_what_was_appended_in_order_with_removals(tmp_path):
+    log = SettledLog(tmp_path / "state.json.settled")
+    log.write([("r1", "journaled"), ("r2", "journaled")])
+    log.write([("r1", None), ("r3", "elsewhere"), ("r1", "journaled")])
+    assert list(_read(SettledLog(log.path)).items()) == [("r2", "journaled"), ("r3", "elsewhere"), ("r1", "journaled")]
+
+
+def test_a_line_cut_short_is_skipped_and_the_next_append_starts_a_line_of_its_own(tmp_path):
+    path = tmp_path / "state.json.settled"
+    path.write_text('["r1", "journaled"]\n["r2", "jour')
+    log = SettledLog(path)
+    assert list(_read(log)) == ["r1"]
+    log.write([("r3", "journaled")])
+    assert list(_read(SettledLog(path))) == ["r1", "r3"]
+
+
+def test_the_log_is_rewritten_with_the_newest_runs_once_it_holds_twice_what_it_keeps(tmp_path):
+    log = SettledLog(tmp_path / "state.json.settled", keep=3)
+    log.write([(f"r{n}", "journaled") for n in range(6)])
+    assert not log.compaction_due(0) and log.compaction_due(1)
+    settled = _read(SettledLog(log.path))
+    settled["r6"] = "journaled"
+    log.write([("r6", "journaled")], kept=list(settled.items()))
+    assert log.path.read_text().count("\n") == 3
+    assert list(_read(SettledLog(log.path))) == ["r4", "r5", "r6"]
+
+
+async def test_settled_runs_survive_a_restart_and_a_save_appends_only_the_new_ones(tmp_path):
+    state = tmp_path / "server.json"
+    first = _reconciler(state)
+    for n in range(50):
+        first._settle(f"r{n}", "journaled")
+    await first._save()
+    log = state.with_name("server.json.settled")
+    size = log.stat().st_size
+    first._settle("r50", "journaled")
+    await first._save()
+    assert log.read_text().count("\n") == 51
+    assert log.stat().st_size - size == len('["r50", "journaled"]\n')
+    assert "settled" not in json.loads(state.read_text())
+
+    second = _reconciler(state)
+    second._load()
+    assert list(second._settled) == [f"r{n}" for n in range(51)]
+
+
+async def test_a_state_holding_its_settled_runs_inline_moves_them_to_the_log(tmp_path):
+    # As written before settled runs had a log of their own.
+    state = tmp_path / "server.json"
+    state.write_text(json.dumps({"version": 1, "since": None, "waiting": {}, "repair": [],
+                                 "settled": {"old1": "journaled", "old2": "elsewhere"}}))
+    first = _reconciler(state)
+    first._load()
+    first._settle("new", "journaled")
+    await first._save()
+    second = _reconciler(state)
+    second._load()
+    assert list(second._settled.items()) == [("old1", "journaled"), ("old2", "elsewhere"), ("new", "journaled")]
