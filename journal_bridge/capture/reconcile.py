@@ -148,6 +148,8 @@ class Reconciler:
         self._repair: set[str] = set()  # threads to backfill once idle
         self._task: asyncio.Task[None] | None = None
         self._dirty = False
+        # The last save's write, on a thread: one cancelled mid-way still runs to its end.
+        self._writing: asyncio.Future[None] | None = None
         self.stats: dict[str, Any] = {
             "passes": 0,
             "pass_errors": 0,
@@ -478,7 +480,10 @@ class Reconciler:
         """Write what changed: the state (small) whole, the settled runs appended to their log.
 
         What is written is taken here, on the event loop, and written on a
-        thread; a write that fails is tried again at the next save."""
+        thread, after the previous write has ended; a write that fails is
+        tried again at the next save."""
+        if self._writing is not None:
+            await asyncio.gather(self._writing, return_exceptions=True)
         if self.state_path is None or self._settled_log is None or not self._dirty:
             return
         # Runs joined but not yet read to their end are repaired after a restart.
@@ -492,9 +497,14 @@ class Reconciler:
         changes, self._unsaved = self._unsaved, []
         kept = list(self._settled.items())[-_SETTLED_KEPT:] if self._settled_log.compaction_due(len(changes)) else None
         self._dirty = False
+        self._writing = asyncio.ensure_future(
+            asyncio.to_thread(self._write, self.state_path, self._settled_log, data, changes, kept)
+        )
         try:
-            await asyncio.to_thread(self._write, self.state_path, self._settled_log, data, changes, kept)
-        except BaseException:
+            await asyncio.shield(self._writing)
+        except asyncio.CancelledError:
+            raise  # the write goes on; the next save waits for it
+        except Exception:
             self._unsaved[:0] = changes
             self._dirty = True
             raise

@@ -78,3 +78,30 @@ async def test_a_state_holding_its_settled_runs_inline_moves_them_to_the_log(tmp
     second = _reconciler(state)
     second._load()
     assert list(second._settled.items()) == [("old1", "journaled"), ("old2", "elsewhere"), ("new", "journaled")]
+
+
+async def test_a_save_cancelled_mid_write_is_finished_before_the_next_one_writes(tmp_path, monkeypatch):
+    import asyncio
+    import threading
+
+    state = tmp_path / "server.json"
+    reconciler = _reconciler(state)
+    release = threading.Event()
+    write = Reconciler._write
+
+    def slow_write(*args):
+        release.wait(5)
+        write(*args)
+
+    monkeypatch.setattr(Reconciler, "_write", staticmethod(slow_write))
+    reconciler._settle("r1", "journaled")
+    first = asyncio.create_task(reconciler._save())
+    await asyncio.sleep(0.05)
+    first.cancel()
+    reconciler._settle("r2", "journaled")
+    second = asyncio.create_task(reconciler._save())
+    await asyncio.sleep(0.05)
+    assert not second.done()  # waits for the cancelled save's write
+    release.set()
+    await second
+    assert state.with_name("server.json.settled").read_text().splitlines() == ['["r1", "journaled"]', '["r2", "journaled"]']
