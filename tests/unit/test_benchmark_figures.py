@@ -54,8 +54,9 @@ def test_the_cpu_read_from_outside_counts_every_thread_including_those_that_ende
 
 
 class _Cell:
-    def __init__(self, cpu_per_run: list[float]) -> None:
-        self.rounds = [(1.0, cpu) for cpu in cpu_per_run]
+    def __init__(self, cpu_per_run: list[float], beside_collections: list[float] | None = None) -> None:
+        beside = beside_collections if beside_collections is not None else cpu_per_run
+        self.rounds = [(1.0, cpu, less) for cpu, less in zip(cpu_per_run, beside, strict=True)]
 
 
 def test_the_pooled_ratio_divides_totals_and_the_excess_is_over_off():
@@ -74,15 +75,11 @@ def test_the_pooled_ratio_divides_totals_and_the_excess_is_over_off():
 
 
 def test_the_figure_beside_full_collections_pools_the_cpu_less_the_collections():
-    class _Collected:
-        # Off's second round took a full collection of 0.010 s per run.
-        def __init__(self, figures: list[tuple[float, float]]) -> None:
-            self.rounds = [(1.0, cpu, beside) for cpu, beside in figures]
-
     cells = {
-        ("k", "off"): _Collected([(0.020, 0.020), (0.030, 0.020)]),
-        ("k", "floor"): _Collected([(0.024, 0.024), (0.024, 0.024)]),
-        ("k", "auto"): _Collected([(0.026, 0.026), (0.026, 0.026)]),
+        # Off's second round took a full collection of 0.010 s per run.
+        ("k", "off"): _Cell([0.020, 0.030], [0.020, 0.020]),
+        ("k", "floor"): _Cell([0.024, 0.024]),
+        ("k", "auto"): _Cell([0.026, 0.026]),
     }
     ratio, excess = bridge.pooled_cpu(cells, "k", "auto", [0, 1])
     assert (ratio, excess) == pytest.approx((0.052 / 0.050, 0.004 / 0.050))

@@ -7,7 +7,6 @@ files on disk, and a writer process killed with SIGKILL.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import json
 import signal
 import sqlite3
@@ -15,7 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import _sqlite3
 import pytest
 
 from journal_bridge.delivery.health import http_status, prometheus_text
@@ -503,11 +501,9 @@ async def test_a_forgotten_thread_stays_out_of_the_spool_across_a_restart(journa
     assert (await _contents(journal.url, "t2"))[0] == [f"m{n}" for n in range(10)]
 
 
-async def test_the_spool_caches_a_bounded_number_of_pages_as_it_grows(tmp_path):
+async def test_the_spool_caches_a_bounded_number_of_pages_as_it_grows(tmp_path, sqlite_heap):
     # Appended at the end, delivered from the front: at SQLite's default the
     # connection would keep about 2 MiB of the pages it wrote.
-    library = ctypes.CDLL(_sqlite3.__file__)
-    library.sqlite3_memory_used.restype = ctypes.c_int64
     spool = Spool(tmp_path / "queue.spool")
     await spool.open()
     try:
@@ -515,12 +511,12 @@ async def test_the_spool_caches_a_bounded_number_of_pages_as_it_grows(tmp_path):
             make_event(thread_id="t", run_id=f"run-{n}", event_type="llm.ai.response", content="x" * 2000)
             for n in range(3000)
         ]
-        before = library.sqlite3_memory_used()
+        before = sqlite_heap()
         for start in range(0, len(records), 100):
             batch = records[start : start + 100]
             await spool.append(batch, [encode(r) for r in batch])
         head = await spool.head(3000)
-        grown = library.sqlite3_memory_used() - before
+        grown = sqlite_heap() - before
     finally:
         await spool.close()
     assert [r.run_id for _, r in head] == [r.run_id for r in records]

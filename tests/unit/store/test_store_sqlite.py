@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import ctypes
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 
-import _sqlite3
 import pytest
 
 from journal_bridge.store import StoreError, StoreUnavailable, open_store
@@ -170,19 +167,11 @@ async def test_an_upgraded_file_opens_again_without_changes(tmp_path):
         assert await store.last_seq(V1_THREAD) == 5
 
 
-def _sqlite_heap() -> Callable[[], int]:
-    """Bytes the SQLite library of this interpreter holds (`sqlite3_memory_used`),
-    looked up through the driver module, whether it links the library or embeds it."""
-    library = ctypes.CDLL(_sqlite3.__file__)
-    library.sqlite3_memory_used.restype = ctypes.c_int64
-    return library.sqlite3_memory_used
-
-
-async def test_the_journal_caches_a_bounded_number_of_pages_as_the_file_grows(tmp_path):
+async def test_the_journal_caches_a_bounded_number_of_pages_as_the_file_grows(tmp_path, sqlite_heap):
     # Left at SQLite's default, each of the store's two connections keeps
     # about 2 MiB of pages once the file is larger: here the writer touches
     # every thread's index leaves and the reader every thread's pages.
-    heap = _sqlite_heap()
+    heap = sqlite_heap
     path = tmp_path / "events.db"
     async with open_store(f"sqlite:///{path}") as store:
         await store.put_batch([event()])
