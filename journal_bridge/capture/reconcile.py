@@ -495,7 +495,7 @@ class Reconciler:
             "repair": sorted(self._repair | set(self._joined.values())),
         }
         changes, self._unsaved = self._unsaved, []
-        kept = list(self._settled.items())[-_SETTLED_KEPT:] if self._settled_log.compaction_due(len(changes)) else None
+        kept = list(self._settled.items()) if self._settled_log.compaction_due(len(changes)) else None
         self._dirty = False
         self._writing = asyncio.ensure_future(
             asyncio.to_thread(self._write, self.state_path, self._settled_log, data, changes, kept)

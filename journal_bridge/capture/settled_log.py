@@ -56,8 +56,9 @@ class SettledLog:
         return self._lines + adding > 2 * self.keep
 
     def write(self, changes: Iterable[tuple[str, str | None]], kept: list[tuple[str, str]] | None = None) -> None:
-        """Append `changes`; or, given `kept` (the newest runs, as `compaction_due` asked), replace the file with them."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Append `changes`; or, given `kept` (every settled run, oldest first, as
+        `compaction_due` asked), replace the file with the newest `keep` of them.
+        The file's directory exists (the reconciler's state is written there first)."""
         if kept is not None:
             tmp = self.path.with_name(self.path.name + ".tmp")
             kept = kept[-self.keep :]
