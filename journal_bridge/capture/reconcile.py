@@ -77,9 +77,11 @@ DEFAULT_INTERVAL = 3.0
 
 _ACTIVE = frozenset({"pending", "running"})
 _STATE_VERSION = 1
-_MAX_REMEMBERED = 50_000
-# Settled runs kept across a restart.
-_SETTLED_KEPT = 10_000
+# Settled runs and threads seen on the server: as many are kept in memory as
+# the settled log keeps across a restart. A run forgotten is decided again as
+# after a restart (its journal says it was journaled); the deletion sweep
+# checks far fewer threads (`_SWEEP_THREADS`) than are remembered alive.
+_MAX_REMEMBERED = 10_000
 # Runs asked for first when a thread changed (see `_discover`).
 _FIRST_PAGE = 5
 # Every this many passes, the journal's newest threads are checked against the server.
@@ -129,7 +131,8 @@ class Reconciler:
         # Runs journaled before this start and running again are executed anew.
         self._started_at = datetime.now(UTC)
         self._since: datetime | None = None
-        self._thread_seen: OrderedDict[str, str] = OrderedDict()  # thread_id -> updated_at last listed
+        # thread_id -> updated_at last listed; only while a search can list it again (`_trim`).
+        self._thread_seen: OrderedDict[str, str] = OrderedDict()
         # Threads this process saw the server have: only their journals go when they are
         # gone. Not kept across restarts: a runtime whose state was reset lost threads
         # nobody deleted, and their journal is all that is left of them.
@@ -138,7 +141,7 @@ class Reconciler:
         # Settled (how) and unsettled (None) since the last save: what it appends.
         self._unsaved: list[tuple[str, str | None]] = []
         self._settled_log = (
-            SettledLog(state_path.with_name(state_path.name + ".settled"), keep=_SETTLED_KEPT)
+            SettledLog(state_path.with_name(state_path.name + ".settled"), keep=_MAX_REMEMBERED)
             if state_path is not None
             else None
         )
@@ -163,8 +166,6 @@ class Reconciler:
             "records_backfilled": 0,
             "last_error": None,
         }
-        # run_id -> monotonic time its records were readable after a backfill (for measuring lag).
-        self.repaired_at: dict[str, float] = {}
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -411,12 +412,10 @@ class Reconciler:
             self._dirty = True
             self.stats["threads_backfilled"] += 1
             self.stats["records_backfilled"] += result.written
-            now = time.monotonic()
             for run_id, waited_on in list(self._waiting.items()):
                 if waited_on == thread_id:
                     del self._waiting[run_id]
                     self._settle(run_id, "backfilled")
-                    self.repaired_at[run_id] = now
             if result.written:
                 logger.info("journal-bridge: backfilled %d records of thread %s (%s)",
                             result.written, thread_id, result.status)
@@ -468,11 +467,17 @@ class Reconciler:
         self._dirty = True
 
     def _trim(self) -> None:
+        # A thread last updated before the next search's floor is listed again
+        # only once it changes, and then with another `updated_at`.
+        if self._since is not None:
+            floor = self._since - self.overlap
+            for thread_id, updated in list(self._thread_seen.items()):
+                when = parse_time(updated)
+                if when is not None and when < floor:
+                    del self._thread_seen[thread_id]
         for remembered in (self._settled, self._thread_seen, self._alive):
             while len(remembered) > _MAX_REMEMBERED:
                 remembered.popitem(last=False)
-        while len(self.repaired_at) > _MAX_REMEMBERED:
-            self.repaired_at.pop(next(iter(self.repaired_at)))
 
     # -- state across restarts ------------------------------------------------------
 

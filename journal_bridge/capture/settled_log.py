@@ -33,7 +33,7 @@ class SettledLog:
         self._torn = False
 
     def read(self, into: OrderedDict[str, str]) -> None:
-        """Apply the file's lines to `into`, in the order they were written."""
+        """Apply the file's lines to `into`, in the order they were written; the newest `keep` stay."""
         try:
             with self.path.open(encoding="utf-8") as lines:
                 for line in lines:
@@ -50,6 +50,8 @@ class SettledLog:
             return
         except OSError as exc:
             logger.warning("journal-bridge: settled runs %s unreadable (%s); starting afresh", self.path, exc)
+        while len(into) > self.keep:
+            into.popitem(last=False)
 
     def compaction_due(self, adding: int) -> bool:
         """Whether appending `adding` lines would pass twice `keep`: `write` then wants the runs to keep."""

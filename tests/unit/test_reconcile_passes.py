@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 from journal_bridge.capture.reconcile import Reconciler
@@ -71,3 +71,44 @@ async def test_a_thread_the_bridge_reads_is_listed_at_the_first_quiet_pass():
         await reconciler.reconcile()
         assert server.listed == ["quiet", "busy"], "listed once per change"
         await bridge.stop()
+
+
+class _ChangingThreads:
+    """Threads whose `updated_at` the test sets; searched newest first, with no runs."""
+
+    def __init__(self) -> None:
+        self.updated: dict[str, datetime] = {}
+        self.listed: list[str] = []
+        self.threads = SimpleNamespace(search=self._search)
+        self.runs = SimpleNamespace(list=self._list)
+
+    async def _search(self, *, limit, offset, **_):
+        newest = sorted(self.updated.items(), key=lambda item: item[1], reverse=True)
+        return [{"thread_id": t, "updated_at": u.isoformat()} for t, u in newest][offset : offset + limit]
+
+    async def _list(self, thread_id, limit=10, offset=0):
+        self.listed.append(thread_id)
+        return []
+
+
+async def test_a_thread_is_remembered_only_while_a_search_can_list_it_again():
+    server = _ChangingThreads()
+    bridge = SimpleNamespace(reading_thread=lambda thread_id: False)
+    reconciler = Reconciler(bridge, lambda: server, lambda: None, sweep_deleted=False, overlap=30)  # type: ignore[arg-type]
+    for n in range(5):
+        server.updated[f"old{n}"] = CHANGED
+    await reconciler.reconcile()
+    assert sorted(server.listed) == [f"old{n}" for n in range(5)]
+
+    # Two minutes on, one thread changes: the others are older than the next search's floor.
+    server.listed.clear()
+    server.updated["new"] = CHANGED + timedelta(minutes=2)
+    await reconciler.reconcile()
+    assert server.listed == ["new"]
+    assert list(reconciler._thread_seen) == ["new"], "threads no search lists again are forgotten"
+
+    await reconciler.reconcile()
+    assert server.listed == ["new"], "an unchanged thread is not listed again"
+    server.updated["old0"] = CHANGED + timedelta(minutes=3)
+    await reconciler.reconcile()
+    assert server.listed == ["new", "old0"], "a forgotten thread that changes is listed"

@@ -105,3 +105,19 @@ async def test_a_save_cancelled_mid_write_is_finished_before_the_next_one_writes
     release.set()
     await second
     assert state.with_name("server.json.settled").read_text().splitlines() == ['["r1", "journaled"]', '["r2", "journaled"]']
+
+
+async def test_the_runs_held_in_memory_are_those_a_restart_reads_back(tmp_path, monkeypatch):
+    from journal_bridge.capture import reconcile
+
+    monkeypatch.setattr(reconcile, "_MAX_REMEMBERED", 5)
+    state = tmp_path / "server.json"
+    first = _reconciler(state)
+    for n in range(12):  # past twice the bound: the log is rewritten on the way
+        first._settle(f"r{n}", "journaled")
+        first._trim()  # as every pass ends
+        await first._save()
+    assert list(first._settled) == [f"r{n}" for n in range(7, 12)]
+    second = _reconciler(state)
+    second._load()
+    assert list(second._settled.items()) == list(first._settled.items())
