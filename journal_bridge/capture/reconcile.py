@@ -84,6 +84,9 @@ _STATE_VERSION = 1
 _MAX_REMEMBERED = 10_000
 # Runs asked for first when a thread changed (see `_discover`).
 _FIRST_PAGE = 5
+# What a listing asks of each run: what it takes to tell a new run. The whole
+# run, its input among it, is read only for a run the bridge was not handed.
+_LISTED = ["run_id", "status", "created_at"]
 # Every this many passes, the journal's newest threads are checked against the server.
 _SWEEP_EVERY = 10
 _SWEEP_THREADS = 500
@@ -251,7 +254,7 @@ class Reconciler:
         # so the first page is short and a pass does not cost more as threads grow.
         limit = min(_FIRST_PAGE, self.page_size)
         while True:
-            page = await self._sdk().runs.list(thread_id, limit=limit, offset=len(runs))
+            page = await self._sdk().runs.list(thread_id, limit=limit, offset=len(runs), select=_LISTED)
             runs.extend(page)
             if len(page) < limit or any(str(r["run_id"]) in self._settled for r in page):
                 break
@@ -275,16 +278,24 @@ class Reconciler:
                     self._settle(run_id, "observed")
                 continue
             self.stats["runs_found"] += 1
-            await self._decide(thread_id, run)
+            if not await self._decide(thread_id, run_id):
+                decided = False
         return decided
 
-    async def _decide(self, thread_id: str, run: dict[str, Any]) -> None:
-        run_id = str(run["run_id"])
+    async def _decide(self, thread_id: str, run_id: str) -> bool:
+        """Decide on a run the bridge was not handed; False when it could not be read (next pass)."""
         if not await self.bridge.claim(run_id):
             # Another process reads it: asked again every pass (`_retry_elsewhere`).
             self._elsewhere[run_id] = thread_id
-            return
+            return True
+        try:
+            run = await self._sdk().runs.get(thread_id, run_id)
+        except Exception as exc:  # noqa: BLE001 - deleted meanwhile, or the server is busy: listed again
+            logger.debug("journal-bridge: run %s not readable (%s)", run_id, exc)
+            await self.bridge.release(run_id)
+            return False
         await self._decide_claimed(thread_id, run, taken_over=False)
+        return True
 
     async def _retry_elsewhere(self) -> None:
         """The runs another process held: decided here once their claim is free."""

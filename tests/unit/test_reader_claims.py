@@ -51,7 +51,7 @@ class _Runs:
     def __init__(self, runs: dict[str, dict]) -> None:
         self.runs = runs
 
-    async def list(self, thread_id, limit=10, offset=0):
+    async def list(self, thread_id, limit=10, offset=0, select=None):
         return list(self.runs.values())[offset : offset + limit]
 
     async def get(self, thread_id, run_id):

@@ -32,7 +32,7 @@ class _Server:
     async def _thread(self, thread_id):
         return {"thread_id": thread_id, "metadata": {}}
 
-    async def _list(self, thread_id, limit=10, offset=0):
+    async def _list(self, thread_id, limit=10, offset=0, select=None):
         self.listed.append(thread_id)
         return []
 
@@ -86,7 +86,7 @@ class _ChangingThreads:
         newest = sorted(self.updated.items(), key=lambda item: item[1], reverse=True)
         return [{"thread_id": t, "updated_at": u.isoformat()} for t, u in newest][offset : offset + limit]
 
-    async def _list(self, thread_id, limit=10, offset=0):
+    async def _list(self, thread_id, limit=10, offset=0, select=None):
         self.listed.append(thread_id)
         return []
 
@@ -112,3 +112,62 @@ async def test_a_thread_is_remembered_only_while_a_search_can_list_it_again():
     server.updated["old0"] = CHANGED + timedelta(minutes=3)
     await reconciler.reconcile()
     assert server.listed == ["new", "old0"], "a forgotten thread that changes is listed"
+
+
+class _UnhandedRun:
+    """A thread with a running run nobody handed the bridge; `runs.get` fails until `readable`."""
+
+    def __init__(self) -> None:
+        self.run = {"run_id": "r1", "thread_id": "t1", "status": "running", "created_at": CHANGED.isoformat(),
+                    "assistant_id": "a1",
+                    "kwargs": {"input": {"messages": ["x" * 1000]}, "stream_mode": ["events"], "resumable": True}}
+        self.readable = False
+        self.selected: list[object] = []
+        self.run_over = asyncio.Event()
+        self.threads = SimpleNamespace(search=self._search, get=self._thread)
+        self.runs = SimpleNamespace(list=self._list, get=self._get, join_stream=self._join)
+
+    async def _search(self, **_):
+        return [{"thread_id": "t1", "updated_at": CHANGED.isoformat()}]
+
+    async def _thread(self, thread_id):
+        return {"thread_id": thread_id, "metadata": {}}
+
+    async def _list(self, thread_id, limit=10, offset=0, select=None):
+        self.selected.append(select)
+        listed = {k: v for k, v in self.run.items() if select is None or k in select}
+        return [listed][offset : offset + limit]
+
+    async def _get(self, thread_id, run_id):
+        if not self.readable:
+            raise RuntimeError("busy")
+        return self.run
+
+    def _join(self, thread_id, run_id, **_):
+        async def frames():
+            await self.run_over.wait()
+            yield SimpleNamespace(event="metadata", data={"run_id": run_id}, id="1")
+
+        return frames()
+
+
+async def test_a_listing_reads_runs_without_their_input_and_a_new_run_whole():
+    server = _UnhandedRun()
+    async with open_store("memory://") as store:
+        bridge = Bridge(store, lambda: server)
+        await bridge.start()
+        reconciler = Reconciler(bridge, lambda: server, lambda: store, sweep_deleted=False)
+
+        await reconciler.reconcile()
+        assert not bridge.following("t1", "r1"), "not joined without its run object"
+        assert reconciler.stats["runs_joined"] == 0
+
+        server.readable = True
+        await reconciler.reconcile()
+        assert len(server.selected) == 2, "a run that could not be read is listed again"
+        assert reconciler.stats["runs_joined"] == 1 and bridge.following("t1", "r1")
+        assert all(select is not None and "kwargs" not in select for select in server.selected)
+
+        server.run_over.set()
+        await bridge.wait_for_runs()
+        await bridge.stop()
