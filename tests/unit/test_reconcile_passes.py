@@ -1,8 +1,10 @@
-"""What a reconciler pass lists: a thread whose run the bridge is reading waits for a quiet pass."""
+"""What a reconciler pass lists and remembers: a thread being read waits for a quiet pass, a listing leaves inputs out."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -47,12 +49,22 @@ class _Server:
         return {"status": "success"}
 
 
-async def test_a_thread_the_bridge_reads_is_listed_at_the_first_quiet_pass():
-    server = _Server()
+@contextlib.asynccontextmanager
+async def _reconciling(server: _Server) -> AsyncIterator[tuple[Bridge, Reconciler]]:
+    """A bridge on a memory journal and a reconciler, both reading `server`."""
     async with open_store("memory://") as store:
         bridge = Bridge(store, lambda: server)
         await bridge.start()
-        reconciler = Reconciler(bridge, lambda: server, lambda: store, sweep_deleted=False)
+        try:
+            yield bridge, Reconciler(bridge, lambda: server, lambda: store, sweep_deleted=False)
+        finally:
+            server.run_over.set()
+            await bridge.stop()
+
+
+async def test_a_thread_the_bridge_reads_is_listed_at_the_first_quiet_pass():
+    server = _Server()
+    async with _reconciling(server) as (bridge, reconciler):
         bridge.observe("busy", "r1")
         await asyncio.sleep(0)
         assert bridge.reading_thread("busy")
@@ -70,7 +82,6 @@ async def test_a_thread_the_bridge_reads_is_listed_at_the_first_quiet_pass():
         assert reconciler._since == OTHER
         await reconciler.reconcile()
         assert server.listed == ["quiet", "busy"], "listed once per change"
-        await bridge.stop()
 
 
 class _ChangingThreads:
@@ -114,24 +125,20 @@ async def test_a_thread_is_remembered_only_while_a_search_can_list_it_again():
     assert server.listed == ["new", "old0"], "a forgotten thread that changes is listed"
 
 
-class _UnhandedRun:
+class _UnhandedRun(_Server):
     """A thread with a running run nobody handed the bridge; `runs.get` fails until `readable`."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.run = {"run_id": "r1", "thread_id": "t1", "status": "running", "created_at": CHANGED.isoformat(),
                     "assistant_id": "a1",
                     "kwargs": {"input": {"messages": ["x" * 1000]}, "stream_mode": ["events"], "resumable": True}}
         self.readable = False
         self.selected: list[object] = []
-        self.run_over = asyncio.Event()
-        self.threads = SimpleNamespace(search=self._search, get=self._thread)
         self.runs = SimpleNamespace(list=self._list, get=self._get, join_stream=self._join)
 
     async def _search(self, **_):
         return [{"thread_id": "t1", "updated_at": CHANGED.isoformat()}]
-
-    async def _thread(self, thread_id):
-        return {"thread_id": thread_id, "metadata": {}}
 
     async def _list(self, thread_id, limit=10, offset=0, select=None):
         self.selected.append(select)
@@ -143,21 +150,10 @@ class _UnhandedRun:
             raise RuntimeError("busy")
         return self.run
 
-    def _join(self, thread_id, run_id, **_):
-        async def frames():
-            await self.run_over.wait()
-            yield SimpleNamespace(event="metadata", data={"run_id": run_id}, id="1")
-
-        return frames()
-
 
 async def test_a_listing_reads_runs_without_their_input_and_a_new_run_whole():
     server = _UnhandedRun()
-    async with open_store("memory://") as store:
-        bridge = Bridge(store, lambda: server)
-        await bridge.start()
-        reconciler = Reconciler(bridge, lambda: server, lambda: store, sweep_deleted=False)
-
+    async with _reconciling(server) as (bridge, reconciler):
         await reconciler.reconcile()
         assert not bridge.following("t1", "r1"), "not joined without its run object"
         assert reconciler.stats["runs_joined"] == 0
@@ -167,7 +163,3 @@ async def test_a_listing_reads_runs_without_their_input_and_a_new_run_whole():
         assert len(server.selected) == 2, "a run that could not be read is listed again"
         assert reconciler.stats["runs_joined"] == 1 and bridge.following("t1", "r1")
         assert all(select is not None and "kwargs" not in select for select in server.selected)
-
-        server.run_over.set()
-        await bridge.wait_for_runs()
-        await bridge.stop()
