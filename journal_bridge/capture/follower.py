@@ -5,7 +5,8 @@
 Discovery. Every `interval` seconds the follower lists threads by
 `updated_at`, newest first, down to its cursor (the newest `updated_at` it has
 seen, minus a small overlap so threads reordered during paging are not
-missed), and lists each changed thread's runs. A thread's `updated_at` moves
+missed), and lists each changed thread's runs (ids, statuses and creation
+times: a new run is then read whole, once). A thread's `updated_at` moves
 when a run is created and when it ends, so every run is found within about
 one interval of its creation.
 
@@ -61,6 +62,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from langgraph_sdk.errors import NotFoundError
+
 from journal_bridge.delivery.bridge import Bridge
 from journal_bridge.delivery.health import UNAVAILABLE as UNAVAILABLE_STATUS
 from journal_bridge.delivery.spool import spool_path
@@ -87,6 +90,9 @@ _STATE_MODES = ("values", "custom")
 _JOURNALED_MARKS = (RUN_START, RUN_END, RUN_ERROR)
 
 _ACTIVE = {"pending", "running"}
+# What a listing asks of each run: enough to tell a new one. A new run is then
+# read whole (its input among it), once.
+_LISTED = ["run_id", "status", "created_at"]
 _MAX_DECIDED = 100_000
 _CURSOR_VERSION = 1
 
@@ -285,7 +291,7 @@ class Follower:
         runs: list[dict[str, Any]] = []
         offset = 0
         while True:
-            page = await self.client.runs.list(thread_id, limit=self.page_size, offset=offset)
+            page = await self.client.runs.list(thread_id, limit=self.page_size, offset=offset, select=_LISTED)
             runs.extend(page)
             fresh = [r for r in page if not self._known(str(r["run_id"]))]
             if len(page) < self.page_size or not fresh:
@@ -306,6 +312,10 @@ class Follower:
                 self._decided[run_id] = ALREADY_JOURNALED
                 self.stats[ALREADY_JOURNALED] += 1
                 continue
+            try:
+                run = await self.client.runs.get(thread_id, run_id)
+            except NotFoundError:
+                continue  # deleted since it was listed
             kwargs = run.get("kwargs") or {}
             if RUN_START in marks and run.get("status") in _ACTIVE and not kwargs.get("resumable"):
                 # Someone else is journaling it; decided once it ends (its thread changes then).

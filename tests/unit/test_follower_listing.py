@@ -1,0 +1,73 @@
+"""What the follower asks of a server: runs listed without their input, a new run read whole."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import httpx
+from langgraph_sdk.errors import NotFoundError
+
+from journal_bridge.capture.follower import Follower
+from journal_bridge.store import open_store
+
+UPDATED = "2026-12-01T12:00:00+00:00"
+
+
+class _Server:
+    """One thread, two ended resumable runs with big inputs; `gone` is deleted before it is read."""
+
+    def __init__(self) -> None:
+        self.runs_by_id = {
+            run_id: {"run_id": run_id, "thread_id": "t1", "status": "success", "created_at": created,
+                     "assistant_id": "a1", "metadata": {},
+                     "kwargs": {"input": {"messages": ["x" * 10_000]}, "stream_mode": ["values"], "resumable": True}}
+            for run_id, created in (("kept", "2026-12-01T11:00:00+00:00"), ("gone", "2026-12-01T11:30:00+00:00"))
+        }
+        self.selected: list[object] = []
+        self.got: list[str] = []
+        self.joined: list[str] = []
+        self.threads = SimpleNamespace(search=self._search, get=self._thread)
+        self.runs = SimpleNamespace(list=self._list, get=self._get, join_stream=self._join)
+
+    async def _search(self, **_):
+        return [{"thread_id": "t1", "updated_at": UPDATED}]
+
+    async def _thread(self, thread_id):
+        return {"thread_id": thread_id, "metadata": {}}
+
+    async def _list(self, thread_id, limit=10, offset=0, select=None):
+        self.selected.append(select)
+        rows = [{k: v for k, v in run.items() if select is None or k in select} for run in self.runs_by_id.values()]
+        return rows[offset : offset + limit]
+
+    async def _get(self, thread_id, run_id):
+        self.got.append(run_id)
+        if run_id == "gone":
+            del self.runs_by_id[run_id]
+            request = httpx.Request("GET", f"http://server/threads/{thread_id}/runs/{run_id}")
+            raise NotFoundError("run not found", response=httpx.Response(404, request=request), body=None)
+        return self.runs_by_id[run_id]
+
+    def _join(self, thread_id, run_id, **_):
+        self.joined.append(run_id)
+
+        async def frames():
+            yield SimpleNamespace(event="metadata", data={"run_id": run_id}, id="1")
+
+        return frames()
+
+
+async def test_runs_are_listed_without_their_input_and_a_new_run_is_read_whole_once(tmp_path):
+    server = _Server()
+    async with open_store("memory://") as store:
+        follower = Follower(server, store, cursor_path=tmp_path / "cursor.json")  # type: ignore[arg-type]
+        await follower.run(once=True)
+        await follower.run(once=True)
+        await follower.stop()
+
+    assert len(server.selected) == 2
+    assert all(select is not None and "kwargs" not in select for select in server.selected)
+    # Joined with the modes only the whole run shows, and found once in two polls.
+    assert server.joined == ["kept"], "a run deleted since it was listed is left alone"
+    assert follower.stats["runs_discovered"] == 1 and follower.stats["journaled"] == 1
+    assert server.got.count("gone") == 1 and follower.stats["poll_errors"] == 0
