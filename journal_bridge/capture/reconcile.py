@@ -56,6 +56,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from langgraph_sdk.errors import NotFoundError
+
 from journal_bridge.capture.backfill import BUSY, backfill_thread
 from journal_bridge.capture.follower import threads_updated_since
 from journal_bridge.capture.settled_log import SettledLog
@@ -278,24 +280,25 @@ class Reconciler:
                     self._settle(run_id, "observed")
                 continue
             self.stats["runs_found"] += 1
-            if not await self._decide(thread_id, run_id):
-                decided = False
+            await self._decide(thread_id, run_id)
         return decided
 
-    async def _decide(self, thread_id: str, run_id: str) -> bool:
-        """Decide on a run the bridge was not handed; False when it could not be read (next pass)."""
+    async def _decide(self, thread_id: str, run_id: str) -> None:
+        """Decide on a run the bridge was not handed, read whole. A run deleted since
+        it was listed is left; a read that fails fails the pass, as a listing would."""
         if not await self.bridge.claim(run_id):
             # Another process reads it: asked again every pass (`_retry_elsewhere`).
             self._elsewhere[run_id] = thread_id
-            return True
+            return
         try:
             run = await self._sdk().runs.get(thread_id, run_id)
-        except Exception as exc:  # noqa: BLE001 - deleted meanwhile, or the server is busy: listed again
-            logger.debug("journal-bridge: run %s not readable (%s)", run_id, exc)
+        except NotFoundError:
             await self.bridge.release(run_id)
-            return False
+            return
+        except BaseException:
+            await self.bridge.release(run_id)
+            raise
         await self._decide_claimed(thread_id, run, taken_over=False)
-        return True
 
     async def _retry_elsewhere(self) -> None:
         """The runs another process held: decided here once their claim is free."""

@@ -8,6 +8,10 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
+import httpx
+import pytest
+from langgraph_sdk.errors import NotFoundError
+
 from journal_bridge.capture.reconcile import Reconciler
 from journal_bridge.delivery.bridge import Bridge
 from journal_bridge.store import open_store
@@ -50,9 +54,9 @@ class _Server:
 
 
 @contextlib.asynccontextmanager
-async def _reconciling(server: _Server) -> AsyncIterator[tuple[Bridge, Reconciler]]:
-    """A bridge on a memory journal and a reconciler, both reading `server`."""
-    async with open_store("memory://") as store:
+async def _reconciling(server: _Server, url: str = "memory://") -> AsyncIterator[tuple[Bridge, Reconciler]]:
+    """A bridge on a journal (`url`) and a reconciler, both reading `server`."""
+    async with open_store(url) as store:
         bridge = Bridge(store, lambda: server)
         await bridge.start()
         try:
@@ -134,6 +138,7 @@ class _UnhandedRun(_Server):
                     "assistant_id": "a1",
                     "kwargs": {"input": {"messages": ["x" * 1000]}, "stream_mode": ["events"], "resumable": True}}
         self.readable = False
+        self.deleted = False
         self.selected: list[object] = []
         self.runs = SimpleNamespace(list=self._list, get=self._get, join_stream=self._join)
 
@@ -146,20 +151,36 @@ class _UnhandedRun(_Server):
         return [listed][offset : offset + limit]
 
     async def _get(self, thread_id, run_id):
+        if self.deleted:
+            request = httpx.Request("GET", f"http://server/threads/{thread_id}/runs/{run_id}")
+            raise NotFoundError("run not found", response=httpx.Response(404, request=request), body=None)
         if not self.readable:
-            raise RuntimeError("busy")
+            raise RuntimeError("server busy")
         return self.run
 
 
 async def test_a_listing_reads_runs_without_their_input_and_a_new_run_whole():
     server = _UnhandedRun()
     async with _reconciling(server) as (bridge, reconciler):
-        await reconciler.reconcile()
+        with pytest.raises(RuntimeError, match="server busy"):
+            await reconciler.reconcile()  # a pass that cannot read a new run fails, as a listing would
         assert not bridge.following("t1", "r1"), "not joined without its run object"
-        assert reconciler.stats["runs_joined"] == 0
+        assert reconciler.stats["runs_joined"] == 0 and reconciler._since is None
 
         server.readable = True
         await reconciler.reconcile()
         assert len(server.selected) == 2, "a run that could not be read is listed again"
         assert reconciler.stats["runs_joined"] == 1 and bridge.following("t1", "r1")
         assert all(select is not None and "kwargs" not in select for select in server.selected)
+
+
+async def test_a_run_deleted_since_it_was_listed_is_left_and_its_claim_given_up(tmp_path):
+    server = _UnhandedRun()
+    server.deleted = True
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    async with _reconciling(server, url) as (bridge, reconciler), open_store(url) as other_process:
+        await reconciler.reconcile()
+        await reconciler.reconcile()
+        assert len(server.selected) == 1, "the thread is decided: listed once"
+        assert reconciler.stats["runs_joined"] == 0 and not bridge.following("t1", "r1")
+        assert await other_process.claim_run("r1"), "the claim was given up"
