@@ -290,15 +290,9 @@ class Reconciler:
             # Another process reads it: asked again every pass (`_retry_elsewhere`).
             self._elsewhere[run_id] = thread_id
             return
-        try:
-            run = await self._sdk().runs.get(thread_id, run_id)
-        except NotFoundError:
-            await self.bridge.release(run_id)
-            return
-        except BaseException:
-            await self.bridge.release(run_id)
-            raise
-        await self._decide_claimed(thread_id, run, taken_over=False)
+        run = await self._read_claimed(thread_id, run_id)
+        if run is not None:
+            await self._decide_claimed(thread_id, run, taken_over=False)
 
     async def _retry_elsewhere(self) -> None:
         """The runs another process held: decided here once their claim is free."""
@@ -308,15 +302,25 @@ class Reconciler:
                 continue
             if not await self.bridge.claim(run_id):
                 continue
+            run = await self._read_claimed(thread_id, run_id)  # a failure: asked again next pass
             del self._elsewhere[run_id]
-            try:
-                run = await self._sdk().runs.get(thread_id, run_id)
-            except Exception as exc:  # noqa: BLE001 - deleted meanwhile: its thread says what is left
-                logger.debug("journal-bridge: run %s not readable (%s)", run_id, exc)
-                await self.bridge.release(run_id)
+            if run is None:
                 continue
             self.stats["runs_taken_over"] += 1
             await self._decide_claimed(thread_id, run, taken_over=True)
+
+    async def _read_claimed(self, thread_id: str, run_id: str) -> dict[str, Any] | None:
+        """The whole run, whose claim this process just took; None (the claim given up)
+        when it was deleted since it was listed. Any other failure gives the claim up
+        and fails the pass, as a failed listing does."""
+        try:
+            return await self._sdk().runs.get(thread_id, run_id)
+        except NotFoundError:
+            await self.bridge.release(run_id)
+            return None
+        except BaseException:
+            await self.bridge.release(run_id)
+            raise
 
     async def _decide_claimed(self, thread_id: str, run: dict[str, Any], *, taken_over: bool) -> None:
         """Decide on a run whose claim this process holds; the claim goes with the

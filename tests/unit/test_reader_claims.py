@@ -48,13 +48,17 @@ async def test_a_run_another_process_reads_is_left_to_it(tmp_path):
 
 
 class _Runs:
-    def __init__(self, runs: dict[str, dict]) -> None:
+    def __init__(self, runs: dict[str, dict], failing_reads: int = 0) -> None:
         self.runs = runs
+        self.failing_reads = failing_reads  # reads of a whole run that fail first
 
     async def list(self, thread_id, limit=10, offset=0, select=None):
-        return list(self.runs.values())[offset : offset + limit]
+        return [{k: run[k] for k in select or run} for run in self.runs.values()][offset : offset + limit]
 
     async def get(self, thread_id, run_id):
+        if self.failing_reads:
+            self.failing_reads -= 1
+            raise RuntimeError("server busy")
         return self.runs[run_id]
 
 
@@ -131,3 +135,30 @@ async def test_a_client_stream_that_ended_without_a_frame_is_read_by_a_join(tmp_
     kinds = [e.event_type for e in events]
     assert kinds[-1] == RUN_END and kinds.count(RUN_END) == 1, kinds
     assert "hello" in [e.content.get("content") for e in events if e.category == "message"], events
+
+
+async def test_a_takeover_whose_read_fails_is_tried_again_at_the_next_pass(tmp_path):
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    run = {"run_id": "r1", "thread_id": "t1", "status": "running", "created_at": "2026-12-01T00:00:00+00:00",
+           "kwargs": {"resumable": True, "stream_mode": ["events"]}}
+    runs = _Runs({"r1": run})
+    sdk = SimpleNamespace(runs=runs)
+    async with open_store(url) as here, open_store(url) as there:
+        bridge = Bridge(here, lambda: sdk)
+        await bridge.start()
+        reconciler = Reconciler(bridge, lambda: sdk, lambda: here, sweep_deleted=False)
+        assert await there.claim_run("r1")
+        await reconciler._discover("t1")
+        await there.put_batch([make_event(thread_id="t1", run_id="r1", event_type=RUN_END, category=OUTPUTS)])
+        await there.release_run("r1")
+
+        runs.failing_reads = 1
+        with pytest.raises(RuntimeError, match="server busy"):
+            await reconciler._retry_elsewhere()
+        assert reconciler._elsewhere == {"r1": "t1"}, "still to be decided"
+        assert await there.claim_run("r1"), "the claim was given up"
+        await there.release_run("r1")
+
+        await reconciler._retry_elsewhere()
+        await bridge.stop()
+        assert not reconciler._elsewhere and reconciler._settled["r1"] == "journaled"
