@@ -7,6 +7,8 @@ Two store objects on one SQLite file stand for two processes sharing a journal
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
 import orjson
@@ -18,7 +20,7 @@ from journal_bridge.host.sse import Frame
 from journal_bridge.mapping.capture_setting import Capture
 from journal_bridge.mapping.reader import RunSource
 from journal_bridge.model.envelope import OUTPUTS, RUN_END, make_event
-from journal_bridge.store import open_store
+from journal_bridge.store import RunEventStore, open_store
 
 
 async def _no_thread(thread_id):
@@ -47,6 +49,11 @@ async def test_a_run_another_process_reads_is_left_to_it(tmp_path):
     assert bridge.health()["runs_read_elsewhere"] == 1
 
 
+# A run read elsewhere, still running as far as the server says.
+_HELD_RUN = {"run_id": "r1", "thread_id": "t1", "status": "running", "created_at": "2026-12-01T00:00:00+00:00",
+             "kwargs": {"resumable": True, "stream_mode": ["events"]}}
+
+
 class _Runs:
     def __init__(self, runs: dict[str, dict], failing_reads: int = 0) -> None:
         self.runs = runs
@@ -62,17 +69,23 @@ class _Runs:
         return self.runs[run_id]
 
 
-async def test_the_reconciler_takes_a_run_over_once_its_holder_lets_go(tmp_path):
+@contextlib.asynccontextmanager
+async def _held_elsewhere(tmp_path, runs: _Runs) -> AsyncIterator[tuple[Bridge, Reconciler, RunEventStore]]:
+    """A bridge and a reconciler on a journal whose other process (`there`) holds the claim on r1."""
     url = f"sqlite:///{tmp_path / 'journal.db'}"
-    run = {"run_id": "r1", "thread_id": "t1", "status": "running", "created_at": "2026-12-01T00:00:00+00:00",
-           "kwargs": {"resumable": True, "stream_mode": ["events"]}}
-    sdk = SimpleNamespace(runs=_Runs({"r1": run}))
+    sdk = SimpleNamespace(runs=runs)
     async with open_store(url) as here, open_store(url) as there:
         bridge = Bridge(here, lambda: sdk)
         await bridge.start()
-        reconciler = Reconciler(bridge, lambda: sdk, lambda: here, sweep_deleted=False)
         assert await there.claim_run("r1")
+        try:
+            yield bridge, Reconciler(bridge, lambda: sdk, lambda: here, sweep_deleted=False), there
+        finally:
+            await bridge.stop()
 
+
+async def test_the_reconciler_takes_a_run_over_once_its_holder_lets_go(tmp_path):
+    async with _held_elsewhere(tmp_path, _Runs({"r1": _HELD_RUN})) as (bridge, reconciler, there):
         await reconciler._discover("t1")
         await reconciler._retry_elsewhere()
         assert reconciler._elsewhere == {"r1": "t1"} and not bridge.following("t1", "r1")
@@ -138,16 +151,8 @@ async def test_a_client_stream_that_ended_without_a_frame_is_read_by_a_join(tmp_
 
 
 async def test_a_takeover_whose_read_fails_is_tried_again_at_the_next_pass(tmp_path):
-    url = f"sqlite:///{tmp_path / 'journal.db'}"
-    run = {"run_id": "r1", "thread_id": "t1", "status": "running", "created_at": "2026-12-01T00:00:00+00:00",
-           "kwargs": {"resumable": True, "stream_mode": ["events"]}}
-    runs = _Runs({"r1": run})
-    sdk = SimpleNamespace(runs=runs)
-    async with open_store(url) as here, open_store(url) as there:
-        bridge = Bridge(here, lambda: sdk)
-        await bridge.start()
-        reconciler = Reconciler(bridge, lambda: sdk, lambda: here, sweep_deleted=False)
-        assert await there.claim_run("r1")
+    runs = _Runs({"r1": _HELD_RUN})
+    async with _held_elsewhere(tmp_path, runs) as (bridge, reconciler, there):
         await reconciler._discover("t1")
         await there.put_batch([make_event(thread_id="t1", run_id="r1", event_type=RUN_END, category=OUTPUTS)])
         await there.release_run("r1")
