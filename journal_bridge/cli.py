@@ -400,6 +400,9 @@ def _run_follow(args: argparse.Namespace, settings: Settings) -> int:
         )
         for report in summary["reported"]:
             print(f"  {report['outcome']}: run {report['run_id']} (thread {report['thread_id']}): {report['reason']}")
+        earlier = summary["live_only"] + summary["unobservable"] - len(summary["reported"])
+        if earlier > 0:
+            print(f"  ({earlier} earlier reports not listed: their log lines have them)")
     if summary["poll_errors"]:
         print(f"journal-bridge follow: {summary['poll_errors']} polls failed", file=sys.stderr)
         return 1

@@ -29,7 +29,8 @@ thread's final state after a join that began late.
 | its reader claim held by another process | left to it; found again when its thread changes |
 
 Every reported run gets a log line, a counter per reason (`stats`) and a line
-in the final `summary()`. Nothing is skipped silently. With `from_now` runs
+in the final `summary()` (the newest thousand; a follower left running for
+months keeps no more). Nothing is skipped silently. With `from_now` runs
 created before the follower started are left alone.
 
 Restart. The cursor -- the `updated_at` watermark, the runs already decided and
@@ -56,7 +57,7 @@ import json
 import logging
 import os
 import time
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -94,6 +95,10 @@ _ACTIVE = {"pending", "running"}
 # read whole (its input among it), once.
 _LISTED = ["run_id", "status", "created_at"]
 _MAX_DECIDED = 100_000
+# Runs whose discovery time is kept, and reports kept for the summary: the
+# newest ones. The counters (`stats`) count every run.
+_MAX_FOUND = 10_000
+_MAX_REPORTS = 1_000
 _CURSOR_VERSION = 1
 
 
@@ -191,16 +196,16 @@ class Follower:
         )
         self.delivery = self.bridge.delivery
         self.stats: Counter[str] = Counter()
-        self.reports: list[dict[str, Any]] = []
+        self.reports: deque[dict[str, Any]] = deque(maxlen=_MAX_REPORTS)
         self._since: datetime | None = None
         self._decided: OrderedDict[str, str] = OrderedDict()
         self._inflight: dict[str, tuple[str, str]] = {}  # run_id -> (thread_id, planned outcome)
         # run_id -> (thread_id, outcome): finished, records not yet confirmed stored
         self._finished: dict[str, tuple[str, str]] = {}
         # run_id -> when it was found: monotonic time, and the number of the poll
-        # that found it (1 = the first poll).
-        self.discovered_at: dict[str, float] = {}
-        self.discovered_by_poll: dict[str, int] = {}
+        # that found it (1 = the first poll); the newest `_MAX_FOUND` runs.
+        self.discovered_at: OrderedDict[str, float] = OrderedDict()
+        self.discovered_by_poll: OrderedDict[str, int] = OrderedDict()
         self._started = False
         self._from_now = from_now
         self._poll_error: str | None = None
@@ -323,6 +328,9 @@ class Follower:
             found += 1
             self.discovered_at[run_id] = time.monotonic()
             self.discovered_by_poll[run_id] = self.stats["polls"] + 1
+            if len(self.discovered_at) > _MAX_FOUND:
+                self.discovered_at.popitem(last=False)
+                self.discovered_by_poll.popitem(last=False)
             self.stats["runs_discovered"] += 1
             self._decide(thread_id, run)
         return found

@@ -257,3 +257,17 @@ def test_history_over_http_sends_the_api_key_like_the_sdk(tmp_path, api_key_env)
 def test_a_malformed_header_is_a_usage_error(tmp_path, capsys, command):
     assert main(command("http://127.0.0.1:9", tmp_path, "--header", "no colon")) == 2
     assert "--header: expected 'Name: value', got 'no colon'" in capsys.readouterr().err
+
+
+def test_follow_says_how_many_reports_its_summary_no_longer_lists(tmp_path, capsys, monkeypatch):
+    from journal_bridge.capture import follower
+
+    reported = [{"outcome": "unobservable", "run_id": f"r{i}", "thread_id": "t1", "reason": "no replay"}
+                for i in (3, 4)]
+    summary = {"runs_discovered": 5, "journaled": 0, "live_only": 1, "unobservable": 4, "records_written": 0,
+               "backlog": 0, "reported": reported, "poll_errors": 0}
+    monkeypatch.setattr(follower, "run_follower", lambda *args, **kwargs: summary)
+    assert main(_follow("http://127.0.0.1:9", tmp_path)) == 0
+    out = capsys.readouterr().out
+    assert "run r3 (thread t1): no replay" in out and "run r4 (thread t1): no replay" in out
+    assert "(3 earlier reports not listed" in out

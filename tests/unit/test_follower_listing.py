@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import httpx
 from langgraph_sdk.errors import NotFoundError
 
+from journal_bridge.capture import follower as follower_module
 from journal_bridge.capture.follower import Follower
 from journal_bridge.store import open_store
 
@@ -71,3 +72,25 @@ async def test_runs_are_listed_without_their_input_and_a_new_run_is_read_whole_o
     assert server.joined == ["kept"], "a run deleted since it was listed is left alone"
     assert follower.stats["runs_discovered"] == 1 and follower.stats["journaled"] == 1
     assert server.got.count("gone") == 1 and follower.stats["poll_errors"] == 0
+
+
+async def test_a_long_running_follower_keeps_the_newest_finds_and_reports_and_counts_them_all(tmp_path, monkeypatch):
+    monkeypatch.setattr(follower_module, "_MAX_FOUND", 3)
+    monkeypatch.setattr(follower_module, "_MAX_REPORTS", 2)
+    server = _Server()
+    # Runs the journal cannot read (neither `events` nor `values`): each one is reported.
+    server.runs_by_id = {
+        f"r{i}": {"run_id": f"r{i}", "thread_id": "t1", "status": "success",
+                  "created_at": f"2026-12-01T11:{i:02d}:00+00:00", "assistant_id": "a1", "metadata": {},
+                  "kwargs": {"input": None, "stream_mode": ["updates"]}}
+        for i in range(7)
+    }
+    async with open_store("memory://") as store:
+        follower = Follower(server, store, cursor_path=tmp_path / "cursor.json")  # type: ignore[arg-type]
+        await follower.run(once=True)
+        await follower.stop()
+
+    summary = follower.summary()
+    assert summary["runs_discovered"] == 7 and summary["unobservable"] == 7
+    assert list(follower.discovered_at) == ["r4", "r5", "r6"] == list(follower.discovered_by_poll)
+    assert [r["run_id"] for r in summary["reported"]] == ["r5", "r6"]
