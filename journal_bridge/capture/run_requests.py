@@ -18,7 +18,9 @@ both in the run object (`kwargs.stream_mode`, `kwargs.resumable`);
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +39,7 @@ _ESCAPED_REPLACEMENT = b"\\ufffd"
 _RAW_REPLACEMENT = "\ufffd".encode()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunPlan:
     """One run of a request: what its client asked for and what the plugin added."""
 
@@ -78,7 +80,8 @@ def run_creating_kind(method: str, path: str) -> tuple[str, bool] | None:
     match = match or _STATELESS_RUNS.match(path)
     if match is None:
         return None
-    return (match.group("kind") or "").strip("/") or "create", stateless
+    # One string per kind, not one per run: the plugin keeps its recent runs' plans.
+    return sys.intern((match.group("kind") or "").strip("/") or "create"), stateless
 
 
 def _client_modes(payload: Mapping[str, Any]) -> tuple[str, ...] | None:
@@ -88,10 +91,16 @@ def _client_modes(payload: Mapping[str, Any]) -> tuple[str, ...] | None:
     value = payload["stream_mode"]
     valid = run_stream_modes()
     if isinstance(value, str):
-        return (value,) if value in valid else None
+        return _shared((value,)) if value in valid else None
     if isinstance(value, list) and all(isinstance(m, str) and m in valid for m in value):
-        return tuple(value) or _DEFAULT_MODES
+        return _shared(tuple(value)) if value else _DEFAULT_MODES
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _shared(modes: tuple[str, ...]) -> tuple[str, ...]:
+    """The first equal tuple seen: the plans of the plugin's recent runs share a few."""
+    return modes
 
 
 def _plan_one(payload: Any, kind: str, stateless: bool, setting: CaptureSetting) -> RunPlan | None:

@@ -18,6 +18,7 @@ Both paths yield the same message, marker and outputs records (see
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -51,7 +52,7 @@ class CaptureSetting(enum.StrEnum):
             raise ValueError(f"capture={value!r}: expected one of {choices}") from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Capture:
     """What the journal reads for one run.
 
@@ -66,7 +67,14 @@ class Capture:
 
 
 def plan_capture(client_modes: Iterable[str], setting: CaptureSetting) -> Capture:
-    """The capture of a run whose client asked for `client_modes`."""
+    """The capture of a run whose client asked for `client_modes`: one object
+    per combination, shared by the runs that asked for it (the plugin keeps
+    the plans of its last ten thousand runs)."""
+    return _plan_capture(tuple(client_modes), setting)
+
+
+@functools.lru_cache(maxsize=256)
+def _plan_capture(client_modes: tuple[str, ...], setting: CaptureSetting) -> Capture:
     asked = list(dict.fromkeys(client_modes))
     use_events = setting is CaptureSetting.EVENTS or (
         setting is CaptureSetting.AUTO and any(mode in TOKEN_MODES for mode in asked)

@@ -151,3 +151,16 @@ def test_a_run_object_whose_input_had_a_nul_gets_the_clients_values_back_byte_fo
     assert restored == body.replace(b'["values","custom"]', b'["values"]').replace(b"true", b"false")
     # Both forms in one body: which was which cannot be told, so it goes as it came.
     assert restore_run_objects(body.replace(b'"r1"', '"r1\ufffd"'.encode()), {"r1": plan}) is None
+
+
+def test_runs_that_asked_for_the_same_modes_share_what_their_plans_keep():
+    # The plugin keeps the plans of its last ten thousand runs: equal modes and
+    # captures are one object each, not one per run.
+    bodies = [json.dumps({"assistant_id": "agent", "input": {"n": i}, "stream_mode": ["updates", "messages-tuple"]})
+              for i in range(3)]
+    plans = [plan_run_request("POST", "/threads/t1/runs/stream", body.encode(), CaptureSetting.AUTO)[0][0]
+             for body in bodies]
+    assert plans[0].client_modes == ("updates", "messages-tuple") and plans[0].capture.added == ("events",)
+    assert all(p.client_modes is plans[0].client_modes and p.capture is plans[0].capture for p in plans)
+    assert plans[0].kind is plans[1].kind
+    assert not hasattr(plans[0], "__dict__") and not hasattr(plans[0].capture, "__dict__")
