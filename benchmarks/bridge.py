@@ -56,13 +56,17 @@ a long conversation per thread, the ratio of the run's wall time and server
 CPU with the plugin to those without it (and to the client asking for
 `events` itself) at its first and last turns, and RSS growth per 100 runs
 over the whole soak and over its second half (after a warm-up turn that is
-not measured);
+not measured), from the readings at either end and as a line fitted through
+the reading after every turn, with the 5-95% interval of the ratio;
 and the lag from a compaction's custom frame reaching a client to its marker
 being readable.
 
 Run: `python3 tasks.py bench bridge [--runs 8] [--rounds 5] [--minutes 0] [--threads 4] [--pace 0.02]
-[--soak-turns 50] [--soak-threads 8] [--only instant|paced|soak|lag ...]` (`--runs` per cell per round;
-more rounds than `--rounds` while the next fits in `--minutes` per matrix). The soak's threads each take a
+[--soak-turns 50] [--soak-threads 8] [--only instant|paced|soak|lag ...] [--client KIND ...]
+[--capture auto|lean|events ...] [--warm 0] [--instances 1]` (`--runs` per cell per round; more rounds
+than `--rounds` while the next fits in `--minutes` per matrix; `--client` and `--capture` narrow the
+matrices, `--warm` runs that many unmeasured runs in each cell's turn before its measured ones,
+`--instances` shares the rounds among that many sets of servers started one after the other). The soak's threads each take a
 turn per round: its first and last five turns are 40 runs per server each with the default 8 threads
 (the per-run CPU of a round swings as said above; more runs per window narrow the ratios).
 """
@@ -174,6 +178,14 @@ class Cell:
         # without the server's full collections in the round).
         self.rounds: list[tuple[float, float, float]] = []
 
+    async def serve(self, server: LanggraphDevServer) -> None:
+        """Drive `server` from now on: another process of the same setting (`setup` again)."""
+        if server is self.server:
+            return
+        await self.client.aclose()
+        self.server = server
+        self.client = sdk_client(server.url)
+
     async def setup(self, threads: int) -> None:
         assistant = await self.client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
         self.assistant_id = assistant["assistant_id"]
@@ -252,10 +264,12 @@ def start_server(capture: str, pace: float, collections: FullCollections | None 
     return LanggraphDevServer(env={**env, "JOURNAL_BRIDGE_CAPTURE": capture}).start()
 
 
-def start_servers(pace: float, collections: dict[str, FullCollections]) -> dict[str, LanggraphDevServer]:
+def start_servers(
+    pace: float, collections: dict[str, FullCollections], captures: tuple[str, ...] = CAPTURES
+) -> dict[str, LanggraphDevServer]:
     servers: dict[str, LanggraphDevServer] = {}
     try:
-        for capture in CAPTURES:
+        for capture in captures:
             servers[capture] = start_server(capture, pace, collections[capture])
     except BaseException:
         for server in servers.values():
@@ -325,7 +339,45 @@ def pooled_with_interval(
     return whole, bounds[0], bounds[1]
 
 
-async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int, minutes: float) -> None:
+def rss_slope(readings: list[float], turns: list[int]) -> float:
+    """MiB per turn: the least-squares line through the readings of these turns."""
+    mean_x = statistics.fmean(turns)
+    mean_y = statistics.fmean(readings[t] for t in turns)
+    spread = sum((t - mean_x) ** 2 for t in turns)
+    return sum((t - mean_x) * (readings[t] - mean_y) for t in turns) / spread if spread else 0.0
+
+
+def slope_ratio_interval(
+    readings: list[float], base: list[float], turns: list[int], resamples: int = 2000
+) -> tuple[float, float]:
+    """The 5th-95th percentile of one server's growth over another's, the turns
+    resampled with replacement (the same turns for both)."""
+    draw = random.Random("rss")
+    ratios = []
+    for _ in range(resamples):
+        sample = [draw.choice(turns) for _ in turns]
+        below = rss_slope(base, sample)
+        if below > 0:
+            ratios.append(rss_slope(readings, sample) / below)
+    ratios.sort()
+    if not ratios:
+        return float("nan"), float("nan")
+    return ratios[int(0.05 * (len(ratios) - 1))], ratios[int(0.95 * (len(ratios) - 1))]
+
+
+async def matrix(
+    label: str,
+    pace: float,
+    runs: int,
+    threads: int,
+    rounds: int,
+    minutes: float,
+    *,
+    clients: tuple[str, ...] = tuple(CLIENTS),
+    captures: tuple[str, ...] = CAPTURES,
+    warm: int = 0,
+    instances: int = 1,
+) -> None:
     """Every client kind against every server, the cells interleaved round by round.
 
     Each round runs `runs` runs per cell, cell after cell, in an order rotated
@@ -334,41 +386,76 @@ async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int, 
     and more while the next one fits in `minutes` (0: no more). A ratio is
     taken per round (the cell against `off` for the same client in the same
     round), so a round on a busier machine moves both sides of it.
+
+    With `instances`, the rounds are shared among that many sets of servers,
+    one after the other, each started afresh: two identical servers differ by
+    more than the figures this matrix is after, so a figure taken from one
+    process per setting is partly that process's luck. The pooled figures are
+    printed per set too.
+
+    `clients` and `captures` narrow the matrix (`off` and the floor are always
+    in it). With `warm`, each cell first runs that many runs unmeasured in its
+    turn: the figure of a server serving without pause, not one whose turn
+    comes after the other servers' turns have run through the machine's caches.
     """
-    collections = {capture: FullCollections() for capture in CAPTURES}
-    servers = start_servers(pace, collections)
+    captures = tuple(c for c in CAPTURES if c in ("off", "floor") or c in captures)
+    collections = {capture: FullCollections() for capture in captures}
+    cells: dict[tuple[str, str], Cell] = {}
+    kinds = list(clients) + (["useStream + events"] if "useStream" in clients else [])
+    # The rounds each set of servers ran: a server's figure moves with the
+    # process it happens to be (two identical servers differ), so the rounds
+    # are spread over `instances` sets of servers, each started afresh.
+    blocks: list[range] = []
+    done = 0
+    began = time.monotonic()
     try:
-        cells: dict[tuple[str, str], Cell] = {}
-        for kind, run in CLIENTS.items():
-            for capture, server in servers.items():
-                cells[kind, capture] = Cell(server, run, capture != "off", collections[capture])
-        cells["useStream + events", "off"] = Cell(servers["off"], use_stream_events, False, collections["off"])
-        for cell in cells.values():
-            await cell.setup(threads)
-        kinds = [*CLIENTS, "useStream + events"]
-        for cell in cells.values():
-            await cell.round(threads, measured=False)
-        began = time.monotonic()
-        done = 0
-        while done < rounds or (minutes and time.monotonic() - began + (time.monotonic() - began) / done < minutes * 60):
-            captures = rotated(list(CAPTURES), done)
-            for kind in rotated(kinds, done):
-                for capture in captures:
-                    if (kind, capture) in cells:
-                        await cells[kind, capture].round(runs)
-            done += 1
+        for instance in range(instances):
+            servers = start_servers(pace, collections, captures)
+            try:
+                plan = [(kind, capture, CLIENTS[kind]) for kind in clients for capture in captures]
+                if "useStream" in clients:
+                    plan.append(("useStream + events", "off", use_stream_events))
+                for kind, capture, run in plan:
+                    server = servers[capture]
+                    if (kind, capture) not in cells:
+                        cells[kind, capture] = Cell(server, run, capture != "off", collections[capture])
+                    await cells[kind, capture].serve(server)
+                for cell in cells.values():
+                    await cell.setup(threads)
+                for cell in cells.values():
+                    await cell.round(threads, measured=False)
+                first, block_began = done, time.monotonic()
+                # This block's share of the rounds, rounded up; one at least.
+                wanted = max(first + 1, -(-rounds * (instance + 1) // instances))
+                budget = minutes * 60 * (instance + 1) / instances
+                while done < wanted or (
+                    minutes and time.monotonic() - began + (time.monotonic() - block_began) / (done - first) < budget
+                ):
+                    for kind in rotated(kinds, done):
+                        for capture in rotated(list(captures), done):
+                            if (kind, capture) in cells:
+                                if warm:
+                                    await cells[kind, capture].round(warm, measured=False)
+                                await cells[kind, capture].round(runs)
+                    done += 1
+                blocks.append(range(first, done))
+                rss = {capture: rss_mib(server.process.pid) for capture, server in servers.items()}
+                health = {c: httpx.get(f"{s.url}/journal/health").json() for c, s in servers.items() if c != "off"}
+            finally:
+                for server in servers.values():
+                    server.stop()
         elapsed = time.monotonic() - began
-        rss = {capture: rss_mib(server.process.pid) for capture, server in servers.items()}
-        health = {c: httpx.get(f"{s.url}/journal/health").json() for c, s in servers.items() if c != "off"}
     finally:
-        for server in servers.values():
-            server.stop()
         for probe in collections.values():
             probe.remove()
 
     print()
+    warmed = f", each turn after {warm} unmeasured runs" if warm else ""
+    if len(blocks) > 1:
+        warmed += f"; {len(blocks)} sets of servers, started afresh, took " + ", ".join(
+            str(len(block)) for block in blocks) + " of them"
     print(f"{label}: {done} interleaved rounds of {runs} runs per cell over {threads} concurrent threads "
-          f"({elapsed / 60:.1f} min, after a warm-up round), load average now {psutil.getloadavg()[0]:.2f}")
+          f"({elapsed / 60:.1f} min, after a warm-up round{warmed}), load average now {psutil.getloadavg()[0]:.2f}")
     print("each ratio: median over rounds of the cell's round figure / `off`'s in the same round, [min max] over "
           "rounds; excess: median [min max] of (ratio - floor's ratio) per round")
     header = (f"{'client':20}{'capture':8}{'CPU/run ms':>11}  {'CPU ratio to off':24}{'CPU excess over floor':24}"
@@ -376,7 +463,7 @@ async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int, 
     print(header)
     print("-" * len(header))
     for kind in kinds:
-        for capture in CAPTURES:
+        for capture in captures:
             cell = cells.get((kind, capture))
             if cell is None:
                 continue
@@ -403,24 +490,27 @@ async def matrix(label: str, pace: float, runs: int, threads: int, rounds: int, 
         print(header)
         print("-" * len(header))
         for kind in kinds:
-            for capture in CAPTURES:
+            for capture in captures:
                 if capture == "off" or (kind, capture) not in cells:
                     continue
                 (ratio, excess), ratio_band, excess_band = pooled_with_interval(cells, kind, capture, figure=figure)
                 row = f"{kind:20}{capture:8}{ratio:6.3f} ({ratio_band[0]:6.3f} {ratio_band[1]:6.3f})       "
                 if capture != "floor" and (kind, "floor") in cells:
                     row += f"{excess:6.3f} ({excess_band[0]:6.3f} {excess_band[1]:6.3f})"
+                    if len(blocks) > 1:
+                        each = [pooled_cpu(cells, kind, capture, list(block), figure)[1] for block in blocks]
+                        row += "    per set of servers: " + " ".join(f"{e:6.3f}" for e in each)
                 print(row.rstrip())
         print()
     print("server RSS after the workload (MiB): " + ", ".join(
-        f"{c} {rss[c]:.1f} ({rss[c] / rss['off']:.3f}x off)" for c in CAPTURES))
+        f"{c} {rss[c]:.1f} ({rss[c] / rss['off']:.3f}x off)" for c in captures))
     for capture, report in health.items():
         print(f"  {capture}: {report['records_written']} records, {report['parts_seen']} parts read, "
               f"dropped {report['dropped']}, runs failed {report['runs_failed']}, "
               f"retained frames {report['retained_frames']}")
     print("full garbage collections during the measured rounds, per server: how many, their CPU per run, "
           "and what one took")
-    for capture in CAPTURES:
+    for capture in captures:
         mine = [cell for (_, c), cell in cells.items() if c == capture]
         during = sum((cell.during for cell in mine), Collections())
         runs_measured = sum(len(cell.durations) for cell in mine)
@@ -458,6 +548,8 @@ async def soak(turns: int, threads: int) -> None:
         cpus: dict[str, list[float]] = {name: [] for name in cells}
         rss_start = {name: rss_mib(s.process.pid) for name, s in servers.items()}
         rss_half: dict[str, float] = {}
+        # Each server's RSS after every turn: the growth as a line fitted through them all.
+        rss_turns: dict[str, list[float]] = {name: [] for name in servers}
         for turn in range(turns):
             if turn == turns // 2:
                 rss_half = {name: rss_mib(s.process.pid) for name, s in servers.items()}
@@ -466,6 +558,7 @@ async def soak(turns: int, threads: int) -> None:
                 await cell.round(threads)
                 walls[name].append(cell.durations[before:])
                 cpus[name].append((cell.cpu - cpu_before) / threads)
+                rss_turns[name].append(rss_mib(servers[name].process.pid))
         rss_end = {name: rss_mib(s.process.pid) for name, s in servers.items()}
     finally:
         for server in servers.values():
@@ -502,6 +595,18 @@ async def soak(turns: int, threads: int) -> None:
         for base in ("off", "off+events"):
             if growth[base] > 0:
                 print(f"    RSS growth auto/{base}: {growth['auto'] / growth[base]:.3f}")
+    # Two readings of RSS move with whatever the collector and the allocator
+    # did just before them; a line fitted through every turn's reading does not.
+    runs_per_turn = threads / 100
+    for span, turns_ in (("all turns", range(turns)), (f"turns {turns // 2 + 1}-{turns}", range(turns // 2, turns))):
+        slope = {name: rss_slope(rss_turns[name], list(turns_)) / runs_per_turn for name in servers}
+        print(f"  RSS growth per 100 runs fitted over {span}: "
+              + ", ".join(f"{name} {slope[name]:.2f}" for name in servers))
+        for base in ("off", "off+events"):
+            if slope[base] > 0:
+                low, high = slope_ratio_interval(rss_turns["auto"], rss_turns[base], list(turns_))
+                print(f"    auto/{base}: {slope['auto'] / slope[base]:.3f} ({low:.3f} {high:.3f} over the turns "
+                      "resampled)   target within 1.1")
 
 
 async def measure_lag(compactions: int) -> None:
@@ -529,11 +634,18 @@ async def measure_lag(compactions: int) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     parts = set(args.only or PARTS)
+    narrowed = {
+        "clients": tuple(args.client or CLIENTS),
+        "captures": tuple(args.capture or CAPTURES),
+        "warm": args.warm,
+        "instances": args.instances,
+    }
     if "instant" in parts:
-        await matrix("instant model (server CPU-bound)", 0.0, args.runs, args.threads, args.rounds, args.minutes)
+        await matrix("instant model (server CPU-bound)", 0.0, args.runs, args.threads, args.rounds, args.minutes,
+                     **narrowed)
     if "paced" in parts:
         await matrix(f"model paced at {args.pace * 1000:g} ms per token", args.pace, args.runs, args.threads,
-                     args.rounds, args.minutes)
+                     args.rounds, args.minutes, **narrowed)
     if "soak" in parts:
         await soak(args.soak_turns, args.soak_threads)
     if "lag" in parts:
@@ -552,6 +664,14 @@ if __name__ == "__main__":
     parser.add_argument("--minutes", type=float, default=0.0,
                         help="more rounds while the next fits in this many minutes per matrix")
     parser.add_argument("--only", action="append", choices=PARTS, help="run only these parts (repeatable)")
+    parser.add_argument("--client", action="append", choices=list(CLIENTS),
+                        help="the matrices' client kinds (repeatable; all by default)")
+    parser.add_argument("--capture", action="append", choices=[c for c in CAPTURES if c not in ("off", "floor")],
+                        help="the matrices' capture settings beside off and the floor (repeatable; all by default)")
+    parser.add_argument("--instances", type=int, default=1,
+                        help="sets of servers, each started afresh, that share a matrix's rounds")
+    parser.add_argument("--warm", type=int, default=0,
+                        help="unmeasured runs per cell in each of its turns, before the measured ones")
     parser.add_argument("--pace", type=float, default=0.02, help="seconds per streamed token of the paced model")
     parser.add_argument("--soak-turns", type=int, default=50)
     parser.add_argument("--soak-threads", type=int, default=8)

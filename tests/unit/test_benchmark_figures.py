@@ -148,3 +148,27 @@ def test_the_probe_counts_full_collections_and_not_young_ones():
         child.kill()
         child.wait()
         probe.remove()
+
+
+def test_rss_growth_is_the_line_through_every_turn_and_one_odd_reading_barely_moves_it():
+    turns = list(range(20))
+    steady = [100 + 0.5 * t for t in turns]
+    assert bridge.rss_slope(steady, turns) == pytest.approx(0.5)
+    assert bridge.rss_slope(steady, turns[10:]) == pytest.approx(0.5)
+    # A collection just before the last reading: the two ends would say 0.26 per turn.
+    odd = [*steady[:-1], steady[-1] - 4.5]
+    assert (odd[-1] - odd[0]) / 19 == pytest.approx(0.263, abs=0.001)
+    assert 0.40 < bridge.rss_slope(odd, turns) < 0.5
+
+
+def test_the_growth_ratios_interval_holds_the_ratio_and_is_narrow_for_steady_growth():
+    turns = list(range(30))
+    base = [100 + 1.0 * t + (0.3 if t % 3 == 0 else -0.15) for t in turns]
+    mine = [120 + 1.1 * t + (0.2 if t % 4 == 0 else -0.05) for t in turns]
+    low, high = bridge.slope_ratio_interval(mine, base, turns)
+    ratio = bridge.rss_slope(mine, turns) / bridge.rss_slope(base, turns)
+    assert low <= ratio <= high
+    assert 1.05 < low and high < 1.15
+    noisy = [b + (6 if t % 2 else -6) * (t % 5) for t, b in zip(turns, base, strict=True)]
+    wide = bridge.slope_ratio_interval(mine, noisy, turns)
+    assert wide[1] - wide[0] > 2 * (high - low)
