@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import httpx
-from langgraph_sdk.errors import NotFoundError
 
 from journal_bridge.capture import follower as follower_module
 from journal_bridge.capture.follower import Follower
 from journal_bridge.store import open_store
+from tests.harness.sdk_errors import run_not_found
 
 UPDATED = "2026-12-01T12:00:00+00:00"
 
@@ -45,8 +44,7 @@ class _Server:
         self.got.append(run_id)
         if run_id == "gone":
             del self.runs_by_id[run_id]
-            request = httpx.Request("GET", f"http://server/threads/{thread_id}/runs/{run_id}")
-            raise NotFoundError("run not found", response=httpx.Response(404, request=request), body=None)
+            raise run_not_found(thread_id, run_id)
         return self.runs_by_id[run_id]
 
     def _join(self, thread_id, run_id, **_):

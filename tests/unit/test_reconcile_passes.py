@@ -8,13 +8,12 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
-import httpx
 import pytest
-from langgraph_sdk.errors import NotFoundError
 
 from journal_bridge.capture.reconcile import Reconciler
 from journal_bridge.delivery.bridge import Bridge
 from journal_bridge.store import open_store
+from tests.harness.sdk_errors import run_not_found
 
 CHANGED = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 OTHER = datetime(2026, 12, 1, 12, 5, tzinfo=UTC)
@@ -152,8 +151,7 @@ class _UnhandedRun(_Server):
 
     async def _get(self, thread_id, run_id):
         if self.deleted:
-            request = httpx.Request("GET", f"http://server/threads/{thread_id}/runs/{run_id}")
-            raise NotFoundError("run not found", response=httpx.Response(404, request=request), body=None)
+            raise run_not_found(thread_id, run_id)
         if not self.readable:
             raise RuntimeError("server busy")
         return self.run
