@@ -409,6 +409,7 @@ async def matrix(
     done = 0
     began = time.monotonic()
     try:
+        instances = max(1, instances)
         for instance in range(instances):
             servers = start_servers(pace, collections, captures)
             try:
