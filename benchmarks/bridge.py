@@ -66,9 +66,10 @@ Run: `python3 tasks.py bench bridge [--runs 8] [--rounds 5] [--minutes 0] [--thr
 [--capture auto|lean|events ...] [--warm 0] [--instances 1]` (`--runs` per cell per round; more rounds
 than `--rounds` while the next fits in `--minutes` per matrix; `--client` and `--capture` narrow the
 matrices, `--warm` runs that many unmeasured runs in each cell's turn before its measured ones,
-`--instances` shares the rounds among that many sets of servers started one after the other). The soak's threads each take a
-turn per round: its first and last five turns are 40 runs per server each with the default 8 threads
-(the per-run CPU of a round swings as said above; more runs per window narrow the ratios).
+`--instances` shares the rounds among that many sets of servers started one after the other). The
+soak's threads each take a turn per round: its first and last five turns are 40 runs per server each
+with the default 8 threads (the per-run CPU of a round swings as said above; more runs per window
+narrow the ratios).
 """
 
 from __future__ import annotations
@@ -359,10 +360,9 @@ def slope_ratio_interval(
         below = rss_slope(base, sample)
         if below > 0:
             ratios.append(rss_slope(readings, sample) / below)
-    ratios.sort()
     if not ratios:
         return float("nan"), float("nan")
-    return ratios[int(0.05 * (len(ratios) - 1))], ratios[int(0.95 * (len(ratios) - 1))]
+    return pct(ratios, 0.05), pct(ratios, 0.95)
 
 
 async def matrix(
