@@ -40,7 +40,9 @@ setting's excess over the floor (per round its ratio minus the floor's; median
 the 5th-95th percentile of that figure over the rounds resampled with
 replacement: a single round swings by tens of percent (the runtime's polling
 loops run by the clock, not by the run), the pooled figure far less, and the
-interval says how far. Server RSS after the workload.
+interval says how far. The wall time is pooled the same way, from each
+round's median: with a paced model a round of a few runs moves by a tenth,
+and the median of a few such ratios with it. Server RSS after the workload.
 
 Server CPU is each process's own CPU clock read from outside, to the
 nanosecond (`benchmarks/process_cpu.py`). Every server runs with the dev
@@ -302,16 +304,17 @@ def per_round(cells: dict[tuple[str, str], Cell], kind: str, capture: str, index
     return [mine[index] / off[index] for mine, off in zip(cells[kind, capture].rounds, base, strict=True)]
 
 
-# `Cell.rounds` positions of the pooled figures: the server's CPU, and that CPU
-# less the full collections in the round.
-CPU, CPU_BESIDE_COLLECTIONS = 1, 2
+# `Cell.rounds` positions of the pooled figures: the round's median wall, the
+# server's CPU, and that CPU less the full collections in the round.
+WALL, CPU, CPU_BESIDE_COLLECTIONS = 0, 1, 2
 
 
 def pooled_cpu(
     cells: dict[tuple[str, str], Cell], kind: str, capture: str, rounds: list[int], figure: int = CPU
 ) -> tuple[float, float]:
     """The cell's CPU over the given rounds (repeats allowed) divided by `off`'s, and
-    its excess over the floor's: (cell - floor) / off, all over the same rounds."""
+    its excess over the floor's: (cell - floor) / off, all over the same rounds.
+    With `figure=WALL`, the same of the rounds' median walls."""
 
     def total(name: str) -> float:
         figures = cells[kind, name].rounds
@@ -481,13 +484,15 @@ async def matrix(
             print(row.rstrip())
     print()
     for figure, title in (
-        (CPU, "server CPU over all rounds"),
+        (CPU, "server CPU over all rounds: the cell's CPU-seconds / `off`'s for the same client (pooled)"),
         (CPU_BESIDE_COLLECTIONS, "the same without each server's full collections in the round (the runtime's "
          "heap walk, below: one lands in about half the cell rounds, a fifth of `off`'s figure for that round)"),
+        (WALL, "wall time over all rounds: the sum of the cell's round medians / `off`'s for the same client"),
     ):
-        print(f"{title}: the cell's CPU-seconds / `off`'s for the same client (pooled), and its excess over the "
-              "floor ((cell - floor) / off); (5%-95%) of each over the rounds resampled")
-        header = f"{'client':20}{'capture':8}{'CPU ratio to off':28}{'CPU excess over floor':28}"
+        name = "wall" if figure == WALL else "CPU"
+        print(f"{title}, and its excess over the floor ((cell - floor) / off); (5%-95%) of each over the rounds "
+              "resampled")
+        header = f"{'client':20}{'capture':8}{name + ' ratio to off':28}{name + ' excess over floor':28}"
         print(header)
         print("-" * len(header))
         for kind in kinds:

@@ -87,6 +87,27 @@ def test_the_figure_beside_full_collections_pools_the_cpu_less_the_collections()
     assert (ratio, excess) == pytest.approx((0.052 / 0.040, 0.004 / 0.040))
 
 
+class _Walls:
+    def __init__(self, walls: list[float]) -> None:
+        self.rounds = [(wall, 0.02, 0.02) for wall in walls]
+
+
+def test_the_pooled_wall_divides_the_rounds_medians_and_not_the_cpu():
+    cells = {
+        ("k", "off"): _Walls([2.0, 1.0, 1.0]),
+        ("k", "floor"): _Walls([2.0, 1.1, 1.0]),
+        # One slow round out of three: its median ratio would say 1.0.
+        ("k", "auto"): _Walls([2.0, 1.0, 1.4]),
+    }
+    ratio, excess = bridge.pooled_cpu(cells, "k", "auto", [0, 1, 2], bridge.WALL)
+    assert (ratio, excess) == pytest.approx((4.4 / 4.0, 0.3 / 4.0))
+    (whole, _), ratio_band, _ = bridge.pooled_with_interval(cells, "k", "auto", resamples=300, figure=bridge.WALL)
+    assert whole == pytest.approx(1.1)
+    assert ratio_band[0] < whole < ratio_band[1]
+    # The CPU of the same cells is even: the figure read is the wall's.
+    assert bridge.pooled_cpu(cells, "k", "auto", [0, 1, 2])[0] == pytest.approx(1.0)
+
+
 def test_the_interval_holds_the_pooled_figure_and_widens_with_uneven_rounds():
     even = {
         ("k", "off"): _Cell([0.02] * 8),
