@@ -336,11 +336,8 @@ def pooled_with_interval(
     draw = random.Random(f"{kind}/{capture}")
     samples = [pooled_cpu(cells, kind, capture, [draw.randrange(count) for _ in range(count)], figure)
                for _ in range(resamples)]
-    bounds = []
-    for index in (0, 1):
-        ordered = sorted(sample[index] for sample in samples)
-        bounds.append((ordered[int(0.05 * (resamples - 1))], ordered[int(0.95 * (resamples - 1))]))
-    return whole, bounds[0], bounds[1]
+    ratios, excesses = ([sample[index] for sample in samples] for index in (0, 1))
+    return whole, (pct(ratios, 0.05), pct(ratios, 0.95)), (pct(excesses, 0.05), pct(excesses, 0.95))
 
 
 def rss_slope(readings: list[float], turns: list[int]) -> float:
