@@ -309,12 +309,12 @@ def per_round(cells: dict[tuple[str, str], Cell], kind: str, capture: str, index
 WALL, CPU, CPU_BESIDE_COLLECTIONS = 0, 1, 2
 
 
-def pooled_cpu(
+def pooled_ratio(
     cells: dict[tuple[str, str], Cell], kind: str, capture: str, rounds: list[int], figure: int = CPU
 ) -> tuple[float, float]:
-    """The cell's CPU over the given rounds (repeats allowed) divided by `off`'s, and
-    its excess over the floor's: (cell - floor) / off, all over the same rounds.
-    With `figure=WALL`, the same of the rounds' median walls."""
+    """The cell's `figure` (CPU by default; `WALL`: the rounds' median walls) summed
+    over the given rounds (repeats allowed) and divided by `off`'s, and its excess
+    over the floor's: (cell - floor) / off, all over the same rounds."""
 
     def total(name: str) -> float:
         figures = cells[kind, name].rounds
@@ -328,13 +328,13 @@ def pooled_cpu(
 def pooled_with_interval(
     cells: dict[tuple[str, str], Cell], kind: str, capture: str, resamples: int = 2000, figure: int = CPU
 ) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
-    """`pooled_cpu` over every round, and the 5th-95th percentile of each figure over
+    """`pooled_ratio` over every round, and the 5th-95th percentile of each figure over
     the rounds resampled with replacement (a bootstrap: how far the figure moves
     were the rounds drawn again)."""
     count = len(cells[kind, "off"].rounds)
-    whole = pooled_cpu(cells, kind, capture, list(range(count)), figure)
+    whole = pooled_ratio(cells, kind, capture, list(range(count)), figure)
     draw = random.Random(f"{kind}/{capture}")
-    samples = [pooled_cpu(cells, kind, capture, [draw.randrange(count) for _ in range(count)], figure)
+    samples = [pooled_ratio(cells, kind, capture, [draw.randrange(count) for _ in range(count)], figure)
                for _ in range(resamples)]
     ratios, excesses = ([sample[index] for sample in samples] for index in (0, 1))
     return whole, (pct(ratios, 0.05), pct(ratios, 0.95)), (pct(excesses, 0.05), pct(excesses, 0.95))
@@ -501,7 +501,7 @@ async def matrix(
                 if capture != "floor" and (kind, "floor") in cells:
                     row += f"{excess:6.3f} ({excess_band[0]:6.3f} {excess_band[1]:6.3f})"
                     if len(blocks) > 1:
-                        each = [pooled_cpu(cells, kind, capture, list(block), figure)[1] for block in blocks]
+                        each = [pooled_ratio(cells, kind, capture, list(block), figure)[1] for block in blocks]
                         row += "    per set of servers: " + " ".join(f"{e:6.3f}" for e in each)
                 print(row.rstrip())
         print()

@@ -54,9 +54,15 @@ def test_the_cpu_read_from_outside_counts_every_thread_including_those_that_ende
 
 
 class _Cell:
-    def __init__(self, cpu_per_run: list[float], beside_collections: list[float] | None = None) -> None:
+    def __init__(
+        self,
+        cpu_per_run: list[float],
+        beside_collections: list[float] | None = None,
+        walls: list[float] | None = None,
+    ) -> None:
         beside = beside_collections if beside_collections is not None else cpu_per_run
-        self.rounds = [(1.0, cpu, less) for cpu, less in zip(cpu_per_run, beside, strict=True)]
+        walls = walls if walls is not None else [1.0] * len(cpu_per_run)
+        self.rounds = [(wall, cpu, less) for wall, cpu, less in zip(walls, cpu_per_run, beside, strict=True)]
 
 
 def test_the_pooled_ratio_divides_totals_and_the_excess_is_over_off():
@@ -65,11 +71,11 @@ def test_the_pooled_ratio_divides_totals_and_the_excess_is_over_off():
         ("runs.wait", "floor"): _Cell([0.024, 0.012]),
         ("runs.wait", "auto"): _Cell([0.027, 0.012]),
     }
-    ratio, excess = bridge.pooled_cpu(cells, "runs.wait", "auto", [0, 1])
+    ratio, excess = bridge.pooled_ratio(cells, "runs.wait", "auto", [0, 1])
     assert ratio == pytest.approx(0.039 / 0.030)
     assert excess == pytest.approx((0.039 - 0.036) / 0.030)
     # Repeated rounds count as often as drawn (the bootstrap's resampling).
-    ratio, excess = bridge.pooled_cpu(cells, "runs.wait", "auto", [0, 0])
+    ratio, excess = bridge.pooled_ratio(cells, "runs.wait", "auto", [0, 0])
     assert ratio == pytest.approx(1.35)
     assert excess == pytest.approx(0.15)
 
@@ -81,31 +87,26 @@ def test_the_figure_beside_full_collections_pools_the_cpu_less_the_collections()
         ("k", "floor"): _Cell([0.024, 0.024]),
         ("k", "auto"): _Cell([0.026, 0.026]),
     }
-    ratio, excess = bridge.pooled_cpu(cells, "k", "auto", [0, 1])
+    ratio, excess = bridge.pooled_ratio(cells, "k", "auto", [0, 1])
     assert (ratio, excess) == pytest.approx((0.052 / 0.050, 0.004 / 0.050))
-    ratio, excess = bridge.pooled_cpu(cells, "k", "auto", [0, 1], bridge.CPU_BESIDE_COLLECTIONS)
+    ratio, excess = bridge.pooled_ratio(cells, "k", "auto", [0, 1], bridge.CPU_BESIDE_COLLECTIONS)
     assert (ratio, excess) == pytest.approx((0.052 / 0.040, 0.004 / 0.040))
-
-
-class _Walls:
-    def __init__(self, walls: list[float]) -> None:
-        self.rounds = [(wall, 0.02, 0.02) for wall in walls]
 
 
 def test_the_pooled_wall_divides_the_rounds_medians_and_not_the_cpu():
     cells = {
-        ("k", "off"): _Walls([2.0, 1.0, 1.0]),
-        ("k", "floor"): _Walls([2.0, 1.1, 1.0]),
+        ("k", "off"): _Cell([0.02] * 3, walls=[2.0, 1.0, 1.0]),
+        ("k", "floor"): _Cell([0.02] * 3, walls=[2.0, 1.1, 1.0]),
         # One slow round out of three: its median ratio would say 1.0.
-        ("k", "auto"): _Walls([2.0, 1.0, 1.4]),
+        ("k", "auto"): _Cell([0.02] * 3, walls=[2.0, 1.0, 1.4]),
     }
-    ratio, excess = bridge.pooled_cpu(cells, "k", "auto", [0, 1, 2], bridge.WALL)
+    ratio, excess = bridge.pooled_ratio(cells, "k", "auto", [0, 1, 2], bridge.WALL)
     assert (ratio, excess) == pytest.approx((4.4 / 4.0, 0.3 / 4.0))
     (whole, _), ratio_band, _ = bridge.pooled_with_interval(cells, "k", "auto", resamples=300, figure=bridge.WALL)
     assert whole == pytest.approx(1.1)
     assert ratio_band[0] < whole < ratio_band[1]
     # The CPU of the same cells is even: the figure read is the wall's.
-    assert bridge.pooled_cpu(cells, "k", "auto", [0, 1, 2])[0] == pytest.approx(1.0)
+    assert bridge.pooled_ratio(cells, "k", "auto", [0, 1, 2])[0] == pytest.approx(1.0)
 
 
 def test_the_interval_holds_the_pooled_figure_and_widens_with_uneven_rounds():
