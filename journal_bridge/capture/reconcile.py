@@ -569,9 +569,14 @@ class Reconciler:
             self._settled_log.read(self._settled)
 
     def report(self) -> dict[str, Any]:
-        return {
+        report = {
             **self.stats,
             "waiting_runs": len(self._waiting) + len(self._joined),
             "runs_read_elsewhere": len(self._elsewhere),
             "threads_to_repair": len(self._repair),
         }
+        listings = getattr(self._client, "listings", None)
+        if isinstance(listings, dict):
+            # How the listings were answered: an in-process client reads the runtime.
+            report["listings"] = dict(listings)
+        return report

@@ -52,7 +52,9 @@ __all__ = [
     "protocol_v2_stream_modes",
     "run_stream_modes",
     "runtime_edition",
+    "runtime_run_list",
     "runtime_run_status",
+    "runtime_thread_search",
 ]
 
 # (lowest, first unsupported) minor release of each package.
@@ -350,51 +352,137 @@ def in_process_client(headers: Mapping[str, str]) -> InProcessClient:
 
 
 class InProcessClient:
-    """The stock in-process SDK client, plus `run_status` read without a request.
+    """The stock in-process SDK client; what it asks most often is read without a request.
 
-    Everything the journal calls goes through langgraph-sdk as before; only the
-    status of a finished run -- asked once per run a reader joined -- is read
-    from the runtime the server's own run routes use: an in-process request
-    passes the server's whole middleware stack and costs a run about as much
-    CPU as the join of its stream. Where that runtime cannot be read
-    (`RuntimeUnreadable`) the caller asks `runs.get`.
+    Everything the journal calls goes through langgraph-sdk as before, except
+    what the journal asks of every run and every reconciler pass: the status
+    of a finished run, the threads whose `updated_at` moved and a thread's
+    newest runs. Those are read from the runtime the server's own routes use:
+    an in-process request passes the server's whole middleware stack and
+    costs a run about as much CPU as the join of its stream. Listings come
+    back as the SDK would return them (the server's JSON of the same rows).
+    Where the runtime cannot be read (`RuntimeUnreadable`), or a listing asks
+    for more than those plain fields, the request goes through the SDK.
+    `listings` counts both ways.
     """
 
     def __init__(self, client: LangGraphClient) -> None:
+        self.listings: dict[str, int] = {"runtime": 0, "sdk": 0}
         self.assistants = client.assistants
-        self.threads = client.threads
-        self.runs = client.runs
+        self.threads = _RuntimeListedThreads(client.threads, self.listings)
+        self.runs = _RuntimeListedRuns(client.runs, self.listings)
 
     async def run_status(self, thread_id: str, run_id: str) -> tuple[bool, str | None]:
         """`(found, status)` of a run, from the runtime (`runtime_run_status`)."""
         return await runtime_run_status(thread_id, run_id)
 
 
+# Fields a listing may select and still be read from the runtime: plain
+# columns, never encrypted by the server (it decrypts others in the route).
+_PLAIN_THREAD_FIELDS = frozenset({"thread_id", "created_at", "updated_at", "status"})
+_PLAIN_RUN_FIELDS = frozenset({"run_id", "thread_id", "created_at", "updated_at", "status"})
+
+
+def _plain_select(select: Any, plain: frozenset[str]) -> bool:
+    return isinstance(select, list) and bool(select) and all(isinstance(f, str) and f in plain for f in select)
+
+
+class _RuntimeListedThreads:
+    """`client.threads`, with a plain `search` read from the runtime."""
+
+    def __init__(self, threads: Any, listings: dict[str, int]) -> None:
+        self._threads = threads
+        self._listings = listings
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._threads, name)
+
+    async def search(self, **kwargs: Any) -> Any:
+        if kwargs.keys() <= {"ids", "limit", "offset", "sort_by", "sort_order", "select"} and _plain_select(
+            kwargs.get("select"), _PLAIN_THREAD_FIELDS
+        ):
+            try:
+                found = await runtime_thread_search(**kwargs)
+            except RuntimeUnreadable:
+                pass
+            else:
+                self._listings["runtime"] += 1
+                return found
+        self._listings["sdk"] += 1
+        return await self._threads.search(**kwargs)
+
+
+class _RuntimeListedRuns:
+    """`client.runs`, with a plain `list` read from the runtime."""
+
+    def __init__(self, runs: Any, listings: dict[str, int]) -> None:
+        self._runs = runs
+        self._listings = listings
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runs, name)
+
+    async def list(self, thread_id: str, **kwargs: Any) -> Any:
+        if kwargs.keys() <= {"limit", "offset", "select"} and _plain_select(kwargs.get("select"), _PLAIN_RUN_FIELDS):
+            try:
+                found = await runtime_run_list(thread_id, **kwargs)
+            except RuntimeUnreadable:
+                pass
+            else:
+                # None listed: the route tells a thread without runs from one that is gone (404).
+                if found:
+                    self._listings["runtime"] += 1
+                    return found
+        self._listings["sdk"] += 1
+        return await self._runs.list(thread_id, **kwargs)
+
+
 class RuntimeUnreadable(JournalBridgeError, LookupError):
     """The runtime of a LangGraph server cannot be read in process here."""
 
 
-def _server_runs() -> tuple[Any, Any]:
-    """The runs operations and the `connect` of the server's own run routes.
+def _server_ops(routes: str, ops: str, method: str) -> tuple[Any, Any]:
+    """The runtime's operations `ops` and the `connect` the server's routes in
+    module `routes` use.
 
-    langgraph-api 0.11-0.16 bind both in `langgraph_api.api.runs`, whichever
-    runtime backs them (in-memory, Postgres, or the gRPC core).
+    langgraph-api 0.11-0.16 bind both in `langgraph_api.api.runs` (`Runs`) and
+    `langgraph_api.api.threads` (`Threads`), whichever runtime backs them
+    (in-memory, Postgres, or the gRPC core).
     """
-    routes = sys.modules.get("langgraph_api.api.runs")
-    runs, connect = getattr(routes, "Runs", None), getattr(routes, "connect", None)
-    if runs is None or connect is None or not callable(getattr(runs, "get", None)):
-        raise RuntimeUnreadable("no LangGraph server's run routes in this process")
-    return runs, connect
+    module = sys.modules.get(routes)
+    found, connect = getattr(module, ops, None), getattr(module, "connect", None)
+    if found is None or connect is None or not callable(getattr(found, method, None)):
+        raise RuntimeUnreadable(f"no LangGraph server's {ops.lower()} routes in this process")
+    return found, connect
+
+
+def _server_json(rows: Any) -> Any:
+    """`rows` as the SDK reads them from the server's response: its JSON of them, decoded."""
+    serde = sys.modules.get("langgraph_api.serde")
+    dumps = getattr(serde, "json_dumpb", None)
+    if not callable(dumps):
+        raise RuntimeUnreadable("no LangGraph server's JSON encoder in this process")
+    return orjson.loads(dumps(rows))
+
+
+async def _as_server(read: Callable[[], Any]) -> Any:
+    """Run `read` as the server itself: no user's auth context applies (the task runs
+    in a context of its own), as none applies to the plugin's in-process requests."""
+    return await asyncio.create_task(read(), context=contextvars.Context())
+
+
+async def _rows(found: Any) -> list[Any]:
+    if hasattr(found, "__aiter__"):
+        return [row async for row in found]
+    return list(found)
 
 
 async def runtime_run_status(thread_id: str, run_id: str) -> tuple[bool, str | None]:
     """`(found, status)` of a run, read from the server's runtime as its `GET` route reads it.
 
-    Read as the server itself: no user's auth context applies (the task runs in
-    a context of its own), as none applies to the plugin's in-process requests.
     Raises `RuntimeUnreadable` outside a server; the runtime's errors propagate.
     """
-    runs, connect = _server_runs()
+    runs, connect = _server_ops("langgraph_api.api.runs", "Runs", "get")
 
     async def read() -> tuple[bool, str | None]:
         async with connect() as conn:
@@ -404,7 +492,50 @@ async def runtime_run_status(thread_id: str, run_id: str) -> tuple[bool, str | N
                 return True, None if status is None else str(status)
         return False, None
 
-    return await asyncio.create_task(read(), context=contextvars.Context())
+    return await _as_server(read)
+
+
+async def runtime_thread_search(
+    *,
+    ids: list[str] | None = None,
+    limit: int = 10,
+    offset: int = 0,
+    sort_by: str | None = None,
+    sort_order: str | None = None,
+    select: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """`threads.search` with these arguments, read from the runtime as the server's
+    search route reads it, as the SDK returns it. Raises `RuntimeUnreadable`
+    outside a server; the runtime's errors propagate."""
+    threads, connect = _server_ops("langgraph_api.api.threads", "Threads", "search")
+    _server_json([])  # unreadable before anything is read
+
+    async def read() -> list[Any]:
+        async with connect() as conn:
+            found, _next_offset = await threads.search(
+                conn, status=None, values=None, metadata=None, ids=ids, limit=limit, offset=offset,
+                sort_by=sort_by, sort_order=sort_order, select=select,
+            )
+            return await _rows(found)
+
+    return _server_json(await _as_server(read))
+
+
+async def runtime_run_list(
+    thread_id: str, *, limit: int = 10, offset: int = 0, select: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """`runs.list` of a thread, read from the runtime as the server's route reads it,
+    as the SDK returns it -- except that a thread that is gone lists no run here
+    (the route answers 404). Raises `RuntimeUnreadable` outside a server."""
+    runs, connect = _server_ops("langgraph_api.api.runs", "Runs", "search")
+    _server_json([])
+
+    async def read() -> list[Any]:
+        async with connect() as conn:
+            found = await runs.search(conn, thread_id, limit=limit, offset=offset, status=None, select=select)
+            return await _rows(found)
+
+    return _server_json(await _as_server(read))
 
 
 def extend_served_openapi(extend: Callable[[dict[str, Any]], Any]) -> bool:

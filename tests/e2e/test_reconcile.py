@@ -80,6 +80,9 @@ async def test_a_run_created_past_the_middleware_is_journaled_in_conversation_or
     middle = [m["id"] for m in await _state_messages(client, thread_id)][2:6]
     assert {sources[i] for i in middle} == {"backfill"}
     assert {sources[i] for i in expected if i not in middle} == {None}
+    # Its passes listed threads and runs from the server's runtime, not through requests.
+    listings = httpx.get(f"{server.url}/journal/health").json()["reconciler"]["listings"]
+    assert listings["runtime"] >= 2, listings
 
 
 async def test_the_runs_of_a_cron_are_journaled(start_dev_server):

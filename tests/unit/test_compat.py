@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import datetime
 import sys
 import types
+import uuid
 from types import SimpleNamespace
 
+import orjson
 import pytest
 
 from journal_bridge.host.compat import (
@@ -88,3 +91,119 @@ async def test_outside_a_server_the_runtime_is_unreadable(monkeypatch):
     monkeypatch.setitem(sys.modules, "langgraph_api.api.runs", types.ModuleType("langgraph_api.api.runs"))
     with pytest.raises(RuntimeUnreadable):
         await runtime_run_status("t1", "r1")
+
+
+# -- listings, read from the server's runtime -------------------------------------------
+
+
+class _SdkSide:
+    """The SDK's `threads` or `runs`: records what reached it."""
+
+    def __init__(self, answer):
+        self.calls: list = []
+        self.answer = answer
+
+    async def search(self, **kwargs):
+        self.calls.append(kwargs)
+        return self.answer
+
+    async def list(self, thread_id, **kwargs):
+        self.calls.append((thread_id, kwargs))
+        return self.answer
+
+
+def _listing_routes(monkeypatch, threads: list[dict], runs: list[dict], seen: list) -> None:
+    """The server's thread and run routes as langgraph-api binds them, over rows
+    holding what a runtime holds (ids and times as objects), and its JSON encoder."""
+
+    class Threads:
+        @staticmethod
+        async def search(conn, *, ids=None, metadata, values, status, limit, offset, sort_by=None,
+                         sort_order=None, select=None, ctx=None):
+            seen.append(("threads", conn, _USER.get(), ids, limit, offset, sort_by, sort_order))
+            rows = [t for t in threads if ids is None or str(t["thread_id"]) in ids][offset:offset + limit]
+
+            async def found():
+                for row in rows:
+                    yield {k: v for k, v in row.items() if k in select}
+
+            return found(), None
+
+    class Runs:
+        @staticmethod
+        async def search(conn, thread_id, *, limit=10, offset=0, status=None, select=None, ctx=None):
+            seen.append(("runs", conn, _USER.get(), thread_id, limit, offset))
+            return [{k: v for k, v in r.items() if k in select} for r in runs if str(r["thread_id"]) == thread_id]
+
+    @contextlib.asynccontextmanager
+    async def connect():
+        yield "connection"
+
+    def json_dumpb(obj):
+        return orjson.dumps(obj, default=str)
+
+    threads_module = types.ModuleType("langgraph_api.api.threads")
+    threads_module.Threads, threads_module.connect = Threads, connect
+    runs_module = types.ModuleType("langgraph_api.api.runs")
+    runs_module.Runs, runs_module.connect = Runs, connect
+    serde = types.ModuleType("langgraph_api.serde")
+    serde.json_dumpb = json_dumpb
+    monkeypatch.setitem(sys.modules, "langgraph_api.api.threads", threads_module)
+    monkeypatch.setitem(sys.modules, "langgraph_api.api.runs", runs_module)
+    monkeypatch.setitem(sys.modules, "langgraph_api.serde", serde)
+
+
+async def test_plain_listings_are_read_from_the_runtime_as_the_sdk_returns_them(monkeypatch):
+    thread_id = uuid.uuid4()
+    when = datetime.datetime(2026, 12, 3, 4, 30, tzinfo=datetime.UTC)
+    seen: list = []
+    _listing_routes(
+        monkeypatch,
+        [{"thread_id": thread_id, "updated_at": when, "values": {"secret": 1}}],
+        [{"run_id": uuid.UUID(int=7), "thread_id": thread_id, "status": "success", "created_at": when,
+          "kwargs": {"input": 1}}],
+        seen,
+    )
+    sdk_threads, sdk_runs = _SdkSide([]), _SdkSide([])
+    client = InProcessClient(SimpleNamespace(assistants=None, threads=sdk_threads, runs=sdk_runs))
+    _USER.set("someone")  # a request's user: not the reader's
+
+    found = await client.threads.search(limit=100, offset=0, sort_by="updated_at", sort_order="desc",
+                                        select=["thread_id", "updated_at"])
+    assert found == [{"thread_id": str(thread_id), "updated_at": when.isoformat()}]
+    listed = await client.runs.list(str(thread_id), limit=5, offset=0, select=["run_id", "status", "created_at"])
+    assert listed == [{"run_id": str(uuid.UUID(int=7)), "status": "success", "created_at": when.isoformat()}]
+    assert seen == [
+        ("threads", "connection", None, None, 100, 0, "updated_at", "desc"),
+        ("runs", "connection", None, str(thread_id), 5, 0),
+    ]
+    assert sdk_threads.calls == sdk_runs.calls == []
+    assert client.listings == {"runtime": 2, "sdk": 0}
+
+
+async def test_listings_the_runtime_cannot_answer_as_the_route_would_go_through_the_sdk(monkeypatch):
+    seen: list = []
+    _listing_routes(monkeypatch, [], [], seen)
+    sdk_threads, sdk_runs = _SdkSide(["from the sdk"]), _SdkSide(["from the sdk"])
+    client = InProcessClient(SimpleNamespace(assistants=None, threads=sdk_threads, runs=sdk_runs))
+    gone = str(uuid.uuid4())
+    # Fields the route may decrypt, no select, arguments it does not take: the SDK.
+    assert await client.threads.search(limit=10, select=["thread_id", "values"]) == ["from the sdk"]
+    assert await client.threads.search(limit=10) == ["from the sdk"]
+    assert await client.threads.search(metadata={"a": 1}, select=["thread_id"]) == ["from the sdk"]
+    assert await client.runs.list(gone, limit=5, select=["run_id", "kwargs"]) == ["from the sdk"]
+    # No run listed: a thread that is gone answers 404 through the route, so it asks it.
+    assert await client.runs.list(gone, limit=5, select=["run_id"]) == ["from the sdk"]
+    assert [s[0] for s in seen] == ["runs"]
+    assert len(sdk_threads.calls) == 3 and [c[0] for c in sdk_runs.calls] == [gone, gone]
+    assert client.listings == {"runtime": 0, "sdk": 5}
+
+
+async def test_outside_a_server_listings_go_through_the_sdk(monkeypatch):
+    for name in ("langgraph_api.api.threads", "langgraph_api.api.runs"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    sdk_threads, sdk_runs = _SdkSide(["t"]), _SdkSide(["r"])
+    client = InProcessClient(SimpleNamespace(assistants=None, threads=sdk_threads, runs=sdk_runs))
+    assert await client.threads.search(limit=1, select=["thread_id"]) == ["t"]
+    assert await client.runs.list("t1", limit=1, select=["run_id"]) == ["r"]
+    assert client.listings == {"runtime": 0, "sdk": 2}
