@@ -456,13 +456,12 @@ def _server_ops(routes: str, ops: str, method: str) -> tuple[Any, Any]:
     return found, connect
 
 
-def _server_json(rows: Any) -> Any:
-    """`rows` as the SDK reads them from the server's response: its JSON of them, decoded."""
-    serde = sys.modules.get("langgraph_api.serde")
-    dumps = getattr(serde, "json_dumpb", None)
+def _server_encoder() -> Callable[[Any], bytes]:
+    """The JSON encoder the server's routes answer with (`langgraph_api.serde.json_dumpb`)."""
+    dumps = getattr(sys.modules.get("langgraph_api.serde"), "json_dumpb", None)
     if not callable(dumps):
         raise RuntimeUnreadable("no LangGraph server's JSON encoder in this process")
-    return orjson.loads(dumps(rows))
+    return dumps
 
 
 async def _as_server(read: Callable[[], Any]) -> Any:
@@ -508,7 +507,7 @@ async def runtime_thread_search(
     search route reads it, as the SDK returns it. Raises `RuntimeUnreadable`
     outside a server; the runtime's errors propagate."""
     threads, connect = _server_ops("langgraph_api.api.threads", "Threads", "search")
-    _server_json([])  # unreadable before anything is read
+    dumps = _server_encoder()
 
     async def read() -> list[Any]:
         async with connect() as conn:
@@ -518,7 +517,7 @@ async def runtime_thread_search(
             )
             return await _rows(found)
 
-    return _server_json(await _as_server(read))
+    return orjson.loads(dumps(await _as_server(read)))
 
 
 async def runtime_run_list(
@@ -528,14 +527,14 @@ async def runtime_run_list(
     as the SDK returns it -- except that a thread that is gone lists no run here
     (the route answers 404). Raises `RuntimeUnreadable` outside a server."""
     runs, connect = _server_ops("langgraph_api.api.runs", "Runs", "search")
-    _server_json([])
+    dumps = _server_encoder()
 
     async def read() -> list[Any]:
         async with connect() as conn:
             found = await runs.search(conn, thread_id, limit=limit, offset=offset, status=None, select=select)
             return await _rows(found)
 
-    return _server_json(await _as_server(read))
+    return orjson.loads(dumps(await _as_server(read)))
 
 
 def extend_served_openapi(extend: Callable[[dict[str, Any]], Any]) -> bool:
