@@ -387,16 +387,18 @@ def _plain_select(select: Any, plain: frozenset[str]) -> bool:
     return isinstance(select, list) and bool(select) and all(isinstance(f, str) and f in plain for f in select)
 
 
-class _RuntimeListedThreads:
-    """`client.threads`, with a plain `search` read from the runtime."""
+class _RuntimeListed:
+    """An SDK resource (`client.threads`, `client.runs`) with plain listings read from the runtime."""
 
-    def __init__(self, threads: Any, listings: dict[str, int]) -> None:
-        self._threads = threads
+    def __init__(self, sdk: Any, listings: dict[str, int]) -> None:
+        self._sdk = sdk
         self._listings = listings
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._threads, name)
+        return getattr(self._sdk, name)
 
+
+class _RuntimeListedThreads(_RuntimeListed):
     async def search(self, **kwargs: Any) -> Any:
         if kwargs.keys() <= {"ids", "limit", "offset", "sort_by", "sort_order", "select"} and _plain_select(
             kwargs.get("select"), _PLAIN_THREAD_FIELDS
@@ -409,19 +411,10 @@ class _RuntimeListedThreads:
                 self._listings["runtime"] += 1
                 return found
         self._listings["sdk"] += 1
-        return await self._threads.search(**kwargs)
+        return await self._sdk.search(**kwargs)
 
 
-class _RuntimeListedRuns:
-    """`client.runs`, with a plain `list` read from the runtime."""
-
-    def __init__(self, runs: Any, listings: dict[str, int]) -> None:
-        self._runs = runs
-        self._listings = listings
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._runs, name)
-
+class _RuntimeListedRuns(_RuntimeListed):
     async def list(self, thread_id: str, **kwargs: Any) -> Any:
         if kwargs.keys() <= {"limit", "offset", "select"} and _plain_select(kwargs.get("select"), _PLAIN_RUN_FIELDS):
             try:
@@ -434,7 +427,7 @@ class _RuntimeListedRuns:
                     self._listings["runtime"] += 1
                     return found
         self._listings["sdk"] += 1
-        return await self._runs.list(thread_id, **kwargs)
+        return await self._sdk.list(thread_id, **kwargs)
 
 
 class RuntimeUnreadable(JournalBridgeError, LookupError):
