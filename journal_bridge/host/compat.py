@@ -17,7 +17,7 @@ import functools
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -397,37 +397,46 @@ class _RuntimeListed:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sdk, name)
 
-
-class _RuntimeListedThreads(_RuntimeListed):
-    async def search(self, **kwargs: Any) -> Any:
-        if kwargs.keys() <= {"ids", "limit", "offset", "sort_by", "sort_order", "select"} and _plain_select(
-            kwargs.get("select"), _PLAIN_THREAD_FIELDS
-        ):
+    async def _listed(
+        self,
+        from_runtime: Callable[[], Awaitable[list[Any]]] | None,
+        from_sdk: Callable[[], Awaitable[Any]],
+        *,
+        enough: Callable[[list[Any]], bool] = lambda _found: True,
+    ) -> Any:
+        """What `from_runtime` reads, when given, readable and `enough`; else what `from_sdk` asks."""
+        if from_runtime is not None:
             try:
-                found = await runtime_thread_search(**kwargs)
+                found = await from_runtime()
             except RuntimeUnreadable:
                 pass
             else:
-                self._listings["runtime"] += 1
-                return found
+                if enough(found):
+                    self._listings["runtime"] += 1
+                    return found
         self._listings["sdk"] += 1
-        return await self._sdk.search(**kwargs)
+        return await from_sdk()
+
+
+class _RuntimeListedThreads(_RuntimeListed):
+    async def search(self, **kwargs: Any) -> Any:
+        plain = kwargs.keys() <= {"ids", "limit", "offset", "sort_by", "sort_order", "select"} and _plain_select(
+            kwargs.get("select"), _PLAIN_THREAD_FIELDS
+        )
+        return await self._listed(
+            (lambda: runtime_thread_search(**kwargs)) if plain else None, lambda: self._sdk.search(**kwargs)
+        )
 
 
 class _RuntimeListedRuns(_RuntimeListed):
     async def list(self, thread_id: str, **kwargs: Any) -> Any:
-        if kwargs.keys() <= {"limit", "offset", "select"} and _plain_select(kwargs.get("select"), _PLAIN_RUN_FIELDS):
-            try:
-                found = await runtime_run_list(thread_id, **kwargs)
-            except RuntimeUnreadable:
-                pass
-            else:
-                # None listed: the route tells a thread without runs from one that is gone (404).
-                if found:
-                    self._listings["runtime"] += 1
-                    return found
-        self._listings["sdk"] += 1
-        return await self._sdk.list(thread_id, **kwargs)
+        plain = kwargs.keys() <= {"limit", "offset", "select"} and _plain_select(kwargs.get("select"), _PLAIN_RUN_FIELDS)
+        return await self._listed(
+            (lambda: runtime_run_list(thread_id, **kwargs)) if plain else None,
+            lambda: self._sdk.list(thread_id, **kwargs),
+            # None listed: the route tells a thread without runs from one that is gone (404).
+            enough=bool,
+        )
 
 
 class RuntimeUnreadable(JournalBridgeError, LookupError):
@@ -463,12 +472,6 @@ async def _as_server(read: Callable[[], Any]) -> Any:
     return await asyncio.create_task(read(), context=contextvars.Context())
 
 
-async def _rows(found: Any) -> list[Any]:
-    if hasattr(found, "__aiter__"):
-        return [row async for row in found]
-    return list(found)
-
-
 async def runtime_run_status(thread_id: str, run_id: str) -> tuple[bool, str | None]:
     """`(found, status)` of a run, read from the server's runtime as its `GET` route reads it.
 
@@ -487,6 +490,22 @@ async def runtime_run_status(thread_id: str, run_id: str) -> tuple[bool, str | N
     return await _as_server(read)
 
 
+async def _runtime_listing(routes: str, ops: str, method: str, call: Callable[..., Awaitable[Any]]) -> list[Any]:
+    """The rows `call(operation, conn)` lists (an async iterator or a sequence), read
+    as the server, returned as the server's JSON of them decoded -- as the SDK returns them."""
+    found_ops, connect = _server_ops(routes, ops, method)
+    dumps = _server_encoder()
+
+    async def read() -> list[Any]:
+        async with connect() as conn:
+            found = await call(getattr(found_ops, method), conn)
+            if hasattr(found, "__aiter__"):
+                return [row async for row in found]
+            return list(found)
+
+    return orjson.loads(dumps(await _as_server(read)))
+
+
 async def runtime_thread_search(
     *,
     ids: list[str] | None = None,
@@ -499,18 +518,15 @@ async def runtime_thread_search(
     """`threads.search` with these arguments, read from the runtime as the server's
     search route reads it, as the SDK returns it. Raises `RuntimeUnreadable`
     outside a server; the runtime's errors propagate."""
-    threads, connect = _server_ops("langgraph_api.api.threads", "Threads", "search")
-    dumps = _server_encoder()
 
-    async def read() -> list[Any]:
-        async with connect() as conn:
-            found, _next_offset = await threads.search(
-                conn, status=None, values=None, metadata=None, ids=ids, limit=limit, offset=offset,
-                sort_by=sort_by, sort_order=sort_order, select=select,
-            )
-            return await _rows(found)
+    async def search(operation: Any, conn: Any) -> Any:
+        found, _next_offset = await operation(
+            conn, status=None, values=None, metadata=None, ids=ids, limit=limit, offset=offset,
+            sort_by=sort_by, sort_order=sort_order, select=select,
+        )
+        return found
 
-    return orjson.loads(dumps(await _as_server(read)))
+    return await _runtime_listing("langgraph_api.api.threads", "Threads", "search", search)
 
 
 async def runtime_run_list(
@@ -519,15 +535,11 @@ async def runtime_run_list(
     """`runs.list` of a thread, read from the runtime as the server's route reads it,
     as the SDK returns it -- except that a thread that is gone lists no run here
     (the route answers 404). Raises `RuntimeUnreadable` outside a server."""
-    runs, connect = _server_ops("langgraph_api.api.runs", "Runs", "search")
-    dumps = _server_encoder()
 
-    async def read() -> list[Any]:
-        async with connect() as conn:
-            found = await runs.search(conn, thread_id, limit=limit, offset=offset, status=None, select=select)
-            return await _rows(found)
+    async def search(operation: Any, conn: Any) -> Any:
+        return await operation(conn, thread_id, limit=limit, offset=offset, status=None, select=select)
 
-    return orjson.loads(dumps(await _as_server(read)))
+    return await _runtime_listing("langgraph_api.api.runs", "Runs", "search", search)
 
 
 def extend_served_openapi(extend: Callable[[dict[str, Any]], Any]) -> bool:
