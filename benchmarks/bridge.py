@@ -40,7 +40,10 @@ setting's excess over the floor (per round its ratio minus the floor's; median
 the 5th-95th percentile of that figure over the rounds resampled with
 replacement: a single round swings by tens of percent (the runtime's polling
 loops run by the clock, not by the run), the pooled figure far less, and the
-interval says how far. The wall time is pooled the same way, from each
+interval says how far. With `--instances`, the sets of servers are drawn
+first and then the rounds within each: two sets of identical servers differ
+by more than rounds of one set do, and an interval over rounds alone would
+hide that. The wall time is pooled the same way, from each
 round's median: with a paced model a round of a few runs moves by a tenth,
 and the median of a few such ratios with it. Server RSS after the workload.
 
@@ -326,16 +329,34 @@ def pooled_ratio(
 
 
 def pooled_with_interval(
-    cells: dict[tuple[str, str], Cell], kind: str, capture: str, resamples: int = 2000, figure: int = CPU
+    cells: dict[tuple[str, str], Cell],
+    kind: str,
+    capture: str,
+    resamples: int = 2000,
+    figure: int = CPU,
+    blocks: list[range] | None = None,
 ) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
     """`pooled_ratio` over every round, and the 5th-95th percentile of each figure over
     the rounds resampled with replacement (a bootstrap: how far the figure moves
-    were the rounds drawn again)."""
+    were the rounds drawn again).
+
+    With `blocks` (the rounds of each set of servers, more than one set), the
+    sets are drawn with replacement first, then the rounds within each drawn
+    set: a set's rounds share its processes' luck, so the interval also says
+    how far the figure moves with other processes, not only with other rounds.
+    """
     count = len(cells[kind, "off"].rounds)
     whole = pooled_ratio(cells, kind, capture, list(range(count)), figure)
     draw = random.Random(f"{kind}/{capture}")
-    samples = [pooled_ratio(cells, kind, capture, [draw.randrange(count) for _ in range(count)], figure)
-               for _ in range(resamples)]
+    sets = [list(block) for block in blocks or [] if len(block)]
+
+    def rounds() -> list[int]:
+        if len(sets) < 2:
+            return [draw.randrange(count) for _ in range(count)]
+        drawn = [sets[draw.randrange(len(sets))] for _ in sets]
+        return [block[draw.randrange(len(block))] for block in drawn for _ in block]
+
+    samples = [pooled_ratio(cells, kind, capture, rounds(), figure) for _ in range(resamples)]
     ratios, excesses = ([sample[index] for sample in samples] for index in (0, 1))
     return whole, (pct(ratios, 0.05), pct(ratios, 0.95)), (pct(excesses, 0.05), pct(excesses, 0.95))
 
@@ -487,7 +508,8 @@ async def matrix(
         (WALL, "wall time over all rounds: the sum of the cell's round medians / `off`'s for the same client"),
     ):
         name = "wall" if figure == WALL else "CPU"
-        print(f"{title}, and its excess over the floor ((cell - floor) / off); (5%-95%) of each over the rounds "
+        resampled = "the sets of servers and their rounds" if len(blocks) > 1 else "the rounds"
+        print(f"{title}, and its excess over the floor ((cell - floor) / off); (5%-95%) of each over {resampled} "
               "resampled")
         header = f"{'client':20}{'capture':8}{name + ' ratio to off':28}{name + ' excess over floor':28}"
         print(header)
@@ -496,7 +518,8 @@ async def matrix(
             for capture in captures:
                 if capture == "off" or (kind, capture) not in cells:
                     continue
-                (ratio, excess), ratio_band, excess_band = pooled_with_interval(cells, kind, capture, figure=figure)
+                (ratio, excess), ratio_band, excess_band = pooled_with_interval(
+                    cells, kind, capture, figure=figure, blocks=blocks)
                 row = f"{kind:20}{capture:8}{ratio:6.3f} ({ratio_band[0]:6.3f} {ratio_band[1]:6.3f})       "
                 if capture != "floor" and (kind, "floor") in cells:
                     row += f"{excess:6.3f} ({excess_band[0]:6.3f} {excess_band[1]:6.3f})"

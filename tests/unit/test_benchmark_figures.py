@@ -129,6 +129,26 @@ def test_the_interval_holds_the_pooled_figure_and_widens_with_uneven_rounds():
     assert excess_band[1] - excess_band[0] > 0.1
 
 
+def test_with_sets_of_servers_the_interval_also_moves_with_the_set_drawn():
+    # Two sets of servers, four rounds each: steady within a set, apart between them.
+    cells = {
+        ("k", "off"): _Cell([0.02] * 8),
+        ("k", "floor"): _Cell([0.025] * 8),
+        ("k", "auto"): _Cell([0.026] * 4 + [0.030] * 4),
+    }
+    blocks = [range(0, 4), range(4, 8)]
+    (ratio, excess), _, by_rounds = bridge.pooled_with_interval(cells, "k", "auto", resamples=400)
+    (same_ratio, same_excess), _, by_sets = bridge.pooled_with_interval(cells, "k", "auto", resamples=400, blocks=blocks)
+    assert (same_ratio, same_excess) == pytest.approx((ratio, excess))
+    assert excess == pytest.approx(0.15)
+    # Drawn by sets, half the draws hold one set twice: its figure (0.05 or 0.25) is an end of the interval.
+    assert by_sets == pytest.approx((0.05, 0.25))
+    assert by_rounds[1] - by_rounds[0] < by_sets[1] - by_sets[0]
+    # One set is no set to draw from: the rounds are drawn as before.
+    one = bridge.pooled_with_interval(cells, "k", "auto", resamples=400, blocks=[range(0, 8)])
+    assert one[2] == pytest.approx(by_rounds)
+
+
 _COLLECTING = """
 import gc, sys
 for line in sys.stdin:
