@@ -62,7 +62,9 @@ CPU with the plugin to those without it (and to the client asking for
 `events` itself) at its first and last turns, and RSS growth per 100 runs
 over the whole soak and over its second half (after a warm-up turn that is
 not measured), from the readings at either end and as a line fitted through
-the reading after every turn, with the 5-95% interval of the ratio;
+the reading after every turn, with the 5-95% interval of the ratio (with
+`--instances`, the soak runs on that many sets of servers, pooled, and the
+ratios are printed per set instead);
 and the lag from a compaction's custom frame reaching a client to its marker
 being readable.
 
@@ -71,7 +73,8 @@ Run: `python3 tasks.py bench bridge [--runs 8] [--rounds 5] [--minutes 0] [--thr
 [--capture auto|lean|events ...] [--warm 0] [--instances 1]` (`--runs` per cell per round; more rounds
 than `--rounds` while the next fits in `--minutes` per matrix; `--client` and `--capture` narrow the
 matrices, `--warm` runs that many unmeasured runs in each cell's turn before its measured ones,
-`--instances` shares the rounds among that many sets of servers started one after the other). The
+`--instances` shares the rounds among that many sets of servers started one after the other, and
+runs the soak that many times). The
 soak's threads each take a turn per round: its first and last five turns are 40 runs per server each
 with the default 8 threads (the per-run CPU of a round swings as said above; more runs per window
 narrow the ratios).
@@ -544,15 +547,9 @@ async def matrix(
               f"{during.seconds / max(during.full, 1) * 1000:.0f} ms each)")
 
 
-async def soak(turns: int, threads: int) -> None:
-    """Long conversations: does journaling cost grow with the thread?
-
-    Three servers side by side: the useStream client without the plugin
-    (`off`), the same client asking for `events` itself without the plugin
-    (`off+events`: what capturing from `events` costs by nature, which grows
-    with the conversation too), and the useStream client with the plugin
-    (`auto`, which captures it from `events`).
-    """
+async def _soak_set(turns: int, threads: int) -> dict[str, Any]:
+    """One set of soak servers, started afresh: per server, each turn's walls and
+    CPU per run, and its RSS at the start, half way, the end and after every turn."""
     env = {**QUIET_DEV, "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0"}
     servers = {
         "off": LanggraphDevServer(plugin=False, env=env).start(),
@@ -589,35 +586,68 @@ async def soak(turns: int, threads: int) -> None:
     finally:
         for server in servers.values():
             server.stop()
+    return {"walls": walls, "cpus": cpus, "rss_start": rss_start, "rss_half": rss_half, "rss_end": rss_end,
+            "rss_turns": rss_turns}
 
-    def wall(name: str, turns_: slice) -> float:
-        return statistics.median([d for turn in walls[name][turns_] for d in turn])
 
-    def cpu(name: str, turns_: slice) -> float:
-        return statistics.mean(cpus[name][turns_])
+def soak_ratio(sets: list[dict[str, Any]], name: str, base: str, what: str, turns_: slice) -> float:
+    """`name`'s figure over `base`'s at the turns `turns_`, pooled over `sets`: the
+    median wall of every run in those turns, or the mean CPU per run of the turns."""
 
+    def figure(server: str) -> float:
+        if what == "wall":
+            return statistics.median([d for one in sets for turn in one["walls"][server][turns_] for d in turn])
+        return statistics.mean([c for one in sets for c in one["cpus"][server][turns_]])
+
+    return figure(name) / figure(base)
+
+
+async def soak(turns: int, threads: int, instances: int = 1) -> None:
+    """Long conversations: does journaling cost grow with the thread?
+
+    Three servers side by side: the useStream client without the plugin
+    (`off`), the same client asking for `events` itself without the plugin
+    (`off+events`: what capturing from `events` costs by nature, which grows
+    with the conversation too), and the useStream client with the plugin
+    (`auto`, which captures it from `events`). With `instances`, the soak
+    runs on that many sets of servers, one after the other, each started
+    afresh: the ratios are pooled over them and printed per set too (one
+    server's first turns move by a tenth from one process to the next).
+    """
+    sets = [await _soak_set(turns, threads) for _ in range(max(1, instances))]
+    servers = ("off", "off+events", "auto")
     first, last = slice(0, 5), slice(turns - 5, turns)
     print()
-    print(f"soak: {turns} turns in each of {threads} threads after a warm-up turn, useStream client, instant model")
+    print(f"soak: {turns} turns in each of {threads} threads after a warm-up turn, useStream client, instant model"
+          + (f"; {len(sets)} sets of servers, started afresh, pooled" if len(sets) > 1 else ""))
     for label, turns_ in (("turns 1-5", first), (f"turns {turns - 4}-{turns}", last)):
+        walls = {n: statistics.median([d for one in sets for turn in one["walls"][n][turns_] for d in turn])
+                 for n in servers}
+        cpus = {n: statistics.mean([c for one in sets for c in one["cpus"][n][turns_]]) for n in servers}
         print(f"  {label:12} median wall s / server CPU ms per run: "
-              + ", ".join(f"{n} {wall(n, turns_):.3f} / {cpu(n, turns_) * 1000:.1f}" for n in cells))
+              + ", ".join(f"{n} {walls[n]:.3f} / {cpus[n] * 1000:.1f}" for n in servers))
     for base in ("off", "off+events"):
-        for what, measure in (("wall", wall), ("CPU", cpu)):
-            early = measure("auto", first) / measure(base, first)
-            late = measure("auto", last) / measure(base, last)
-            print(f"  auto/{base} {what}: {early:.3f} at the first turns, {late:.3f} at the last;"
-                  f" last/first {late / early:.3f}   target within 10%")
+        for what in ("wall", "CPU"):
+            early = soak_ratio(sets, "auto", base, what, first)
+            late = soak_ratio(sets, "auto", base, what, last)
+            row = (f"  auto/{base} {what}: {early:.3f} at the first turns, {late:.3f} at the last;"
+                   f" last/first {late / early:.3f}")
+            if len(sets) > 1:
+                each = [soak_ratio([one], "auto", base, what, last) / soak_ratio([one], "auto", base, what, first)
+                        for one in sets]
+                row += "  (per set " + " ".join(f"{e:.3f}" for e in each) + ")"
+            print(row + "   target within 10%")
     # Over the whole soak, and over its second half: what a bounded cache takes
     # (the store's page cache, the journal's per-thread caches) shows in the
     # first half and no more; what keeps growing shows in both.
-    spans = {"all turns": (rss_start, turns), f"turns {turns // 2 + 1}-{turns}": (rss_half, turns - turns // 2)}
-    for span, (start, count) in spans.items():
-        hundreds = count * threads / 100
-        growth = {name: (rss_end[name] - start[name]) / hundreds for name in servers}
+    for span, start_key, count in (("all turns", "rss_start", turns),
+                                   (f"turns {turns // 2 + 1}-{turns}", "rss_half", turns - turns // 2)):
+        hundreds = count * threads / 100 * len(sets)
+        start = {n: statistics.mean(one[start_key][n] for one in sets) for n in servers}
+        end = {n: statistics.mean(one["rss_end"][n] for one in sets) for n in servers}
+        growth = {n: sum(one["rss_end"][n] - one[start_key][n] for one in sets) / hundreds for n in servers}
         print(f"  RSS over {span}: " + ", ".join(
-            f"{name} {start[name]:.1f} -> {rss_end[name]:.1f} MiB ({growth[name]:.2f} per 100 runs)"
-            for name in servers))
+            f"{n} {start[n]:.1f} -> {end[n]:.1f} MiB ({growth[n]:.2f} per 100 runs)" for n in servers))
         for base in ("off", "off+events"):
             if growth[base] > 0:
                 print(f"    RSS growth auto/{base}: {growth['auto'] / growth[base]:.3f}")
@@ -625,14 +655,21 @@ async def soak(turns: int, threads: int) -> None:
     # did just before them; a line fitted through every turn's reading does not.
     runs_per_turn = threads / 100
     for span, turns_ in (("all turns", range(turns)), (f"turns {turns // 2 + 1}-{turns}", range(turns // 2, turns))):
-        slope = {name: rss_slope(rss_turns[name], list(turns_)) / runs_per_turn for name in servers}
+        slopes = [{n: rss_slope(one["rss_turns"][n], list(turns_)) / runs_per_turn for n in servers} for one in sets]
+        slope = {n: statistics.mean(each[n] for each in slopes) for n in servers}
         print(f"  RSS growth per 100 runs fitted over {span}: "
-              + ", ".join(f"{name} {slope[name]:.2f}" for name in servers))
+              + ", ".join(f"{n} {slope[n]:.2f}" for n in servers))
         for base in ("off", "off+events"):
             if slope[base] > 0:
-                low, high = slope_ratio_interval(rss_turns["auto"], rss_turns[base], list(turns_))
-                print(f"    auto/{base}: {slope['auto'] / slope[base]:.3f} ({low:.3f} {high:.3f} over the turns "
-                      "resampled)   target within 1.1")
+                row = f"    auto/{base}: {slope['auto'] / slope[base]:.3f}"
+                if len(sets) == 1:
+                    low, high = slope_ratio_interval(sets[0]["rss_turns"]["auto"], sets[0]["rss_turns"][base],
+                                                     list(turns_))
+                    row += f" ({low:.3f} {high:.3f} over the turns resampled)"
+                else:
+                    row += " (per set " + " ".join(
+                        f"{each['auto'] / each[base]:.3f}" if each[base] > 0 else "nan" for each in slopes) + ")"
+                print(row + "   target within 1.1")
 
 
 async def measure_lag(compactions: int) -> None:
@@ -673,7 +710,7 @@ async def main(args: argparse.Namespace) -> None:
         await matrix(f"model paced at {args.pace * 1000:g} ms per token", args.pace, args.runs, args.threads,
                      args.rounds, args.minutes, **narrowed)
     if "soak" in parts:
-        await soak(args.soak_turns, args.soak_threads)
+        await soak(args.soak_turns, args.soak_threads, args.instances)
     if "lag" in parts:
         print()
         await measure_lag(args.compactions)

@@ -149,6 +149,23 @@ def test_with_sets_of_servers_the_interval_also_moves_with_the_set_drawn():
     assert one[2] == pytest.approx(by_rounds)
 
 
+def _soak_set(walls: dict[str, list[float]], cpus: dict[str, list[float]]) -> dict:
+    return {"walls": {n: [[w] for w in ws] for n, ws in walls.items()}, "cpus": cpus}
+
+
+def test_soak_ratios_pool_the_sets_of_servers_and_read_each_set_alone():
+    one = _soak_set({"off": [1.0, 1.0], "auto": [1.1, 1.3]}, {"off": [0.02, 0.02], "auto": [0.022, 0.030]})
+    two = _soak_set({"off": [1.0, 1.0], "auto": [1.1, 1.1]}, {"off": [0.02, 0.04], "auto": [0.026, 0.044]})
+    last = slice(1, 2)
+    assert bridge.soak_ratio([one], "auto", "off", "CPU", last) == pytest.approx(1.5)
+    assert bridge.soak_ratio([two], "auto", "off", "CPU", last) == pytest.approx(1.1)
+    # Pooled: the mean CPU per run over both sets' turns, not the mean of the ratios.
+    assert bridge.soak_ratio([one, two], "auto", "off", "CPU", last) == pytest.approx(0.074 / 0.06)
+    # Walls: the median of every run of those turns, over both sets.
+    assert bridge.soak_ratio([one, two], "auto", "off", "wall", last) == pytest.approx(1.2)
+    assert bridge.soak_ratio([one, two], "auto", "off", "wall", slice(0, 2)) == pytest.approx(1.1)
+
+
 _COLLECTING = """
 import gc, sys
 for line in sys.stdin:
