@@ -590,16 +590,17 @@ async def _soak_set(turns: int, threads: int) -> dict[str, Any]:
             "rss_turns": rss_turns}
 
 
+def soak_figure(sets: list[dict[str, Any]], server: str, what: str, turns_: slice) -> float:
+    """`server`'s figure at the turns `turns_`, pooled over `sets`: the median wall
+    of every run in those turns, or the mean CPU per run of the turns."""
+    if what == "wall":
+        return statistics.median([d for one in sets for turn in one["walls"][server][turns_] for d in turn])
+    return statistics.mean([c for one in sets for c in one["cpus"][server][turns_]])
+
+
 def soak_ratio(sets: list[dict[str, Any]], name: str, base: str, what: str, turns_: slice) -> float:
-    """`name`'s figure over `base`'s at the turns `turns_`, pooled over `sets`: the
-    median wall of every run in those turns, or the mean CPU per run of the turns."""
-
-    def figure(server: str) -> float:
-        if what == "wall":
-            return statistics.median([d for one in sets for turn in one["walls"][server][turns_] for d in turn])
-        return statistics.mean([c for one in sets for c in one["cpus"][server][turns_]])
-
-    return figure(name) / figure(base)
+    """`name`'s `soak_figure` over `base`'s."""
+    return soak_figure(sets, name, what, turns_) / soak_figure(sets, base, what, turns_)
 
 
 async def soak(turns: int, threads: int, instances: int = 1) -> None:
@@ -621,11 +622,9 @@ async def soak(turns: int, threads: int, instances: int = 1) -> None:
     print(f"soak: {turns} turns in each of {threads} threads after a warm-up turn, useStream client, instant model"
           + (f"; {len(sets)} sets of servers, started afresh, pooled" if len(sets) > 1 else ""))
     for label, turns_ in (("turns 1-5", first), (f"turns {turns - 4}-{turns}", last)):
-        walls = {n: statistics.median([d for one in sets for turn in one["walls"][n][turns_] for d in turn])
-                 for n in servers}
-        cpus = {n: statistics.mean([c for one in sets for c in one["cpus"][n][turns_]]) for n in servers}
-        print(f"  {label:12} median wall s / server CPU ms per run: "
-              + ", ".join(f"{n} {walls[n]:.3f} / {cpus[n] * 1000:.1f}" for n in servers))
+        print(f"  {label:12} median wall s / server CPU ms per run: " + ", ".join(
+            f"{n} {soak_figure(sets, n, 'wall', turns_):.3f} / {soak_figure(sets, n, 'CPU', turns_) * 1000:.1f}"
+            for n in servers))
     for base in ("off", "off+events"):
         for what in ("wall", "CPU"):
             early = soak_ratio(sets, "auto", base, what, first)
