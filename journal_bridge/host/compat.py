@@ -472,38 +472,46 @@ async def _as_server(read: Callable[[], Any]) -> Any:
     return await asyncio.create_task(read(), context=contextvars.Context())
 
 
+async def _runtime_read(routes: str, ops: str, method: str, call: Callable[[Any, Any], Awaitable[Any]]) -> Any:
+    """`call(operation, conn)`: the runtime's `ops.method` as the server's routes in
+    module `routes` bind it, on a connection of theirs, run as the server
+    (`_as_server`). Raises `RuntimeUnreadable` outside a server."""
+    found_ops, connect = _server_ops(routes, ops, method)
+
+    async def read() -> Any:
+        async with connect() as conn:
+            return await call(getattr(found_ops, method), conn)
+
+    return await _as_server(read)
+
+
 async def runtime_run_status(thread_id: str, run_id: str) -> tuple[bool, str | None]:
     """`(found, status)` of a run, read from the server's runtime as its `GET` route reads it.
 
     Raises `RuntimeUnreadable` outside a server; the runtime's errors propagate.
     """
-    runs, connect = _server_ops("langgraph_api.api.runs", "Runs", "get")
 
-    async def read() -> tuple[bool, str | None]:
-        async with connect() as conn:
-            found = await runs.get(conn, run_id, thread_id=thread_id)
-            async for run in found:
-                status = run.get("status") if isinstance(run, Mapping) else getattr(run, "status", None)
-                return True, None if status is None else str(status)
+    async def get(operation: Any, conn: Any) -> tuple[bool, str | None]:
+        async for run in await operation(conn, run_id, thread_id=thread_id):
+            status = run.get("status") if isinstance(run, Mapping) else getattr(run, "status", None)
+            return True, None if status is None else str(status)
         return False, None
 
-    return await _as_server(read)
+    return await _runtime_read("langgraph_api.api.runs", "Runs", "get", get)
 
 
-async def _runtime_listing(routes: str, ops: str, method: str, call: Callable[..., Awaitable[Any]]) -> list[Any]:
+async def _runtime_listing(routes: str, ops: str, method: str, call: Callable[[Any, Any], Awaitable[Any]]) -> list[Any]:
     """The rows `call(operation, conn)` lists (an async iterator or a sequence), read
     as the server, returned as the server's JSON of them decoded -- as the SDK returns them."""
-    found_ops, connect = _server_ops(routes, ops, method)
-    dumps = _server_encoder()
+    dumps = _server_encoder()  # unreadable before anything is read
 
-    async def read() -> list[Any]:
-        async with connect() as conn:
-            found = await call(getattr(found_ops, method), conn)
-            if hasattr(found, "__aiter__"):
-                return [row async for row in found]
-            return list(found)
+    async def rows(operation: Any, conn: Any) -> list[Any]:
+        found = await call(operation, conn)
+        if hasattr(found, "__aiter__"):
+            return [row async for row in found]
+        return list(found)
 
-    return orjson.loads(dumps(await _as_server(read)))
+    return orjson.loads(dumps(await _runtime_read(routes, ops, method, rows)))
 
 
 async def runtime_thread_search(
