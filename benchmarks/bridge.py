@@ -49,7 +49,7 @@ and the median of a few such ratios with it. Server RSS after the workload.
 
 Server CPU is each process's own CPU clock read from outside, to the
 nanosecond (`benchmarks/process_cpu.py`). Every server runs with the dev
-server's file persistence off (`QUIET_DEV`), the same for all of them. The
+server's file persistence off (`quiet_dev_server`), the same for all of them. The
 matrices count each server's full garbage collections during the measured
 rounds, with their CPU (`benchmarks/full_collections.py`): one walks the
 in-memory runtime's whole heap, about a tenth of a second landing in
@@ -87,6 +87,7 @@ import asyncio
 import random
 import signal
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -257,20 +258,34 @@ def sdk_client(url: str) -> LangGraphClient:
 
 # `langgraph dev` pickles its whole in-memory runtime to disk every 10 s from a
 # thread of its own: the same work on every server, growing with what the
-# server holds, landing in some rounds and not in others. Measured on off
-# against an identical off, it was a quarter of the server's CPU per run at an
-# instant model's pace and the largest part of the round-to-round spread, with
-# nothing of the journal in it; every benchmark server runs without it.
-QUIET_DEV = {"LANGGRAPH_DISABLE_FILE_PERSISTENCE": "true"}
+# server holds (35 MB after a matrix), landing in some rounds and not in
+# others. Sampled on a floor, an `auto` and a `lean` server under the same
+# load, it was 5-24% of each one's CPU, the most on whichever server its
+# ticks happened to fall on; nothing of the journal is in it. Every benchmark
+# server runs without it (`benchmarks/quiet_dev.py`), checked in its log.
+QUIET_DEV = Path(__file__).resolve().with_name("quiet_dev.py")
+_FLUSH_LOOP_LINE = "Starting dev persistence flush loop"
+
+
+def quiet_dev_server(*, plugin: bool = True, env: dict[str, str], **config: Any) -> LanggraphDevServer:
+    """A started `langgraph dev` without file persistence (`config`: more of the
+    project's keys); refused if its log shows the flush loop all the same."""
+    server = LanggraphDevServer(
+        config=project_config(plugin=plugin, **config), env=env, program=[sys.executable, str(QUIET_DEV)]
+    ).start()
+    if _FLUSH_LOOP_LINE in server.read_log():
+        server.stop()
+        raise RuntimeError("a benchmark server persists its runtime to disk although launched not to")
+    return server
 
 
 def start_server(capture: str, pace: float, collections: FullCollections | None = None) -> LanggraphDevServer:
-    env = {**QUIET_DEV, "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace), **(collections.env if collections else {})}
+    env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace), **(collections.env if collections else {})}
     if capture == "off":
-        return LanggraphDevServer(plugin=False, env=env).start()
+        return quiet_dev_server(plugin=False, env=env)
     if capture == "floor":
-        return LanggraphDevServer(config=project_config(http={"app": f"{FLOOR_APP}:app"}), env=env).start()
-    return LanggraphDevServer(env={**env, "JOURNAL_BRIDGE_CAPTURE": capture}).start()
+        return quiet_dev_server(env=env, http={"app": f"{FLOOR_APP}:app"})
+    return quiet_dev_server(env={**env, "JOURNAL_BRIDGE_CAPTURE": capture})
 
 
 def start_servers(
@@ -550,11 +565,11 @@ async def matrix(
 async def _soak_set(turns: int, threads: int) -> dict[str, Any]:
     """One set of soak servers, started afresh: per server, each turn's walls and
     CPU per run, and its RSS at the start, half way, the end and after every turn."""
-    env = {**QUIET_DEV, "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0"}
+    env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0"}
     servers = {
-        "off": LanggraphDevServer(plugin=False, env=env).start(),
-        "off+events": LanggraphDevServer(plugin=False, env=env).start(),
-        "auto": LanggraphDevServer(env={**env, "JOURNAL_BRIDGE_CAPTURE": "auto"}).start(),
+        "off": quiet_dev_server(plugin=False, env=env),
+        "off+events": quiet_dev_server(plugin=False, env=env),
+        "auto": quiet_dev_server(env={**env, "JOURNAL_BRIDGE_CAPTURE": "auto"}),
     }
     try:
         cells = {
@@ -673,7 +688,7 @@ async def soak(turns: int, threads: int, instances: int = 1) -> None:
 
 async def measure_lag(compactions: int) -> None:
     """Seconds from the custom frame reaching the client to the marker row being readable."""
-    server = LanggraphDevServer(env={"JOURNAL_BRIDGE_CAPTURE": "auto"}).start()
+    server = quiet_dev_server(env={"JOURNAL_BRIDGE_CAPTURE": "auto"})
     try:
         for label, modes in (("values+custom client (state capture)", ["values", "custom"]),
                              ("useStream client (events capture)", USE_STREAM)):

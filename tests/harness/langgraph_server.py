@@ -98,11 +98,13 @@ class LanggraphDevServer(ServerProcess):
         n_jobs_per_worker: int = 4,
         startup_timeout: float = 90.0,
         langgraph: Path = LANGGRAPH,
+        program: list[str] | None = None,
     ) -> None:
         super().__init__(
             Path(workdir or tempfile.mkdtemp(prefix="journal-bridge-dev-")), startup_timeout=startup_timeout
         )
-        self.langgraph = langgraph
+        # What runs `dev`: the `langgraph` CLI, or a launcher that ends in it.
+        self.program = program if program is not None else [str(langgraph)]
         self.config = config if config is not None else project_config(plugin=plugin)
         self.env = env or {}
         self.n_jobs_per_worker = n_jobs_per_worker
@@ -115,7 +117,7 @@ class LanggraphDevServer(ServerProcess):
 
     def start(self) -> LanggraphDevServer:
         self._launch(
-            [str(self.langgraph), "dev"],
+            [*self.program, "dev"],
             self.config,
             ["--no-browser", "--no-reload", "--n-jobs-per-worker", str(self.n_jobs_per_worker)],
             {"JOURNAL_BRIDGE_STORE_URL": self.store_url, **self.env},
