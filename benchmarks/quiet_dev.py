@@ -4,11 +4,12 @@
 
 `langgraph dev` pickles its whole in-memory runtime to disk every 10 s from
 a thread of its own. `LANGGRAPH_DISABLE_FILE_PERSISTENCE` cannot turn that
-off from outside: the CLI sets the variable itself, from a project key that
-its config validation drops, before the runtime reads it. This launcher reads
-the flag into the runtime's persistence module first, then runs the CLI with
-the same arguments; everything else about the server is as `langgraph dev`
-makes it.
+off from outside: the CLI sets the variable itself before the runtime reads
+it, from a `disable_persistence` project key that its config validation does
+not pass on. This launcher sets the flag in the runtime's persistence module
+(`langgraph_runtime_inmem._persistence`, private, the same in every supported
+version), then runs the CLI with the same arguments; everything else about
+the server is as `langgraph dev` makes it.
 """
 
 from __future__ import annotations
