@@ -97,14 +97,14 @@ class LanggraphDevServer(ServerProcess):
         workdir: Path | None = None,
         n_jobs_per_worker: int = 4,
         startup_timeout: float = 90.0,
-        langgraph: Path = LANGGRAPH,
         program: list[str] | None = None,
     ) -> None:
         super().__init__(
             Path(workdir or tempfile.mkdtemp(prefix="journal-bridge-dev-")), startup_timeout=startup_timeout
         )
-        # What runs `dev`: the `langgraph` CLI, or a launcher that ends in it.
-        self.program = program if program is not None else [str(langgraph)]
+        # What runs `dev`: this environment's `langgraph` CLI, another one, or a
+        # launcher that ends in it.
+        self.program = program if program is not None else [str(LANGGRAPH)]
         self.config = config if config is not None else project_config(plugin=plugin)
         self.env = env or {}
         self.n_jobs_per_worker = n_jobs_per_worker
