@@ -29,12 +29,17 @@ only the hidden model calls and tool results above are particular to this one.
 
 Parts the journal does not need are ignored. A part that is not shaped like
 the server's output is counted in `malformed` and skipped; it never raises.
+Most of an `events` stream's bytes are node starts and ends, each carrying the
+whole state: `needs` tells from a part's bytes, before it is parsed, whether
+this mapper would map it to anything, so a reader holding the raw frame need
+not parse the ones it would not.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -49,6 +54,16 @@ from journal_bridge.model.records import Draft, message_dict
 logger = logging.getLogger(__name__)
 
 __all__ = ["RunMapper", "map_parts", "message_dict"]
+
+# The server writes a callback event's name first and its `parent_ids` last
+# (`{"event":"on_chain_end","data":{...},...,"parent_ids":[...]}`). In JSON text
+# a quote inside a string is escaped, so these marks are found only where they
+# are the event's own keys and values, or a state's: never in message text.
+_KIND = re.compile(rb'\s*\{\s*"event"\s*:\s*"(on_[a-z_]+)"')
+_ROOT_MARK = re.compile(rb'"parent_ids"\s*:\s*\[\s*\]')
+_REMOVE_MARK = b'"remove"'  # a `RemoveMessage`'s type: how a compaction shows in an update
+# What `_from_callback_event` maps, besides node starts and ends.
+_MAPPED_KINDS = frozenset({b"on_tool_start", b"on_chat_model_end", b"on_tool_end", b"on_custom_event", b"on_chain_error"})
 
 
 def _is_summarizer_call(event: Mapping[str, Any]) -> bool:
@@ -89,6 +104,9 @@ class RunMapper:
         self._end: Draft | None = None
         self._compactions = Compactions()
         self._failed = False
+        self._started = False  # the root's start was mapped
+        # Whether the root's events have no parents (its end is then known by its bytes).
+        self._root_unparented = False
         self.ending: str | None = None  # how the journaled run ended (`journal_bridge.host.outcome`)
 
     # -- public -----------------------------------------------------------
@@ -112,6 +130,27 @@ class RunMapper:
                 exc,
             )
             return []
+
+    def needs(self, data: bytes) -> bool:
+        """Whether an `events` part, as its JSON bytes, has to be parsed and fed:
+        False only for one that `feed` would map to nothing now.
+
+        That is a callback this mapper does not map, a node's start while no
+        record waits for the ids its input shows, and a node's end whose update
+        removes no message (so compacts nothing). Bytes not shaped like the
+        server's events are parsed (and counted as malformed if they are).
+        """
+        kind = _KIND.match(data)
+        if kind is None:
+            return True
+        name = kind.group(1)
+        if name == b"on_chain_start":
+            return not self._started or bool(self._held)
+        if name == b"on_chain_end":
+            if not self._root_unparented:
+                return True
+            return _ROOT_MARK.search(data) is not None or _REMOVE_MARK in data
+        return name in _MAPPED_KINDS
 
     @property
     def outcome_wanted(self) -> dict[str, Any] | None:
@@ -259,6 +298,8 @@ class RunMapper:
         return records.subagent_caller((data.get("metadata") or {}).get("langgraph_node") or data.get("name"))
 
     def _run_start(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> list[RunEvent]:
+        self._started = True
+        self._root_unparented = data.get("parent_ids") == []
         run_input = payload.get("input")
         metadata = data.get("metadata") or {}
         graph = metadata.get("graph_id") or data.get("name")

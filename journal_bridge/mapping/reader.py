@@ -262,11 +262,21 @@ class ClientStream:
             self.complete = complete
             self._queue.put_nowait(None)
 
-    async def parts(self) -> AsyncIterator[Part]:
+    async def parts(self, needs: Callable[[bytes], bool] | None = None) -> AsyncIterator[Part | None]:
+        """The frames kept, parsed, in order.
+
+        An `events` frame whose bytes `needs` turns down (asked as it comes to be
+        read) is passed over unparsed; when no other frame is waiting then, None
+        comes instead: the reader is not to wait on the next frame for what it keeps.
+        """
         while True:
             frame = await self._queue.get()
             if frame is None:
                 return
+            if needs is not None and frame.mode == EVENTS_MODE and frame.data and not needs(frame.data):
+                if self._queue.empty():
+                    yield None
+                continue
             try:
                 data = orjson.loads(frame.data) if frame.data else None
             except orjson.JSONDecodeError:
@@ -533,9 +543,12 @@ async def _read(
         batches.hold_start()
         await batches.send()
 
-    async def consume(parts: AsyncIterator[Part], more: Callable[[], bool] = lambda: False) -> None:
+    async def consume(parts: AsyncIterator[Part | None], more: Callable[[], bool] = lambda: False) -> None:
         # Frames that arrived together are mapped before their records are sent.
         async for part in parts:
+            if part is None:  # frames passed over, none waiting
+                await batches.send()
+                continue
             batches.started()
             if on_part is not None:
                 on_part()
@@ -548,7 +561,9 @@ async def _read(
     if streamed is None and source.client_join is not None:
         streamed = await source.client_join.stream()
     if streamed is not None:
-        await consume(streamed.parts(), streamed.ready)
+        # The `events` mapper says which frames it would map to nothing: those are not parsed.
+        needs = mapper.needs if isinstance(mapper, RunMapper) else None
+        await consume(streamed.parts(needs), streamed.ready)
         # A response that ended with no frame of the run past its `metadata` (an
         # empty body, the run's stream lost on its way from another process)
         # showed nothing of it: a run that truly sent nothing more costs a join.

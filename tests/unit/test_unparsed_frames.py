@@ -1,0 +1,213 @@
+"""The `events` reader leaves unparsed the frames its mapper would map to nothing.
+
+Node starts and ends carry the whole state and are most of an `events`
+stream's bytes. `RunMapper.needs` tells from a frame's bytes whether the
+mapper would map it; the client's stream passes over the others unparsed.
+These tests hold that the records are the same either way, on the bundled
+agent's real events (tools, compactions) written as the server writes them,
+and on the shapes where a skipped frame would lose something.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import orjson
+import pytest
+
+from journal_bridge.host.sse import Frame
+from journal_bridge.mapping import reader
+from journal_bridge.mapping.capture_setting import CaptureSetting, plan_capture
+from journal_bridge.mapping.events_mapper import RunMapper, map_parts
+from journal_bridge.model.envelope import RunEvent
+from tests.unit.test_mapping import _capture, _graph
+
+SERVER = orjson.dumps  # how the server writes a frame's data: no spaces, keys in order
+SPACED = lambda data: json.dumps(data).encode()  # noqa: E731 - the same JSON, spaced
+
+
+def _records(events: list[RunEvent]) -> list[tuple]:
+    return [(e.event_type, e.source_key, json.dumps(e.content, sort_keys=True, default=str)) for e in events]
+
+
+def _map_as_read(thread_id: str, run_id: str, parts, write=SERVER) -> tuple[list[RunEvent], list[str]]:
+    """Map `parts` as the client-stream reader does: each frame's bytes asked first.
+    Returns the records and the callback names of the frames passed over."""
+    mapper = RunMapper(thread_id, run_id)
+    out: list[RunEvent] = []
+    skipped: list[str] = []
+    for event, data in parts:
+        raw = write(data)
+        if event == "events" and not mapper.needs(raw):
+            skipped.append(data["event"])
+            continue
+        out.extend(mapper.feed(event, orjson.loads(raw)))
+    return out + mapper.flush(), skipped
+
+
+@pytest.fixture(scope="module")
+def conversation():
+    async def run():
+        graph = _graph()
+        thread_id = str(uuid.uuid4())
+        texts = ["hello", "add 2 and 3", "weather in Paris", "one more", "and again", "what time is it", "last"]
+        return thread_id, [await _capture(graph, thread_id, text) for text in texts]
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("write", [SERVER, SPACED], ids=["server", "spaced"])
+def test_every_run_maps_to_the_same_records_with_its_unneeded_frames_unparsed(conversation, write):
+    thread_id, runs = conversation
+    skipped_kinds: set[str] = set()
+    compacted = 0
+    for run_id, parts in runs:
+        expected = map_parts(thread_id, run_id, parts)
+        got, skipped = _map_as_read(thread_id, run_id, parts, write)
+        assert _records(got) == _records(expected)
+        skipped_kinds.update(skipped)
+        compacted += any(e.event_type == "middleware:summarize" for e in got)
+    assert compacted, "the script should compact at least once"
+    # Node starts once the input has its ids, and node ends that remove nothing.
+    assert {"on_chain_start", "on_chain_end"} <= skipped_kinds
+    assert "on_chat_model_stream" in skipped_kinds  # a callback no record comes from
+
+
+def test_most_node_bytes_go_unparsed(conversation):
+    thread_id, runs = conversation
+    total = parsed = 0
+    for run_id, parts in runs:
+        mapper = RunMapper(thread_id, run_id)
+        for event, data in parts:
+            raw = SERVER(data)
+            if data.get("event") in ("on_chain_start", "on_chain_end"):
+                total += len(raw)
+            if mapper.needs(raw):
+                if data.get("event") in ("on_chain_start", "on_chain_end"):
+                    parsed += len(raw)
+                mapper.feed(event, orjson.loads(raw))
+    assert parsed < total / 2, (parsed, total)
+
+
+def _event(kind: str, run_id: str, parents: list[str], data: dict, **extra) -> dict:
+    return {"event": kind, "data": data, "name": extra.pop("name", "node"), "tags": [], "run_id": run_id,
+            "metadata": {"langgraph_checkpoint_ns": "node:1", **extra}, "parent_ids": parents}
+
+
+def _human(text: str, message_id: str | None) -> dict:
+    return {"type": "human", "content": text, "id": message_id}
+
+
+def test_a_node_end_that_removes_messages_is_read_and_marks_the_compaction():
+    """A compaction no middleware announced shows only in the node's update."""
+    mapper = RunMapper("t", "r")
+    history = [_human(f"m{i}", f"id{i}") for i in range(4)]
+    start = _event("on_chain_start", "r", [], {"input": {"messages": [_human("new", None)]}}, name="LangGraph")
+    mapper.feed("events", start)
+    node_start = _event("on_chain_start", "n1", ["r"], {"input": {"messages": [*history, _human("new", "id4")]}})
+    assert mapper.needs(SERVER(node_start))  # the input message waits for its id
+    mapper.feed("events", node_start)
+    plain = _event("on_chain_start", "n2", ["r"], {"input": {"messages": history}})
+    assert not mapper.needs(SERVER(plain))
+    update = {"messages": [{"type": "remove", "id": "__remove_all__"}, {"type": "ai", "content": "summary", "id": "s1"}]}
+    compacting = _event("on_chain_end", "n2", ["r"], {"input": {"messages": history}, "output": update})
+    assert mapper.needs(SERVER(compacting)) and mapper.needs(SPACED(compacting))
+    records = mapper.feed("events", compacting)
+    assert [r.event_type for r in records] == ["middleware:summarize"]
+    quiet = _event("on_chain_end", "n3", ["r"], {"input": {"messages": history}, "output": {"messages": []}})
+    assert not mapper.needs(SERVER(quiet))
+
+
+def test_the_word_remove_in_a_message_is_not_a_removal_but_costs_only_a_parse():
+    mapper = RunMapper("t", "r")
+    mapper.feed("events", _event("on_chain_start", "r", [], {"input": {}}, name="LangGraph"))
+    said = _event("on_chain_end", "n", ["r"], {"output": {"messages": [_human('please "remove" it', "a")]}})
+    assert not mapper.needs(SERVER(said))  # escaped quotes: not the mark
+    keyed = _event("on_chain_end", "n", ["r"], {"output": {"note": "remove"}})
+    assert mapper.needs(SERVER(keyed))
+    assert mapper.feed("events", orjson.loads(SERVER(keyed))) == []
+
+
+def test_a_root_known_only_by_its_run_id_has_every_chain_end_read():
+    """A root whose events have parents (its graph called inside another run) is
+    told by its run id, which its end's bytes cannot show: every chain end is read."""
+    mapper = RunMapper("t", "r")
+    mapper.feed("events", _event("on_chain_start", "r", ["outer"], {"input": {"messages": []}}, name="LangGraph"))
+    end = _event("on_chain_end", "r", ["outer"], {"output": {"messages": [_human("x", "x1")]}})
+    assert mapper.needs(SERVER(end))
+    mapper.feed("events", end)
+    assert [r.event_type for r in mapper.flush()] == ["run.end"]
+
+
+def test_before_the_root_starts_every_start_is_read_and_bad_bytes_are_parsed():
+    mapper = RunMapper("t", "r")
+    assert mapper.needs(SERVER(_event("on_chain_start", "n", ["r"], {"input": {}})))
+    for raw in (b"not json", b"[1, 2]", b'{"data": {}, "event": "on_chain_end"}', b"{}"):
+        assert mapper.needs(raw)
+    mapper.feed("events", "not an object")
+    assert mapper.malformed == 1
+    assert not mapper.needs(SERVER(_event("on_chat_model_stream", "m", ["r"], {"chunk": {}})))
+    assert not mapper.needs(SERVER(_event("on_retriever_end", "m", ["r"], {"output": []})))
+    for kind in ("on_tool_start", "on_tool_end", "on_chat_model_end", "on_custom_event", "on_chain_error"):
+        assert mapper.needs(SERVER(_event(kind, "x", ["r"], {})))
+
+
+async def _next(parts):
+    return await asyncio.wait_for(anext(parts), 5)
+
+
+def _frame(data: dict | None, event: str = "events", frame_id: str | None = None) -> Frame:
+    raw = orjson.dumps(data) if data is not None else None
+    return Frame(b"", b"\n\n", event, raw, frame_id)
+
+
+async def test_frames_passed_over_with_none_waiting_let_the_reader_send_what_it_keeps():
+    stream = reader.ClientStream(plan_capture(["events"], CaptureSetting.parse("auto")), ("events",))
+    stream.feed(_frame({"run_id": "r"}, "metadata"))
+    stream.feed(_frame(_event("on_chain_start", "r", [], {"input": {}})))
+    stream.feed(_frame(_event("on_chain_start", "n", ["r"], {"input": {}})))
+    stream.feed(_frame(_event("on_chain_start", "n2", ["r"], {"input": {}})))
+    parts = stream.parts(lambda raw: b'"parent_ids":[]' in raw)
+    assert (await _next(parts)).event == "metadata"
+    assert (await _next(parts)).data["run_id"] == "r"
+    # Two frames passed over, then nothing waits: None, not a wait on the next frame.
+    assert await _next(parts) is None
+    waiting = asyncio.ensure_future(anext(parts))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    stream.feed(_frame(_event("on_chain_start", "n3", ["r"], {"input": {}})))
+    stream.feed(_frame(_event("on_chain_end", "r", [], {"output": {}})))
+    assert (await asyncio.wait_for(waiting, 5)).data["event"] == "on_chain_end"  # one passed over, another waiting: no None
+    stream.close(complete=True)
+    assert [p async for p in parts] == []
+
+
+async def test_a_streamed_runs_answer_is_written_before_its_next_read_frame_comes(monkeypatch):
+    """The node end after an answer is passed over; the answer does not wait for the run's next frame."""
+    monkeypatch.setattr(reader, "_GATHER_SECONDS", 0.0)
+    capture = plan_capture(["events"], CaptureSetting.parse("auto"))
+    stream = reader.ClientStream(capture, ("events", "values"))
+    written: list[list[str]] = []
+
+    async def emit(events: list[RunEvent]) -> None:
+        written.append([e.event_type for e in events])
+
+    source = reader.RunSource(capture=capture, client_stream=stream, client_modes=("events", "values"))
+    reading = asyncio.ensure_future(reader.read_run(None, "r", "r", source, emit))  # stateless: no thread to ask
+    stream.feed(_frame({"run_id": "r"}, "metadata"))
+    stream.feed(_frame(_event("on_chain_start", "r", [], {"input": {"messages": []}}, name="LangGraph")))
+    answer = {"type": "ai", "content": "hi", "id": "a1"}
+    stream.feed(_frame(_event("on_chat_model_end", "m", ["r", "n"], {"output": answer})))
+    stream.feed(_frame(_event("on_chain_end", "n", ["r"], {"output": {"messages": [answer]}})))
+    for _ in range(100):
+        if any("llm.ai.response" in batch for batch in written):
+            break
+        await asyncio.sleep(0.01)
+    assert any("llm.ai.response" in batch for batch in written), written
+    assert not reading.done()
+    stream.feed(_frame(_event("on_chain_end", "r", [], {"output": {"messages": [answer]}})))
+    stream.close(complete=True)
+    await asyncio.wait_for(reading, 5)
+    assert [t for batch in written for t in batch] == ["run.start", "llm.ai.response", "run.end"]
