@@ -175,14 +175,14 @@ class RunObserverMiddleware:
         if extra:
             scope = {**scope, "query_string": join_query_with_modes(scope.get("query_string", b""), [*client_modes, *extra])}
 
-        def on_frame(frame: Frame) -> bytes:
+        def on_frame(frame: Frame) -> bytes | None:
             if journal is not None:
                 journal.feed(frame)
             if frame.mode in added:
                 return b""
             if extra and frame.event and not join_mode_matches(frame.event, client_modes) and join_mode_matches(frame.event, extra):
                 return b""  # read for the journal only
-            return frame.to_bytes(strip_ids=plan.forced_resumable)
+            return frame.sent_on(strip_ids=plan.forced_resumable)
 
         filtered = _FilteredSend(SSEFrames(on_frame), send)
         try:
@@ -216,7 +216,7 @@ class RunObserverMiddleware:
         that run are dropped."""
         current: RunPlan | None = None
 
-        def on_frame(frame: Frame) -> bytes:
+        def on_frame(frame: Frame) -> bytes | None:
             nonlocal current
             if frame.mode == "metadata":
                 run_id = frame.field("run_id")
@@ -224,7 +224,7 @@ class RunObserverMiddleware:
                     current = self.plans.get(run_id)
             elif current is not None and frame.mode in current.capture.added:
                 return b""
-            return frame.to_bytes()
+            return None
 
         await self.app(scope, receive, _FilteredSend(SSEFrames(on_frame), send))
 
@@ -412,12 +412,12 @@ class _CreatedRunSend(_FilteredSend):
         self.client_frames = self._hand_over(lambda: self.sink.read_client_stream(thread_id, run_id, plan), run_id)
         journal, added, strip = self.client_frames, set(plan.capture.added), plan.forced_resumable
 
-        def on_frame(frame: Frame) -> bytes:
+        def on_frame(frame: Frame) -> bytes | None:
             if journal is not None:
                 journal.feed(frame)
             if frame.mode in added:
                 return b""
-            return frame.to_bytes(strip_ids=strip)
+            return frame.sent_on(strip_ids=strip)
 
         self.frames = SSEFrames(on_frame)
 

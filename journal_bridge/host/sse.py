@@ -2,13 +2,21 @@
 
 `SSEFrames` cuts a streamed body into frames (frames may arrive split across
 chunks, or several in one chunk) and hands each to a callback that returns
-the bytes to send on: the frame unchanged, the frame without its `id:` lines,
-or nothing. A frame the callback fails on is passed on unchanged.
+the bytes to send on instead (the frame without its `id:` lines, or nothing),
+or None to send the frame as it came. A frame the callback fails on is passed
+on as it came.
+
+Frames the state of a conversation travels in are large, and most are sent on
+as they came: those are not copied. A frame's `raw` is a view of the body it
+came in; its `data` is the one copy made (the journal keeps it); a run of
+frames sent as they came goes on as one slice of the body, or as the body
+itself when all of it did.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -20,12 +28,16 @@ logger = logging.getLogger(__name__)
 
 _CRLF_END = b"\r\n\r\n"
 _LF_END = b"\n\n"
+# A line of a field the plugin reads (`data`, `event`, `id`), at the start of a
+# line (after CR, LF or CRLF), the value after the colon and its one space.
+_FIELD = re.compile(rb"(?:^|(?<=\r))(data|event|id)(?::\x20?([^\r\n]*)|(?=[\r\n]|\Z))", re.MULTILINE)
 
 
 class Frame(NamedTuple):
-    """One SSE frame: its raw lines and the fields the plugin reads."""
+    """One SSE frame: its raw lines (bytes, or a view of the body it came in)
+    and the fields the plugin reads."""
 
-    raw: bytes
+    raw: bytes | memoryview
     terminator: bytes
     event: str | None
     data: bytes | None
@@ -33,17 +45,21 @@ class Frame(NamedTuple):
 
     @classmethod
     def parse(cls, raw: bytes, terminator: bytes) -> Frame:
+        return cls._in(raw, 0, len(raw), terminator)
+
+    @classmethod
+    def _in(cls, body: bytes, start: int, end: int, terminator: bytes) -> Frame:
+        """The frame at `body[start:end]`, its raw lines a view of `body`."""
         event = data = frame_id = None
-        for line in raw.splitlines():
-            name, _, value = line.partition(b":")
-            if value[:1] == b" ":
-                value = value[1:]
+        for field in _FIELD.finditer(body, start, end):
+            name, value = field.group(1), field.group(2) or b""
             if name == b"data":
                 data = value if data is None else data + b"\n" + value
             elif name == b"event":
                 event = value.decode("utf-8", "replace").strip()
-            elif name == b"id":
+            else:
                 frame_id = value.decode("utf-8", "replace").strip()
+        raw = body if start == 0 and end == len(body) else memoryview(body)[start:end]
         return cls(raw, terminator, event, data, frame_id)
 
     @property
@@ -63,17 +79,26 @@ class Frame(NamedTuple):
 
     def to_bytes(self, *, strip_ids: bool = False) -> bytes:
         """The frame as it came, or without its `id:` lines."""
+        raw = bytes(self.raw)
         if not strip_ids or self.id is None:
-            return self.raw + self.terminator
-        newline = b"\r\n" if b"\r\n" in self.raw or self.terminator.startswith(b"\r") else b"\n"
-        lines = [line for line in self.raw.splitlines() if not line.startswith(b"id:")]
+            return raw + self.terminator
+        newline = b"\r\n" if b"\r\n" in raw or self.terminator.startswith(b"\r") else b"\n"
+        lines = [line for line in raw.splitlines() if not line.startswith(b"id:")]
         return newline.join(lines) + self.terminator
+
+    def sent_on(self, *, strip_ids: bool = False) -> bytes | None:
+        """What an `SSEFrames` callback returns to send the frame on: None (as it
+        came) unless its `id:` lines are to go."""
+        return self.to_bytes(strip_ids=True) if strip_ids and self.id is not None else None
 
 
 class SSEFrames:
-    """Feeds each complete frame of a body to `on_frame`; returns what to send on."""
+    """Feeds each complete frame of a body to `on_frame`; returns what to send on.
 
-    def __init__(self, on_frame: Callable[[Frame], bytes]) -> None:
+    `on_frame` returns the bytes to send instead of the frame, or None to send
+    it as it came."""
+
+    def __init__(self, on_frame: Callable[[Frame], bytes | None]) -> None:
         self._on_frame = on_frame
         self._buffer = b""
 
@@ -85,6 +110,7 @@ class SSEFrames:
         data = self._buffer + chunk if held else chunk
         out: list[bytes] = []
         start = 0
+        kept = -1  # where the frames sent as they came, not yet in `out`, begin
         # A frame ends at the first blank line, `\r\n\r\n` or `\n\n` (the one
         # never occurs inside the other). Literal searches, each looked up again
         # only once the frames passed it: one scan of the chunk per terminator.
@@ -96,21 +122,37 @@ class SSEFrames:
                 end, terminator = crlf, _CRLF_END
             else:
                 end, terminator = lf, _LF_END
-            out.append(self._frame(data[start:end], terminator))
+            sent = self._frame(data, start, end, terminator)
+            if sent is None:
+                kept = start if kept < 0 else kept
+            else:
+                if kept >= 0:
+                    out.append(data[kept:start])
+                    kept = -1
+                out.append(sent)
             start = end + len(terminator)
             if crlf >= 0 and crlf < start:
                 crlf = data.find(_CRLF_END, start)
             if lf >= 0 and lf < start:
                 lf = data.find(_LF_END, start)
-        self._buffer = data[start:]
-        if final and self._buffer:
-            out.append(self._frame(self._buffer, b""))
-            self._buffer = b""
-        return b"".join(out)
+        if final and start < len(data):
+            sent = self._frame(data, start, len(data), b"")
+            if sent is None:
+                kept = start if kept < 0 else kept
+            else:
+                if kept >= 0:
+                    out.append(data[kept:start])
+                    kept = -1
+                out.append(sent)
+            start = len(data)
+        if kept >= 0:
+            out.append(data[kept:start])  # the whole of `data` is `data` itself
+        self._buffer = data[start:] if start < len(data) else b""
+        return out[0] if len(out) == 1 else b"".join(out)
 
-    def _frame(self, raw: bytes, terminator: bytes) -> bytes:
+    def _frame(self, body: bytes, start: int, end: int, terminator: bytes) -> bytes | None:
         try:
-            return self._on_frame(Frame.parse(raw, terminator))
+            return self._on_frame(Frame._in(body, start, end, terminator))
         except Exception:  # noqa: BLE001 - the client's stream matters more than the journal
             logger.exception("journal-bridge: passing an SSE frame through unfiltered")
-            return raw + terminator
+            return None

@@ -138,3 +138,35 @@ def test_a_frame_in_many_chunks_is_scanned_once_not_once_per_chunk():
 )
 def test_a_frames_json_field_is_read_as_text_or_none(data, expected):
     assert Frame(b"", b"\n\n", "metadata", data, None).field("run_id") == expected
+
+
+def test_a_body_whose_frames_all_go_on_as_they_came_is_sent_on_itself():
+    """No copy of a large frame for the client's sake: the chunk itself goes on."""
+    seen: list[Frame] = []
+    frames = SSEFrames(lambda f: seen.append(f) or None)
+    chunk = FRAMES + b"event: values\r\ndata: " + b"x" * 100_000 + b"\r\n\r\n"
+    assert frames.feed(chunk, final=False) is chunk
+    assert len(seen) == 7 and len(seen[-1].data) == 100_000
+    assert bytes(seen[1].raw) == b'event: events\r\ndata: {"event":"on_chain_start","metadata":{"thread_id":"t9"}}\r\nid: 1-0'
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 64, len(FRAMES)])
+def test_frames_sent_on_as_they_came_keep_their_place_between_changed_ones(chunk_size):
+    def drop_events_strip_values(frame: Frame) -> bytes | None:
+        if frame.mode == "events":
+            return b""
+        return frame.sent_on(strip_ids=frame.mode == "values")
+
+    assert _through(drop_events_strip_values, chunk_size) == (
+        b"event: metadata\r\ndata: {\"run_id\":\"r\"}\r\nid: 1-0\r\n\r\n"
+        b": heartbeat\r\n\r\n"
+        b"event: values\r\ndata: {\"messages\":[]}\r\n\r\n"
+        b"event: messages|sub\r\ndata: [1]\r\nid: 3-0\r\n\r\n"
+    )
+
+
+def test_a_field_name_is_the_whole_name_before_the_colon():
+    frame = Frame.parse(b"database: 1\nevent: values\ndata\nidentity: x\nid: 7", b"\n\n")
+    assert (frame.event, frame.data, frame.id) == ("values", b"", "7")
+    lone_cr = Frame.parse(b"event: values\rdata: 2\rid: 3", b"\n\n")
+    assert (lone_cr.event, lone_cr.data, lone_cr.id) == ("values", b"2", "3")
