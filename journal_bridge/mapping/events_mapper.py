@@ -56,11 +56,13 @@ logger = logging.getLogger(__name__)
 __all__ = ["RunMapper", "map_parts", "message_dict"]
 
 # The server writes a callback event's name first and its `parent_ids` last
-# (`{"event":"on_chain_end","data":{...},...,"parent_ids":[...]}`). In JSON text
-# a quote inside a string is escaped, so these marks are found only where they
-# are the event's own keys and values, or a state's: never in message text.
+# (`{"event":"on_chain_end","data":{...},...,"parent_ids":[...]}`): both are
+# read without scanning the state between. In JSON text a quote inside a
+# string is escaped, so these marks are found only where they are the event's
+# own keys and values, or a state's: never in message text.
 _KIND = re.compile(rb'\s*\{\s*"event"\s*:\s*"(on_[a-z_]+)"')
-_ROOT_MARK = re.compile(rb'"parent_ids"\s*:\s*\[\s*\]')
+_PARENTS_KEY = b'"parent_ids"'
+_NO_PARENTS = re.compile(rb'"parent_ids"\s*:\s*\[\s*\]')
 _REMOVE_MARK = b'"remove"'  # a `RemoveMessage`'s type: how a compaction shows in an update
 # What `_from_callback_event` maps, besides node starts and ends.
 _MAPPED_KINDS = frozenset({b"on_tool_start", b"on_chat_model_end", b"on_tool_end", b"on_custom_event", b"on_chain_error"})
@@ -149,7 +151,10 @@ class RunMapper:
         if name == b"on_chain_end":
             if not self._root_unparented:
                 return True
-            return _ROOT_MARK.search(data) is not None or _REMOVE_MARK in data
+            parents = data.rfind(_PARENTS_KEY)
+            if parents < 0 or _NO_PARENTS.match(data, parents) is not None:
+                return True  # the root's end, or not shaped like the server's
+            return _REMOVE_MARK in data
         return name in _MAPPED_KINDS
 
     @property
