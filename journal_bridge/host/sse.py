@@ -147,6 +147,19 @@ class SSEFrames:
         out: list[bytes] = []
         start = 0
         kept = -1  # where the frames sent as they came, not yet in `out`, begin
+
+        def pass_on(end: int, terminator: bytes) -> None:
+            """The frame from `start` to `end`: kept in place, or its bytes after those kept."""
+            nonlocal kept
+            sent = self._frame(data, start, end, terminator)
+            if sent is None:
+                kept = start if kept < 0 else kept
+                return
+            if kept >= 0:
+                out.append(data[kept:start])
+                kept = -1
+            out.append(sent)
+
         # A frame ends at the first blank line, `\r\n\r\n` or `\n\n` (the one
         # never occurs inside the other). Literal searches, each looked up again
         # only once the frames passed it: one scan of the chunk per terminator.
@@ -158,28 +171,14 @@ class SSEFrames:
                 end, terminator = crlf, _CRLF_END
             else:
                 end, terminator = lf, _LF_END
-            sent = self._frame(data, start, end, terminator)
-            if sent is None:
-                kept = start if kept < 0 else kept
-            else:
-                if kept >= 0:
-                    out.append(data[kept:start])
-                    kept = -1
-                out.append(sent)
+            pass_on(end, terminator)
             start = end + len(terminator)
             if crlf >= 0 and crlf < start:
                 crlf = data.find(_CRLF_END, start)
             if lf >= 0 and lf < start:
                 lf = data.find(_LF_END, start)
         if final and start < len(data):
-            sent = self._frame(data, start, len(data), b"")
-            if sent is None:
-                kept = start if kept < 0 else kept
-            else:
-                if kept >= 0:
-                    out.append(data[kept:start])
-                    kept = -1
-                out.append(sent)
+            pass_on(len(data), b"")
             start = len(data)
         if kept >= 0:
             out.append(data[kept:start])  # the whole of `data` is `data` itself
