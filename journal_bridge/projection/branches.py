@@ -304,25 +304,35 @@ class Branch:
 
 
 async def branch_of(
-    store: RunEventStore, thread_id: str, *, run_id: str | None = None, checkpoint: Mapping[str, Any] | None = None
+    store: RunEventStore,
+    thread_id: str,
+    *,
+    run_id: str | None = None,
+    checkpoint: Mapping[str, Any] | None = None,
+    ceiling: int | None = None,
 ) -> Branch | None:
     """The branch to read: the thread's current one; the one ending with run
     `run_id`'s last record; or the one as of a checkpoint (`checkpoint`: its
     state, as `threads.get_state` returns it). None for a journal without forks
     read at its end.
 
+    `ceiling`: the journal as of that seq (None: as it is now); a reader that
+    reads up to a seq sees the forks up to it, and none written since.
+
     `LookupError` when `run_id` has no record in the thread.
     """
+    if ceiling is None:
+        ceiling = await store.last_seq(thread_id)
     if checkpoint is not None:
         # Where a run going on from the checkpoint now would fork.
         here = Fork.of(dataclasses.replace(
             records.fork(thread_id, None, {"checkpoint_id": (checkpoint.get("checkpoint") or {}).get("checkpoint_id")}, checkpoint),
-            seq=await store.last_seq(thread_id) + 1,
+            seq=ceiling + 1,
         ))
         top = await Branch(store, thread_id).find_cut(here)
         return Branch(store, thread_id, top=top)
     if run_id is None:
-        newest = await latest_fork(store, thread_id)
+        newest = await latest_fork(store, thread_id, ceiling)
         return Branch(store, thread_id, newest=newest) if newest is not None else None
     last = None
     after = 0
@@ -335,7 +345,7 @@ async def branch_of(
         after = page[-1].seq
     if last is None:
         raise LookupError(f"run {run_id!r} has no record in thread {thread_id!r}")
-    return Branch(store, thread_id, top=last)
+    return Branch(store, thread_id, top=min(last, ceiling))
 
 
 async def annotate_forks(store: RunEventStore, thread_id: str, branch: Branch, items: list[dict[str, Any]]) -> None:

@@ -46,6 +46,11 @@ past the page. `next_before_seq` continues a backward page and is None when
 the oldest item was reached. `next_after_seq` is the seq of the newest item on
 the page (or the cursor given when the page is empty), so a forward reader can
 always resume from it, also to poll a live thread.
+
+A page is read as of one moment: the thread's last seq, read first. Records
+written while the page is read (a run going on, a fork) wait for the next
+page, so a page never shows a fork's run without the fork that puts it on its
+branch.
 """
 
 from __future__ import annotations
@@ -228,19 +233,23 @@ async def _read(
     projector: Any,
     want: int,
     *,
+    ceiling: int,
     before_seq: int | None = None,
     after_seq: int | None = None,
     branch: Branch | None = None,
 ) -> list[dict[str, Any]]:
-    """Up to `want` items next to a cursor, ascending seq: the newest below
-    `before_seq` (the newest of all without a cursor), or the oldest above `after_seq`.
+    """Up to `want` items next to a cursor, ascending seq, of the records up to
+    `ceiling`: the newest below `before_seq` (the newest of all without a
+    cursor), or the oldest above `after_seq`.
 
     A record may project to no item (or several), so the store is read in
     batches until enough items came or the records ran out. With a `branch`,
     only its records count, and reading skips the ranges off it.
     """
+    if after_seq is None:
+        before_seq = ceiling + 1 if before_seq is None else min(before_seq, ceiling + 1)
     if branch is not None:
-        return await _read_branch(store, thread_id, categories, projector, want, before_seq, after_seq, branch)
+        return await _read_branch(store, thread_id, categories, projector, want, before_seq, after_seq, branch, ceiling)
     backward = after_seq is None
     items: list[dict[str, Any]] = []
     cursor = before_seq if backward else after_seq
@@ -258,7 +267,10 @@ async def _read(
             items = projector(records) + items
             cursor = records[0].seq
         else:
-            items.extend(projector(records))
+            below = [r for r in records if r.seq <= ceiling]
+            items.extend(projector(below))
+            if len(below) < len(records):
+                break
             cursor = records[-1].seq
         if len(records) < batch:
             break
@@ -274,6 +286,7 @@ async def _read_branch(
     before_seq: int | None,
     after_seq: int | None,
     branch: Branch,
+    ceiling: int,
 ) -> list[dict[str, Any]]:
     """`_read` of the records on `branch`: range by range, newest first or oldest first."""
     items: list[dict[str, Any]] = []
@@ -298,14 +311,15 @@ async def _read_branch(
             cursor = records[0].seq
         return items
     ranges = sorted(await branch.all_ranges())
-    for low, high in ranges:
-        if high is not None and high <= after_seq:
+    for low, top in ranges:
+        high = ceiling if top is None else min(top, ceiling)
+        if high <= after_seq:
             continue
         cursor = max(after_seq, low - 1)
         while len(items) < want:
             batch = max(want - len(items), _MIN_READ)
             records = await store.list_timeline(thread_id, categories=tuple(categories), limit=batch, after_seq=cursor)
-            in_range = [r for r in records if high is None or r.seq <= high]
+            in_range = [r for r in records if r.seq <= high]
             items.extend(projector([r for r in in_range if branch.visible(r)]))
             if len(records) < batch or len(in_range) < len(records):
                 break  # the range (or the journal) ends here
@@ -363,6 +377,7 @@ class _PageQuery:
     limit: int
     before_seq: int | None
     after_seq: int | None
+    ceiling: int  # the thread's last seq when the page was asked for
     branch: Branch | None = None
 
 
@@ -371,8 +386,9 @@ async def _ordered_page(
 ) -> dict[str, Any]:
     """`_page` for a thread with displaced records: the same contract, in conversation order."""
     categories, projector, limit = query.categories, query.projector, query.limit
-    before_seq, after_seq = query.before_seq, query.after_seq
-    moved = await _read_seqs(store, thread_id, categories, projector, sorted(displaced))
+    before_seq, after_seq, ceiling = query.before_seq, query.after_seq, query.ceiling
+    displaced = {seq: anchor for seq, anchor in displaced.items() if seq <= ceiling}
+    moved = await _read_seqs(store, thread_id, categories, projector, sorted(displaced)) if displaced else []
     branch = query.branch
     if branch is not None:
         # A displaced record is on the branch its anchor is on.
@@ -389,13 +405,16 @@ async def _ordered_page(
         cursor = _order_key(after_seq, displaced)
         # In-place items after the cursor: from its anchor on when it is displaced.
         start = cursor[0] if cursor[1] == 1 else cursor[0] - 1
-        items = (await _read(store, thread_id, categories, in_place, limit + 1, after_seq=start, branch=branch))[: limit + 1]
+        items = (await _read(
+            store, thread_id, categories, in_place, limit + 1, ceiling=ceiling, after_seq=start, branch=branch
+        ))[: limit + 1]
         ceiling = items[-1]["seq"] if len(items) > limit else None
         items += [m for m in moved if key(m) > cursor and (ceiling is None or displaced[m["seq"]] <= ceiling)]
         return _forward_page(sorted(items, key=key), limit, after_seq)
     cursor = _order_key(before_seq, displaced) if before_seq is not None else None
     items = await _read(
-        store, thread_id, categories, in_place, limit + 1, before_seq=cursor[0] if cursor else None, branch=branch
+        store, thread_id, categories, in_place, limit + 1,
+        ceiling=ceiling, before_seq=cursor[0] if cursor else None, branch=branch,
     )
     items = items[-(limit + 1):]
     floor = items[0]["seq"] if len(items) > limit else None
@@ -415,10 +434,16 @@ async def _page(store: RunEventStore, thread_id: str, query: _PageQuery) -> dict
     else:
         categories, projector, branch = query.categories, query.projector, query.branch
         if after_seq is not None:
-            items = await _read(store, thread_id, categories, projector, limit + 1, after_seq=after_seq, branch=branch)
+            items = await _read(
+                store, thread_id, categories, projector, limit + 1,
+                ceiling=query.ceiling, after_seq=after_seq, branch=branch,
+            )
             page = _forward_page(items, limit, after_seq)
         else:
-            items = await _read(store, thread_id, categories, projector, limit + 1, before_seq=before_seq, branch=branch)
+            items = await _read(
+                store, thread_id, categories, projector, limit + 1,
+                ceiling=query.ceiling, before_seq=before_seq, branch=branch,
+            )
             page = _backward_page(items, limit)
     if query.branch is not None:
         await annotate_forks(store, thread_id, query.branch, page["data"])
@@ -470,9 +495,10 @@ async def history_page(
     `journal_bridge.projection.branches`. `markers_only`: the page holds summary
     markers only.
     """
-    branch = await branch_of(store, thread_id, run_id=run_id, checkpoint=checkpoint)
+    ceiling = await store.last_seq(thread_id)
+    branch = await branch_of(store, thread_id, run_id=run_id, checkpoint=checkpoint, ceiling=ceiling)
     categories, projector = ((MIDDLEWARE,), _markers_only) if markers_only else (TIMELINE_CATEGORIES, project)
-    return await _page(store, thread_id, _PageQuery(categories, projector, limit, before_seq, after_seq, branch))
+    return await _page(store, thread_id, _PageQuery(categories, projector, limit, before_seq, after_seq, ceiling, branch))
 
 
 async def markers_page(store: RunEventStore, thread_id: str, **page: Any) -> dict[str, Any]:

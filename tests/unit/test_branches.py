@@ -132,3 +132,45 @@ async def test_a_journal_without_forks_is_read_as_before(store):
     journal.run("r1", "q1", "a1")
     await store.put_batch(journal.events)
     assert await branches.branch_of(store, THREAD) is None
+
+
+class _WritesDuringRead:
+    """The store, with a regenerate's fork and records landing while a page is
+    being read: right after the page looks for the thread's newest fork."""
+
+    def __init__(self, store, events) -> None:
+        self._store, self._events = store, events
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def list_timeline(self, thread_id: str, **query: Any):
+        page = await self._store.list_timeline(thread_id, **query)
+        if query.get("run_id") == records.BRANCHES_RUN_ID and self._events:
+            events, self._events = self._events, []
+            await self._store.put_batch(events)
+        return page
+
+
+@pytest.mark.parametrize("cursor", ["after_seq", "newest"])
+async def test_a_page_read_while_a_regenerate_lands_shows_none_of_it_or_all_of_it_marked(store, cursor):
+    journal = _Journal()
+    journal.run("r1", "q1", "a1")
+    journal.run("r2", "q2", "a2")
+    await store.put_batch(journal.events)
+    last_seq = await store.last_seq(THREAD)
+    written = len(journal.events)
+    journal.fork("r3", "q2", "a2-again")
+    landing = journal.events[written:]
+    reading = _WritesDuringRead(store, landing)
+    query = {"after_seq": last_seq} if cursor == "after_seq" else {}
+    first = (await history.history_page(reading, THREAD, limit=50, **query))["data"]
+    assert not reading._events, "the regenerate landed during the read"
+    # As of the moment the page was asked for: the regenerate had not happened.
+    assert "a2-again" not in [i["id"] for i in first]
+    if cursor == "newest":
+        assert [i["id"] for i in first] == ["q1", "a1", "q2", "a2"]
+    # The next page has the regenerated answer, marked as the second version.
+    after = first[-1]["seq"] if first else last_seq
+    polled = (await history.history_page(store, THREAD, limit=50, after_seq=after))["data"]
+    assert [(i["id"], i.get("branch", {}).get("index")) for i in polled] == [("a2-again", 2)]
