@@ -16,7 +16,7 @@ itself when all of it did.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import orjson
@@ -31,6 +31,45 @@ _FIELDS = (b"data", b"event", b"id")
 _LONGEST_NAME = max(len(name) for name in _FIELDS)
 # A frame this short is cheaper to split into lines at once than line by line.
 _SMALL_FRAME = 2048
+
+
+def _split_fields(raw: bytes) -> list[tuple[bytes, bytes]]:
+    """The `(name, value)` of each line of a small frame, split at once.
+
+    Lines end at LF, CRLF or a lone CR."""
+    fields = []
+    for line in raw.splitlines():
+        name, _, value = line.partition(b":")
+        fields.append((name, value[1:] if value[:1] == b" " else value))
+    return fields
+
+
+def _found_fields(body: bytes, start: int, end: int) -> Iterator[tuple[bytes, bytes]]:
+    """The `(name, value)` of each field the plugin reads in `body[start:end]`,
+    found with `find`: a long `data` line is scanned at memory speed and copied
+    once. Lines end at LF, CRLF or a lone CR."""
+    pos = start
+    while pos < end:
+        newline = body.find(b"\n", pos, end)
+        line_end = end if newline < 0 else newline
+        after = end if newline < 0 else newline + 1
+        carriage = body.find(b"\r", pos, line_end)
+        if 0 <= carriage < line_end - 1:  # a lone CR ends this line
+            line_end, after = carriage, carriage + 1
+        elif carriage == line_end - 1 and carriage >= 0:
+            line_end = carriage  # CRLF
+        # A field's name ends at the line's first colon; those read are 5 bytes at most.
+        colon = body.find(b":", pos, min(line_end, pos + _LONGEST_NAME + 1))
+        if colon >= 0:
+            name = body[pos:colon]
+        else:
+            name = body[pos:line_end] if line_end - pos <= _LONGEST_NAME else b""
+        if name in _FIELDS:
+            value_at = line_end if colon < 0 else colon + 1
+            if value_at < line_end and body[value_at] == 0x20:
+                value_at += 1
+            yield name, body[value_at:line_end]
+        pos = after
 
 
 class Frame(NamedTuple):
@@ -49,53 +88,21 @@ class Frame(NamedTuple):
 
     @classmethod
     def _in(cls, body: bytes, start: int, end: int, terminator: bytes) -> Frame:
-        """The frame at `body[start:end]`; the raw lines of a large one are a view of `body`.
-
-        Lines end at LF, CRLF or a lone CR. A large frame's are found with
-        `find`, so its long `data` line is scanned at memory speed and copied once."""
-        event = data = frame_id = None
+        """The frame at `body[start:end]`; the raw lines of a large one are a view of `body`."""
         if end - start <= _SMALL_FRAME:
-            raw = body[start:end]
-            for line in raw.splitlines():
-                name, _, value = line.partition(b":")
-                if value[:1] == b" ":
-                    value = value[1:]
-                if name == b"data":
-                    data = value if data is None else data + b"\n" + value
-                elif name == b"event":
-                    event = value.decode("utf-8", "replace").strip()
-                elif name == b"id":
-                    frame_id = value.decode("utf-8", "replace").strip()
-            return cls(raw, terminator, event, data, frame_id)
-        pos = start
-        while pos < end:
-            newline = body.find(b"\n", pos, end)
-            line_end = end if newline < 0 else newline
-            after = end if newline < 0 else newline + 1
-            carriage = body.find(b"\r", pos, line_end)
-            if 0 <= carriage < line_end - 1:  # a lone CR ends this line
-                line_end, after = carriage, carriage + 1
-            elif carriage == line_end - 1 and carriage >= 0:
-                line_end = carriage  # CRLF
-            # A field's name ends at the line's first colon; those read are 5 bytes at most.
-            colon = body.find(b":", pos, min(line_end, pos + _LONGEST_NAME + 1))
-            if colon >= 0:
-                name = body[pos:colon]
-            else:
-                name = body[pos:line_end] if line_end - pos <= _LONGEST_NAME else b""
-            if name in _FIELDS:
-                value_at = line_end if colon < 0 else colon + 1
-                if value_at < line_end and body[value_at] == 0x20:
-                    value_at += 1
-                value = body[value_at:line_end]
-                if name == b"data":
-                    data = value if data is None else data + b"\n" + value
-                elif name == b"event":
-                    event = value.decode("utf-8", "replace").strip()
-                else:
-                    frame_id = value.decode("utf-8", "replace").strip()
-            pos = after
-        raw = body if start == 0 and end == len(body) else memoryview(body)[start:end]
+            raw: bytes | memoryview = body[start:end]
+            fields = _split_fields(raw)  # type: ignore[arg-type]
+        else:
+            raw = body if start == 0 and end == len(body) else memoryview(body)[start:end]
+            fields = _found_fields(body, start, end)
+        event = data = frame_id = None
+        for name, value in fields:
+            if name == b"data":
+                data = value if data is None else data + b"\n" + value
+            elif name == b"event":
+                event = value.decode("utf-8", "replace").strip()
+            elif name == b"id":
+                frame_id = value.decode("utf-8", "replace").strip()
         return cls(raw, terminator, event, data, frame_id)
 
     @property
