@@ -8,8 +8,10 @@ so the port is read back from what the server prints, never assumed.
 
 from __future__ import annotations
 
+import atexit
 import json
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -99,9 +101,12 @@ class LanggraphDevServer(ServerProcess):
         startup_timeout: float = 90.0,
         program: list[str] | None = None,
     ) -> None:
-        super().__init__(
-            Path(workdir or tempfile.mkdtemp(prefix="journal-bridge-dev-")), startup_timeout=startup_timeout
-        )
+        if workdir is None:
+            # A directory of its own, gone when this process ends (the server may be
+            # stopped and started again on it, or its journal read after it stopped).
+            workdir = Path(tempfile.mkdtemp(prefix="journal-bridge-dev-"))
+            atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+        super().__init__(workdir, startup_timeout=startup_timeout)
         # What runs `dev`: this environment's `langgraph` CLI, another one, or a
         # launcher that ends in it.
         self.program = program if program is not None else [str(LANGGRAPH)]
