@@ -55,7 +55,8 @@ from journal_bridge.host.compat import (
     in_process_client,
     runtime_edition,
 )
-from journal_bridge.host.retained_frames import release_run_frames, retained_frame_count
+from journal_bridge.host.retained_frames import frames_releaser, release_run_frames, retained_frame_count
+from journal_bridge.host.sse import Frame
 from journal_bridge.settings import ENV, Settings
 from journal_bridge.store import (
     RunEventStore,
@@ -211,11 +212,14 @@ class Journal:
         waiting = self._client_joins.pop(run_id, None)
         return waiting.take(modes) if waiting is not None else None
 
-    def read_client_stream(self, thread_id: str | None, run_id: str, plan: RunPlan) -> ClientStream:
+    def read_client_stream(self, thread_id: str | None, run_id: str, plan: RunPlan) -> ClientFrames:
         """A streamed run: read it from the frames its client receives."""
         assert self.bridge is not None
         self._remember(run_id, plan)
-        return self.bridge.read_client_stream(thread_id, run_id, self._source(plan))
+        stream = self.bridge.read_client_stream(thread_id, run_id, self._source(plan))
+        # Frames only the journal replays are kept until it has them, not to the run's end.
+        release = frames_releaser(thread_id, run_id) if plan.forced_resumable and thread_id is not None else None
+        return stream if release is None else _ReleasedWhenHeld(stream, release, self)
 
     def unplanned(self, reason: str) -> None:
         self.unplanned_requests += 1
@@ -278,6 +282,24 @@ class Journal:
         if self.reconciler is not None:
             report["reconciler"] = self.reconciler.report()
         return report
+
+
+class _ReleasedWhenHeld:
+    """A run's client stream whose frames the server retains only until the
+    journal's reader holds them (`frames_releaser`)."""
+
+    def __init__(self, stream: ClientStream, release: Callable[[str], int], journal: Journal) -> None:
+        self._stream = stream
+        self._release = release
+        self._journal = journal
+
+    def feed(self, frame: Frame) -> None:
+        self._stream.feed(frame)
+        if frame.id is not None:
+            self._journal.frames_released += self._release(frame.id)
+
+    def close(self, *, complete: bool) -> None:
+        self._stream.close(complete=complete)
 
 
 def _journal_parts(settings: Settings) -> tuple[Journal | None, list[BaseRoute], list[Middleware], Lifespan]:

@@ -9,6 +9,12 @@ when the client had not asked for a resumable run, otherwise only the frames
 of the mode the plugin added. Runtimes that expire frames themselves (the
 Redis-backed one of a deployment) need nothing, and this does nothing there.
 
+A run the bridge reads from its client's stream, which the client had not
+made resumable, needs its frames kept only until the bridge holds them: were
+the client to leave, the bridge joins again after the last frame it got.
+`frames_releaser` drops them as they come, so the frames of a long run are
+not kept all together to its end.
+
 How the in-memory runtime keeps frames is version-specific and read through
 `journal_bridge.host.compat`.
 """
@@ -16,13 +22,14 @@ How the in-memory runtime keeps frames is version-specific and read through
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from uuid import UUID
 
 from journal_bridge.host.compat import frame_mode, inmem_frame_stores
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["release_run_frames", "retained_frame_count"]
+__all__ = ["frames_releaser", "release_run_frames", "retained_frame_count"]
 
 
 def _uuid(value: str | UUID) -> UUID | str:
@@ -72,3 +79,36 @@ def retained_frame_count() -> int:
     if stores is None:
         return 0
     return sum(len(frames) for runs in list(stores.values()) for frames in list(runs.values()))
+
+
+def frames_releaser(thread_id: str, run_id: str) -> Callable[[str], int] | None:
+    """For a running run whose frames only the bridge replays: a function that,
+    given the id of a frame the bridge holds, drops the retained frames a join
+    after that frame would not replay (those with ids up to it: the runtime
+    gives frames of one millisecond the same id, and replays those above the
+    one named), and returns how many it dropped. None when the runtime keeps
+    no frames.
+
+    Frames are dropped in place, oldest first, so the runtime goes on appending
+    to the same list."""
+    stores = inmem_frame_stores()
+    if stores is None:
+        return None
+    thread_key, run_key = _uuid(thread_id), _uuid(run_id)
+
+    def release(frame_id: str) -> int:
+        per_thread = stores.get(thread_key)
+        frames = per_thread.get(run_key) if per_thread is not None else None
+        if not frames:
+            return 0
+        held = frame_id.encode()
+        count = 0
+        for message in frames:
+            ident = getattr(message, "id", None)
+            if not isinstance(ident, bytes) or ident > held:
+                break
+            count += 1
+        del frames[:count]
+        return count
+
+    return release

@@ -252,6 +252,28 @@ async def test_frames_kept_for_the_replay_are_released_after_journaling(dev_serv
     assert health["retained_frames"] == before["retained_frames"], "journaling must not leave per-run buffers behind"
 
 
+async def test_frames_only_the_journal_replays_are_released_while_the_run_streams(start_dev_server):
+    # A model that streams a token every 20 ms: the run is still going while its frames are counted.
+    server = start_dev_server(env={"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0.02"})
+    client = get_client(url=server.url)
+    thread_id = (await client.threads.create())["thread_id"]
+    received, samples = [], []
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        async for part in client.runs.stream(thread_id, "agent", input=human("what is the weather in Paris?"),
+                                             stream_mode=["values", "messages-tuple"]):
+            received.append((part.event, part.data))
+            if len(received) >= 20 and len(received) % 5 == 0:
+                samples.append((len(received), (await http.get("/journal/health")).json()["retained_frames"]))
+    health = await wait_journal_idle(server.url)
+    assert len(samples) >= 3, "the run streamed too few frames to tell"
+    # Kept to the run's end, the server would hold every frame so far (the journal's
+    # `events` ones too): more than the client received.
+    assert all(retained < count / 2 for count, retained in samples), samples
+    assert health["retained_frames"] == 0
+    records = await _timeline(server, thread_id)
+    assert [m["id"] for m in message_ids_seen(received)] == [e.content["id"] for e in records if e.category == "message"]
+
+
 async def test_a_client_that_asked_for_resumable_can_still_resume(dev_server):
     client = get_client(url=dev_server.url)
     thread_id = (await client.threads.create())["thread_id"]
