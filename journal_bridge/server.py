@@ -290,13 +290,18 @@ class _ReleasedWhenHeld:
 
     def __init__(self, stream: ClientStream, release: Callable[[str], int], journal: Journal) -> None:
         self._stream = stream
-        self._release = release
+        self._release: Callable[[str], int] | None = release
         self._journal = journal
 
     def feed(self, frame: Frame) -> None:
         self._stream.feed(frame)
-        if frame.id is not None:
+        if frame.id is None or self._release is None:
+            return
+        try:
             self._journal.frames_released += self._release(frame.id)
+        except Exception:  # noqa: BLE001 - the client's stream never depends on it; the rest goes at the run's end
+            logger.exception("journal-bridge: could not release the retained frames of a run; they go when it is read")
+            self._release = None
 
     def close(self, *, complete: bool) -> None:
         self._stream.close(complete=complete)

@@ -408,8 +408,8 @@ async def _ordered_page(
         items = (await _read(
             store, thread_id, categories, in_place, limit + 1, ceiling=ceiling, after_seq=start, branch=branch
         ))[: limit + 1]
-        ceiling = items[-1]["seq"] if len(items) > limit else None
-        items += [m for m in moved if key(m) > cursor and (ceiling is None or displaced[m["seq"]] <= ceiling)]
+        last_shown = items[-1]["seq"] if len(items) > limit else None
+        items += [m for m in moved if key(m) > cursor and (last_shown is None or displaced[m["seq"]] <= last_shown)]
         return _forward_page(sorted(items, key=key), limit, after_seq)
     cursor = _order_key(before_seq, displaced) if before_seq is not None else None
     items = await _read(

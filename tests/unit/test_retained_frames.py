@@ -68,3 +68,26 @@ async def test_a_run_without_retained_frames_is_left_alone(manager):
 def test_other_runtimes_keep_no_frames_to_release(monkeypatch):
     monkeypatch.setenv("LANGGRAPH_RUNTIME_EDITION", "postgres")
     assert retained_frames.frames_releaser(str(uuid.uuid4()), str(uuid.uuid4())) is None
+
+
+def test_a_release_that_fails_leaves_the_client_stream_and_the_reader_as_they_were(caplog):
+    from journal_bridge.host.sse import Frame
+    from journal_bridge.mapping.capture_setting import CaptureSetting, plan_capture
+    from journal_bridge.mapping.reader import ClientStream
+    from journal_bridge.server import _ReleasedWhenHeld
+
+    calls = []
+
+    def broken(frame_id: str) -> int:
+        calls.append(frame_id)
+        raise RuntimeError("the runtime keeps its frames otherwise")
+
+    stream = ClientStream(plan_capture(["values"], CaptureSetting.AUTO), ("values",))
+    journal = type("JournalStandIn", (), {"frames_released": 0})()
+    fed = _ReleasedWhenHeld(stream, broken, journal)
+    for index in range(3):
+        fed.feed(Frame(b"", b"\n\n", "values", b'{"messages": []}', f"{index}-0"))
+    assert stream.last_id == "2-0" and stream.ready()
+    # Tried once, then left to the run's end.
+    assert calls == ["0-0"] and journal.frames_released == 0
+    assert "could not release" in caplog.text
