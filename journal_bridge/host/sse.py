@@ -89,9 +89,10 @@ class Frame(NamedTuple):
     @classmethod
     def _in(cls, body: bytes, start: int, end: int, terminator: bytes) -> Frame:
         """The frame at `body[start:end]`; the raw lines of a large one are a view of `body`."""
+        raw: bytes | memoryview
         if end - start <= _SMALL_FRAME:
-            raw: bytes | memoryview = body[start:end]
-            fields = _split_fields(raw)  # type: ignore[arg-type]
+            small = body[start:end]
+            raw, fields = small, _split_fields(small)
         else:
             raw = body if start == 0 and end == len(body) else memoryview(body)[start:end]
             fields = _found_fields(body, start, end)
