@@ -64,12 +64,13 @@ over the whole soak and over its second half (after a warm-up turn that is
 not measured), from the readings at either end and as a line fitted through
 the reading after every turn, with the 5-95% interval of the ratio (with
 `--instances`, the soak runs on that many sets of servers, pooled, and the
-ratios are printed per set instead);
+ratios are printed per set instead; with `--soak-resumable` its client asks
+for resumable streams, as useStream with `reconnectOnMount` does);
 and the lag from a compaction's custom frame reaching a client to its marker
 being readable.
 
 Run: `python3 tasks.py bench bridge [--runs 8] [--rounds 5] [--minutes 0] [--threads 4] [--pace 0.02]
-[--soak-turns 50] [--soak-threads 8] [--only instant|paced|soak|lag ...] [--client KIND ...]
+[--soak-turns 50] [--soak-threads 8] [--soak-resumable] [--only instant|paced|soak|lag ...] [--client KIND ...]
 [--capture auto|lean|events ...] [--warm 0] [--instances 1]` (`--runs` per cell per round; more rounds
 than `--rounds` while the next fits in `--minutes` per matrix; `--client` and `--capture` narrow the
 matrices, `--warm` runs that many unmeasured runs in each cell's turn before its measured ones,
@@ -112,8 +113,9 @@ USE_STREAM = ["values", "messages-tuple", "custom"]
 Run = Callable[[Any, str, str, str], Awaitable[None]]
 
 
-async def _stream(client, thread_id: str, assistant_id: str, text: str, modes) -> None:
-    async for _ in client.runs.stream(thread_id, assistant_id, input=human(text), stream_mode=modes):
+async def _stream(client, thread_id: str, assistant_id: str, text: str, modes, resumable: bool = False) -> None:
+    async for _ in client.runs.stream(thread_id, assistant_id, input=human(text), stream_mode=modes,
+                                      stream_resumable=resumable):
         pass
 
 
@@ -127,6 +129,15 @@ async def use_stream(client, thread_id, assistant_id, text) -> None:
 
 async def use_stream_events(client, thread_id, assistant_id, text) -> None:
     await _stream(client, thread_id, assistant_id, text, [*USE_STREAM, "events"])
+
+
+async def use_stream_resumable(client, thread_id, assistant_id, text) -> None:
+    """useStream with `reconnectOnMount`: its runs are resumable, the server keeps their frames."""
+    await _stream(client, thread_id, assistant_id, text, USE_STREAM, resumable=True)
+
+
+async def use_stream_resumable_events(client, thread_id, assistant_id, text) -> None:
+    await _stream(client, thread_id, assistant_id, text, [*USE_STREAM, "events"], resumable=True)
 
 
 async def wait(client, thread_id, assistant_id, text) -> None:
@@ -562,7 +573,7 @@ async def matrix(
               f"{during.seconds / max(during.full, 1) * 1000:.0f} ms each)")
 
 
-async def _soak_set(turns: int, threads: int) -> dict[str, Any]:
+async def _soak_set(turns: int, threads: int, resumable: bool = False) -> dict[str, Any]:
     """One set of soak servers, started afresh: per server, each turn's walls and
     CPU per run, and its RSS at the start, half way, the end and after every turn."""
     env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0"}
@@ -572,10 +583,11 @@ async def _soak_set(turns: int, threads: int) -> dict[str, Any]:
         "auto": quiet_dev_server(env={**env, "JOURNAL_BRIDGE_CAPTURE": "auto"}),
     }
     try:
+        plain, events = (use_stream_resumable, use_stream_resumable_events) if resumable else (use_stream, use_stream_events)
         cells = {
-            "off": Cell(servers["off"], use_stream, False),
-            "off+events": Cell(servers["off+events"], use_stream_events, False),
-            "auto": Cell(servers["auto"], use_stream, True),
+            "off": Cell(servers["off"], plain, False),
+            "off+events": Cell(servers["off+events"], events, False),
+            "auto": Cell(servers["auto"], plain, True),
         }
         for cell in cells.values():
             await cell.setup(threads)
@@ -618,7 +630,7 @@ def soak_ratio(sets: list[dict[str, Any]], name: str, base: str, what: str, turn
     return soak_figure(sets, name, what, turns_) / soak_figure(sets, base, what, turns_)
 
 
-async def soak(turns: int, threads: int, instances: int = 1) -> None:
+async def soak(turns: int, threads: int, instances: int = 1, resumable: bool = False) -> None:
     """Long conversations: does journaling cost grow with the thread?
 
     Three servers side by side: the useStream client without the plugin
@@ -629,12 +641,15 @@ async def soak(turns: int, threads: int, instances: int = 1) -> None:
     runs on that many sets of servers, one after the other, each started
     afresh: the ratios are pooled over them and printed per set too (one
     server's first turns move by a tenth from one process to the next).
+    With `resumable`, the client asks for resumable streams, as useStream
+    with `reconnectOnMount` does: the server keeps every frame of its runs.
     """
-    sets = [await _soak_set(turns, threads) for _ in range(max(1, instances))]
+    sets = [await _soak_set(turns, threads, resumable) for _ in range(max(1, instances))]
     servers = ("off", "off+events", "auto")
     first, last = slice(0, 5), slice(turns - 5, turns)
     print()
-    print(f"soak: {turns} turns in each of {threads} threads after a warm-up turn, useStream client, instant model"
+    client = "useStream client with resumable streams" if resumable else "useStream client"
+    print(f"soak: {turns} turns in each of {threads} threads after a warm-up turn, {client}, instant model"
           + (f"; {len(sets)} sets of servers, started afresh, pooled" if len(sets) > 1 else ""))
     for label, turns_ in (("turns 1-5", first), (f"turns {turns - 4}-{turns}", last)):
         print(f"  {label:12} median wall s / server CPU ms per run: " + ", ".join(
@@ -724,7 +739,7 @@ async def main(args: argparse.Namespace) -> None:
         await matrix(f"model paced at {args.pace * 1000:g} ms per token", args.pace, args.runs, args.threads,
                      args.rounds, args.minutes, **narrowed)
     if "soak" in parts:
-        await soak(args.soak_turns, args.soak_threads, args.instances)
+        await soak(args.soak_turns, args.soak_threads, args.instances, args.soak_resumable)
     if "lag" in parts:
         print()
         await measure_lag(args.compactions)
@@ -752,6 +767,8 @@ if __name__ == "__main__":
     parser.add_argument("--pace", type=float, default=0.02, help="seconds per streamed token of the paced model")
     parser.add_argument("--soak-turns", type=int, default=50)
     parser.add_argument("--soak-threads", type=int, default=8)
+    parser.add_argument("--soak-resumable", action="store_true",
+                        help="the soak's client asks for resumable streams (useStream's reconnectOnMount)")
     parser.add_argument("--compactions", type=int, default=20)
     # A stopped benchmark stops the servers it started: SIGTERM unwinds like Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
