@@ -217,8 +217,13 @@ class Journal:
         assert self.bridge is not None
         self._remember(run_id, plan)
         stream = self.bridge.read_client_stream(thread_id, run_id, self._source(plan))
-        # Frames only the journal replays are kept until it has them, not to the run's end.
-        release = frames_releaser(thread_id, run_id) if plan.forced_resumable and thread_id is not None else None
+        # Frames only the journal replays are kept until it has them, not to the run's end:
+        # all of a run the plugin made resumable, the added modes' of one its client did.
+        release = None
+        if thread_id is not None and plan.forced_resumable:
+            release = frames_releaser(thread_id, run_id)
+        elif thread_id is not None and plan.capture.added:
+            release = frames_releaser(thread_id, run_id, modes=frozenset(plan.capture.added))
         return stream if release is None else _ReleasedWhenHeld(stream, release, self)
 
     def unplanned(self, reason: str) -> None:

@@ -9,11 +9,12 @@ when the client had not asked for a resumable run, otherwise only the frames
 of the mode the plugin added. Runtimes that expire frames themselves (the
 Redis-backed one of a deployment) need nothing, and this does nothing there.
 
-A run the bridge reads from its client's stream, which the client had not
-made resumable, needs its frames kept only until the bridge holds them: were
-the client to leave, the bridge joins again after the last frame it got.
-`frames_releaser` drops them as they come, so the frames of a long run are
-not kept all together to its end.
+A run the bridge reads from its client's stream needs the frames only it
+replays kept only until it holds them: were the client to leave, the bridge
+joins again after the last frame it got. `frames_releaser` drops them as they
+come, so the frames of a long run are not kept all together to its end: all
+of them when the client had not asked for a resumable run, otherwise those of
+the modes the plugin added (the client's own stay for its resumption).
 
 How the in-memory runtime keeps frames is version-specific and read through
 `journal_bridge.host.compat`.
@@ -21,8 +22,10 @@ How the in-memory runtime keeps frames is version-specific and read through
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
+from typing import Any
 from uuid import UUID
 
 from journal_bridge.host.compat import frame_mode, inmem_frame_stores
@@ -81,7 +84,9 @@ def retained_frame_count() -> int:
     return sum(len(frames) for runs in list(stores.values()) for frames in list(runs.values()))
 
 
-def frames_releaser(thread_id: str, run_id: str) -> Callable[[str], int] | None:
+def frames_releaser(
+    thread_id: str, run_id: str, *, modes: frozenset[str] | None = None
+) -> Callable[[str], int] | None:
     """For a running run whose frames only the bridge replays: a function that,
     given the id of a frame the bridge holds, drops the retained frames a join
     after that frame would not replay (those with ids up to it: the runtime
@@ -89,26 +94,42 @@ def frames_releaser(thread_id: str, run_id: str) -> Callable[[str], int] | None:
     one named), and returns how many it dropped. None when the runtime keeps
     no frames.
 
-    Frames are dropped in place, oldest first, so the runtime goes on appending
-    to the same list."""
+    `modes=None` drops every such frame; a set of modes drops only those
+    modes' frames and keeps the rest, in order, for the client's resumption.
+    Frames are dropped in place, so the runtime goes on appending to the same
+    list; each frame is looked at once.
+    """
     stores = inmem_frame_stores()
     if stores is None:
         return None
     thread_key, run_key = _uuid(thread_id), _uuid(run_id)
+    # The list last released from, and how many of its first frames were kept
+    # after a look: those are not looked at again.
+    seen: list[Any] | None = None
+    kept_ahead = 0
 
     def release(frame_id: str) -> int:
+        nonlocal seen, kept_ahead
         per_thread = stores.get(thread_key)
         frames = per_thread.get(run_key) if per_thread is not None else None
         if not frames:
             return 0
+        if frames is not seen or kept_ahead > len(frames):
+            seen, kept_ahead = frames, 0
         held = frame_id.encode()
-        count = 0
-        for message in frames:
+        end = kept_ahead
+        for message in itertools.islice(frames, kept_ahead, None):
             ident = getattr(message, "id", None)
             if not isinstance(ident, bytes) or ident > held:
                 break
-            count += 1
-        del frames[:count]
-        return count
+            end += 1
+        if modes is None:
+            kept: list[Any] = []
+        else:
+            kept = [message for message in itertools.islice(frames, kept_ahead, end) if frame_mode(message) not in modes]
+        dropped = end - kept_ahead - len(kept)
+        frames[kept_ahead:end] = kept
+        kept_ahead += len(kept)
+        return dropped
 
     return release

@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
 from journal_bridge.host import retained_frames
 
 inmem_stream = pytest.importorskip("langgraph_runtime_inmem.inmem_stream")
+
+
+@pytest.fixture
+def codec(monkeypatch):
+    """The runtime's stream codec, loaded on its own: its package reads the
+    server's configuration on import, which a unit test has not."""
+    name = "langgraph_api.utils.stream_codec"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.find_spec("langgraph_api")
+        assert spec is not None and spec.submodule_search_locations
+        path = Path(next(iter(spec.submodule_search_locations))) / "utils" / "stream_codec.py"
+        loaded = importlib.util.spec_from_file_location(name, path)
+        assert loaded is not None and loaded.loader is not None
+        module = importlib.util.module_from_spec(loaded)
+        monkeypatch.setitem(sys.modules, name, module)
+        loaded.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture
@@ -90,3 +112,59 @@ def test_a_release_that_fails_leaves_the_client_stream_and_the_reader_as_they_we
     # Tried once, then left to the run's end.
     assert calls == ["0-0"] and journal.frames_released == 0
     assert "could not release" in caplog.text
+
+
+async def _publish(manager, codec, thread_id: str, run_id: str, modes: list[str]) -> list[tuple[str, str]]:
+    """Frames of these modes, encoded as the runtime stores a run's frames; their (mode, id)."""
+    sent = []
+    for index, mode in enumerate(modes):
+        data = codec.STREAM_CODEC.encode(mode, f'{{"n": {index}}}'.encode())
+        message = inmem_stream.Message(topic=f"run:{run_id}:stream".encode(), data=data)
+        await manager.put(run_id, thread_id, message, resumable=True)
+        sent.append((mode, message.id.decode()))
+    return sent
+
+
+def _modes_and_ids(stored) -> list[tuple[str | None, str]]:
+    from journal_bridge.host.compat import frame_mode
+
+    return [(frame_mode(m), m.id.decode()) for m in stored]
+
+
+async def test_for_a_run_its_client_made_resumable_only_the_added_modes_frames_go(manager, codec, monkeypatch):
+    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    looked_at = []
+    real_mode = retained_frames.frame_mode
+    monkeypatch.setattr(retained_frames, "frame_mode", lambda m: looked_at.append(m) or real_mode(m))
+    release = retained_frames.frames_releaser(thread_id, run_id, modes=frozenset({"events"}))
+    assert release is not None
+    first = await _publish(manager, codec, thread_id, run_id, ["values", "events", "events", "values", "events"])
+    stored = manager.message_stores[uuid.UUID(thread_id)][uuid.UUID(run_id)]
+    held = first[3][1]
+    assert release(held) == sum(1 for mode, i in first if mode == "events" and i <= held) >= 2
+    assert manager.message_stores[uuid.UUID(thread_id)][uuid.UUID(run_id)] is stored
+    later = await _publish(manager, codec, thread_id, run_id, ["events", "values"])
+    release(later[-1][1])
+    every = first + later
+    # The client's own frames all stay, in order; none of the added mode's it could not replay does.
+    assert _modes_and_ids(stored) == [(m, i) for m, i in every if m != "events"]
+    replayed = [m.id.decode() for m in manager.restore_messages(run_id, thread_id, "0")]
+    assert replayed == [i for m, i in every if m != "events"]
+    # Each frame was looked at once, however many releases came.
+    assert len(looked_at) == len(every)
+    # What is left of the added mode goes at the run's end, the client's frames stay.
+    assert retained_frames.release_run_frames(thread_id, run_id, modes=frozenset({"events"})) == 0
+    assert len(stored) == 3
+
+
+async def test_frames_of_the_added_modes_after_the_held_one_stay_for_a_join_after_it(manager, codec):
+    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    release = retained_frames.frames_releaser(thread_id, run_id, modes=frozenset({"events"}))
+    sent = await _publish(manager, codec, thread_id, run_id, ["events", "values"])
+    await asyncio.sleep(0.002)  # the next frames in another millisecond
+    sent += await _publish(manager, codec, thread_id, run_id, ["events", "events"])
+    release(sent[1][1])
+    stored = manager.message_stores[uuid.UUID(thread_id)][uuid.UUID(run_id)]
+    assert _modes_and_ids(stored) == [sent[1], sent[2], sent[3]]
+    replayed = [m.id.decode() for m in manager.restore_messages(run_id, thread_id, sent[1][1])]
+    assert replayed == [sent[2][1], sent[3][1]]
