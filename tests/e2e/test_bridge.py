@@ -11,6 +11,7 @@ import asyncio
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -252,49 +253,45 @@ async def test_frames_kept_for_the_replay_are_released_after_journaling(dev_serv
     assert health["retained_frames"] == before["retained_frames"], "journaling must not leave per-run buffers behind"
 
 
-async def test_frames_only_the_journal_replays_are_released_while_the_run_streams(start_dev_server):
-    # A model that streams a token every 20 ms: the run is still going while its frames are counted.
+async def _streamed_while_counting_retained_frames(start_dev_server, **stream: Any):
+    """A useStream-like run on a server whose model streams a token every 20 ms,
+    the run still going while the server's retained frames are counted: every
+    fifth frame from the 20th, (frames received so far, frames retained)."""
     server = start_dev_server(env={"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0.02"})
     client = get_client(url=server.url)
     thread_id = (await client.threads.create())["thread_id"]
     received, samples = [], []
     async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
         async for part in client.runs.stream(thread_id, "agent", input=human("what is the weather in Paris?"),
-                                             stream_mode=["values", "messages-tuple"]):
+                                             stream_mode=["values", "messages-tuple"], **stream):
             received.append((part.event, part.data))
             if len(received) >= 20 and len(received) % 5 == 0:
                 samples.append((len(received), (await http.get("/journal/health")).json()["retained_frames"]))
     health = await wait_journal_idle(server.url)
     assert len(samples) >= 3, "the run streamed too few frames to tell"
+    records = await _timeline(server, thread_id)
+    assert [m["id"] for m in message_ids_seen(received)] == [e.content["id"] for e in records if e.category == "message"]
+    return client, thread_id, received, samples, health
+
+
+async def test_frames_only_the_journal_replays_are_released_while_the_run_streams(start_dev_server):
+    _, _, _, samples, health = await _streamed_while_counting_retained_frames(start_dev_server)
     # Kept to the run's end, the server would hold every frame so far (the journal's
     # `events` ones too): more than the client received.
     assert all(retained < count / 2 for count, retained in samples), samples
     assert health["retained_frames"] == 0
-    records = await _timeline(server, thread_id)
-    assert [m["id"] for m in message_ids_seen(received)] == [e.content["id"] for e in records if e.category == "message"]
 
 
 async def test_for_a_client_that_asked_for_resumable_the_journals_frames_go_while_the_run_streams(start_dev_server):
-    server = start_dev_server(env={"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0.02"})
-    client = get_client(url=server.url)
-    thread_id = (await client.threads.create())["thread_id"]
-    received, samples = [], []
-    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
-        async for part in client.runs.stream(thread_id, "agent", input=human("what is the weather in Paris?"),
-                                             stream_mode=["values", "messages-tuple"], stream_resumable=True):
-            received.append((part.event, part.data))
-            if len(received) >= 20 and len(received) % 5 == 0:
-                samples.append((len(received), (await http.get("/journal/health")).json()["retained_frames"]))
-    await wait_journal_idle(server.url)
-    assert len(samples) >= 3, "the run streamed too few frames to tell"
+    client, thread_id, received, samples, _ = await _streamed_while_counting_retained_frames(
+        start_dev_server, stream_resumable=True
+    )
     # The client's own frames stay; kept to the run's end, the journal's `events`
     # frames would more than double what the server holds.
     assert all(retained < count * 1.5 for count, retained in samples), samples
     run_id = received[0][1]["run_id"]
     replayed = [(part.event, part.data) async for part in client.runs.join_stream(thread_id, run_id, last_event_id="0")]
     assert replayed == received
-    records = await _timeline(server, thread_id)
-    assert [m["id"] for m in message_ids_seen(received)] == [e.content["id"] for e in records if e.category == "message"]
 
 
 async def test_a_client_that_asked_for_resumable_can_still_resume(dev_server):
