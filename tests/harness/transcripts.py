@@ -27,7 +27,12 @@ client could not tell the servers apart:
   arrived on it: the client saw nothing, and whether it happens is timing);
 - the frames of an event stream the SDK dropped for a later one on the same
   path, which replays the run from its first event: how many arrived before
-  the drop is timing (the later stream's frames are compared in full).
+  the drop is timing (the later stream's frames are compared in full);
+- the id of the tool message in an `on_tool_end` event's output: the tool
+  returns it without one, the state's `add_messages` reducer gives it one in
+  place, and the server serializes the event in a worker thread while the
+  graph goes on, so whether the frame shows the id or null is timing (the
+  same message's id is compared in full in every later frame).
 
 Objects are read in key order, which carries no meaning in JSON (the server
 does not keep the key order of run metadata from one frame to the next, with
@@ -55,6 +60,7 @@ _UNSEEN = "_unseen"
 
 
 _ABORTED = {"(read error)": "AbortError"}
+_REDUCER_ID = "<id given by the reducer, or not yet>"
 _REPLACED = "<dropped for a later stream>"
 
 
@@ -83,9 +89,25 @@ def _forget_replaced(transcript: Any) -> Any:
     return transcript
 
 
+def _forget_reducer_ids(value: Any) -> None:
+    """Put a mark in place of the (timing-dependent) tool message id of every
+    `on_tool_end` event in `value`, in place."""
+    if isinstance(value, dict):
+        data = value.get("data")
+        output = data.get("output") if value.get("event") == "on_tool_end" and isinstance(data, dict) else None
+        if isinstance(output, dict) and output.get("type") == "tool" and "id" in output:
+            output["id"] = _REDUCER_ID
+        for item in value.values():
+            _forget_reducer_ids(item)
+    elif isinstance(value, list):
+        for item in value:
+            _forget_reducer_ids(item)
+
+
 def normalize(transcript: Any) -> Any:
     """The transcript with generated ids, event ids, times, ports and process tokens replaced."""
     transcript = _forget_replaced(transcript)
+    _forget_reducer_ids(transcript)
     names: dict[str, str] = {}
 
     def rename(match: re.Match[str]) -> str:

@@ -83,3 +83,21 @@ def test_a_stream_dropped_for_a_later_one_on_its_path_counts_whatever_arrived_be
 def test_a_dropped_stream_no_later_stream_replays_keeps_its_frames_compared():
     aborted = {"(read error)": "AbortError"}
     assert difference([_stream([{"seq": 1}, aborted])], [_stream([{"seq": 1}, {"seq": 2}, aborted])]) is not None
+
+
+def _tool_end(message_id):
+    output = {"type": "tool", "id": message_id, "content": "It is windy", "tool_call_id": "call_1"}
+    return {"event": "events", "data": {"event": "on_tool_end", "data": {"output": output}}}
+
+
+def test_a_tool_message_id_the_reducer_may_not_have_given_yet_is_timing_and_nothing_else_is():
+    later = {"event": "events", "data": {"event": "on_chain_end", "data": {"output": {"messages": [{"id": A}]}}}}
+    assert difference([_tool_end(None), later], [_tool_end(A), later]) is None
+    # The message's id is still compared where the frame is not the tool's end.
+    assert difference([_tool_end(A), later], [_tool_end(A), {**later, "data": {**later["data"], "data": {"output": {"messages": [{"id": None}]}}}}])
+    # The tool's content, and a tool message outside an `on_tool_end` event, are compared.
+    changed = _tool_end(None)
+    changed["data"]["data"]["output"]["content"] = "It is calm"
+    assert difference([_tool_end(None)], [changed]) is not None
+    outside = {"event": "on_tool_start", "data": {"output": {"type": "tool", "id": None}}}
+    assert difference([outside], [{**outside, "data": {"output": {"type": "tool", "id": A}}}]) is not None
