@@ -220,10 +220,8 @@ class Journal:
         # Frames only the journal replays are kept until it has them, not to the run's end:
         # all of a run the plugin made resumable, the added modes' of one its client did.
         release = None
-        if thread_id is not None and plan.forced_resumable:
-            release = frames_releaser(thread_id, run_id)
-        elif thread_id is not None and plan.capture.added:
-            release = frames_releaser(thread_id, run_id, modes=frozenset(plan.capture.added))
+        if thread_id is not None and plan.changed:
+            release = frames_releaser(thread_id, run_id, modes=plan.journal_modes)
         return stream if release is None else _ReleasedWhenHeld(stream, release, self)
 
     def unplanned(self, reason: str) -> None:
@@ -272,10 +270,8 @@ class Journal:
         plan = self._plans.pop(run_id, None)
         if plan is None:
             return
-        if plan.forced_resumable:
-            self.frames_released += release_run_frames(thread_id, run_id, modes=None)
-        elif plan.capture.added:
-            self.frames_released += release_run_frames(thread_id, run_id, modes=frozenset(plan.capture.added))
+        if plan.changed:
+            self.frames_released += release_run_frames(thread_id, run_id, modes=plan.journal_modes)
 
     def health(self) -> dict[str, Any]:
         report: dict[str, Any] = {"enabled": True, "store_url": redact_url(self.store_url)}

@@ -57,6 +57,13 @@ class RunPlan:
     def changed(self) -> bool:
         return bool(self.capture.added) or self.forced_resumable
 
+    @property
+    def journal_modes(self) -> frozenset[str] | None:
+        """The modes whose retained frames only the journal replays, when the run is
+        `changed`: None for every mode of a run the plugin made resumable, the added
+        modes otherwise (the client's own frames stay for its resumption)."""
+        return None if self.forced_resumable else frozenset(self.capture.added)
+
 
 def requested_checkpoint(payload: Any) -> dict[str, Any] | None:
     """The checkpoint a run or a state update goes on from, when its request names one."""
