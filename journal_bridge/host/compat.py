@@ -17,6 +17,7 @@ import functools
 import logging
 import os
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
@@ -492,12 +493,44 @@ async def runtime_run_status(thread_id: str, run_id: str) -> tuple[bool, str | N
     """
 
     async def get(operation: Any, conn: Any) -> tuple[bool, str | None]:
+        runs = _in_memory_runs(conn)
+        if runs is not None:
+            return _newest_first(runs, run_id, thread_id)
         async for run in await operation(conn, run_id, thread_id=thread_id):
             status = run.get("status") if isinstance(run, Mapping) else getattr(run, "status", None)
             return True, None if status is None else str(status)
         return False, None
 
     return await _runtime_read("langgraph_api.api.runs", "Runs", "get", get)
+
+
+def _in_memory_runs(conn: Any) -> list[Any] | None:
+    """The in-memory runtime's list of all its runs, oldest first, or None for another runtime.
+
+    langgraph-runtime-inmem 0.31-0.36 keep every run in `conn.store["runs"]`,
+    appending new ones, and their `Runs.get` walks it from the oldest: 0.4 ms
+    a read at a thousand runs, 1.9 ms at ten thousand, growing with every run
+    the server keeps. The run the journal asks about has just ended: it is
+    among the newest.
+    """
+    if not type(conn).__module__.startswith("langgraph_runtime_inmem"):
+        return None
+    try:
+        runs = conn.store["runs"]
+    except (AttributeError, KeyError, TypeError):
+        return None
+    return runs if isinstance(runs, list) else None
+
+
+def _newest_first(runs: list[Any], run_id: str, thread_id: str) -> tuple[bool, str | None]:
+    """`(found, status)` of the run in the in-memory runtime's `runs`, looked for
+    from the newest, matched as its `Runs.get` matches (run and thread ids)."""
+    run_key, thread_key = uuid.UUID(str(run_id)), uuid.UUID(str(thread_id))
+    for run in reversed(runs):
+        if isinstance(run, Mapping) and run.get("run_id") == run_key and run.get("thread_id") == thread_key:
+            status = run.get("status")
+            return True, None if status is None else str(status)
+    return False, None
 
 
 async def _runtime_listing(routes: str, ops: str, method: str, call: Callable[[Any, Any], Awaitable[Any]]) -> list[Any]:

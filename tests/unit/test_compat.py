@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import datetime
+import os
+import subprocess
 import sys
 import types
 import uuid
@@ -207,3 +209,56 @@ async def test_outside_a_server_listings_go_through_the_sdk(monkeypatch):
     assert await client.threads.search(limit=1, select=["thread_id"]) == ["t"]
     assert await client.runs.list("t1", limit=1, select=["run_id"]) == ["r"]
     assert client.listings == {"runtime": 0, "sdk": 2}
+
+
+
+# The comparison runs in a process of its own: the runtime's package reads the
+# server's configuration on import, given here as `langgraph dev` gives it.
+_AGAINST_THE_RUNTIME = """
+import asyncio, json, sys, types, uuid
+import langgraph_runtime_inmem.database as database
+import langgraph_runtime_inmem.ops as ops
+from journal_bridge.host.compat import runtime_run_status
+
+routes = types.ModuleType("langgraph_api.api.runs")
+routes.Runs, routes.connect = ops.Runs, database.connect
+sys.modules["langgraph_api.api.runs"] = routes
+threads = [uuid.uuid4() for _ in range(3)]
+statuses = ("success", "error", "interrupted", "pending")
+runs = [{"run_id": uuid.uuid4(), "thread_id": threads[i % 3], "status": statuses[i % 4]} for i in range(1000)]
+database.GLOBAL_STORE["runs"].extend(runs)
+asked = [(r["thread_id"], r["run_id"]) for r in (runs[0], runs[1], runs[500], runs[-2], runs[-1])]
+asked += [(threads[1], runs[0]["run_id"]), (threads[0], uuid.uuid4())]
+
+async def runtimes_own(thread_id, run_id):
+    async with database.connect() as conn:
+        async for run in await ops.Runs.get(conn, run_id, thread_id=thread_id):
+            return [True, run["status"]]
+    return [False, None]
+
+async def main():
+    answers = [[list(await runtime_run_status(str(t), str(r))), await runtimes_own(t, r)] for t, r in asked]
+    # The runtime's own walk from the oldest run is not what answers.
+    async def walked(*args, **kwargs):
+        raise AssertionError("the runtime's Runs.get was called")
+    ops.Runs.get = walked
+    newest = runs[-1]
+    return answers, list(await runtime_run_status(str(newest["thread_id"]), str(newest["run_id"])))
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+def test_the_in_memory_runtime_answers_as_its_own_runs_get(tmp_path):
+    pytest.importorskip("langgraph_runtime_inmem")
+    env = {**os.environ, "REDIS_URI": "fake", "DATABASE_URI": ":memory:", "MIGRATIONS_PATH": "__inmem"}
+    done = subprocess.run([sys.executable, "-c", _AGAINST_THE_RUNTIME], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers, without_the_walk = orjson.loads(done.stdout.strip().splitlines()[-1])
+    assert without_the_walk == [True, "pending"]
+    assert [ours for ours, _ in answers] == [theirs for _, theirs in answers]
+    assert [ours for ours, _ in answers] == [
+        [True, "success"], [True, "error"], [True, "success"], [True, "interrupted"], [True, "pending"],
+        [False, None], [False, None],
+    ]
