@@ -495,11 +495,13 @@ async def runtime_run_status(thread_id: str, run_id: str) -> tuple[bool, str | N
     async def get(operation: Any, conn: Any) -> tuple[bool, str | None]:
         runs = _in_memory_runs(conn)
         if runs is not None:
-            return _newest_first(runs, run_id, thread_id)
-        async for run in await operation(conn, run_id, thread_id=thread_id):
-            status = run.get("status") if isinstance(run, Mapping) else getattr(run, "status", None)
-            return True, None if status is None else str(status)
-        return False, None
+            run = _newest_run(runs, run_id, thread_id)
+        else:
+            run = await anext(aiter(await operation(conn, run_id, thread_id=thread_id)), None)
+        if run is None:
+            return False, None
+        status = run.get("status") if isinstance(run, Mapping) else getattr(run, "status", None)
+        return True, None if status is None else str(status)
 
     return await _runtime_read("langgraph_api.api.runs", "Runs", "get", get)
 
@@ -522,15 +524,14 @@ def _in_memory_runs(conn: Any) -> list[Any] | None:
     return runs if isinstance(runs, list) else None
 
 
-def _newest_first(runs: list[Any], run_id: str, thread_id: str) -> tuple[bool, str | None]:
-    """`(found, status)` of the run in the in-memory runtime's `runs`, looked for
-    from the newest, matched as its `Runs.get` matches (run and thread ids)."""
+def _newest_run(runs: list[Any], run_id: str, thread_id: str) -> Mapping[str, Any] | None:
+    """The run in the in-memory runtime's `runs`, looked for from the newest and
+    matched as its `Runs.get` matches (run and thread ids); None if it is not there."""
     run_key, thread_key = uuid.UUID(str(run_id)), uuid.UUID(str(thread_id))
     for run in reversed(runs):
         if isinstance(run, Mapping) and run.get("run_id") == run_key and run.get("thread_id") == thread_key:
-            status = run.get("status")
-            return True, None if status is None else str(status)
-    return False, None
+            return run
+    return None
 
 
 async def _runtime_listing(routes: str, ops: str, method: str, call: Callable[[Any, Any], Awaitable[Any]]) -> list[Any]:

@@ -211,7 +211,6 @@ async def test_outside_a_server_listings_go_through_the_sdk(monkeypatch):
     assert client.listings == {"runtime": 0, "sdk": 2}
 
 
-
 # The comparison runs in a process of its own: the runtime's package reads the
 # server's configuration on import, given here as `langgraph dev` gives it.
 _AGAINST_THE_RUNTIME = """
