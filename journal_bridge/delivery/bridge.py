@@ -26,10 +26,9 @@ keep the journal whole; not reading it would lose it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +59,9 @@ from journal_bridge.store.base import StoreError, supports
 logger = logging.getLogger(__name__)
 
 __all__ = ["EVENTS_CAPTURE", "Bridge", "BridgeStats"]
+
+# How many runs handed over the bridge remembers (`knows`) once they are read.
+_RECENT_RUNS = 4096
 
 # A run its client created with `events` (and resumable): read from that mode alone.
 EVENTS_CAPTURE = Capture("events", (EVENTS_MODE,), ())
@@ -109,7 +111,9 @@ class Bridge:
         self._on_run_done = on_run_done
         self._followers: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._thread_tails: dict[str, asyncio.Task[None]] = {}
-        self._recent_runs: deque[tuple[str, str]] = deque(maxlen=4096)
+        # The newest 4096 runs handed over, oldest first: asked about for every run
+        # (by `observe` and the reconciler's `knows`), so looked up, never scanned.
+        self._recent_runs: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._elsewhere: OrderedDict[str, None] = OrderedDict()  # runs another process read
         self._releases: set[asyncio.Task[None]] = set()
         self.stats = BridgeStats()
@@ -228,8 +232,7 @@ class Bridge:
             source.client_stream.discard()
         if source.client_join is not None:
             source.client_join.cancel()
-        with contextlib.suppress(ValueError):
-            self._recent_runs.remove(key)
+        self._recent_runs.pop(key, None)
         self._elsewhere[key[1]] = None
         while len(self._elsewhere) > 4096:
             self._elsewhere.popitem(last=False)
@@ -292,7 +295,9 @@ class Bridge:
         if key in self._followers or key in self._recent_runs:
             return
         self.stats.runs_observed += 1
-        self._recent_runs.append(key)
+        self._recent_runs[key] = None
+        if len(self._recent_runs) > _RECENT_RUNS:
+            self._recent_runs.popitem(last=False)
         previous = self._thread_tails.get(key[0])
         source = source or RunSource(EVENTS_CAPTURE)
         task = asyncio.create_task(self._follow_after(previous, *key, source), name=f"journal-bridge-run-{run_id}")

@@ -83,3 +83,25 @@ def test_health_never_shows_store_credentials(url, shown):
     from journal_bridge.server import redact_url
 
     assert redact_url(url) == shown
+
+
+async def test_the_bridge_remembers_the_newest_runs_handed_to_it():
+    def unreachable():
+        raise ConnectionError("no server here")
+
+    bridge = Bridge(None, unreachable, join_retries=0)
+    await bridge.start()
+    handed = [(f"t{n % 7}", f"r{n}") for n in range(4096 + 3)]
+    for thread_id, run_id in handed:
+        bridge.observe(thread_id, run_id)
+    await bridge.wait_for_runs()
+    # Handed over again: remembered, so not read a second time.
+    bridge.observe(*handed[-1])
+    await bridge.wait_for_runs()
+    await bridge.stop()
+
+    assert bridge.stats.runs_observed == len(handed)
+    assert bridge.stats.runs_failed == len(handed), "each run was tried once"
+    assert [bridge.knows(*key) for key in handed[:4]] == [False, False, False, True]
+    assert all(bridge.knows(*key) for key in handed[-4096:])
+    assert not bridge.knows("t0", "r-never-handed")
