@@ -308,8 +308,8 @@ class RunMapper:
         run_input = payload.get("input")
         metadata = data.get("metadata") or {}
         graph = metadata.get("graph_id") or data.get("name")
-        emitted = self._emit(records.run_start(graph, metadata.get("assistant_id"), run_input))
         inputs = records.input_messages(run_input)
+        emitted = self._emit(records.run_start(graph, metadata.get("assistant_id"), run_input, inputs))
         self._input_count = len(inputs)
         for index, message in enumerate(inputs):
             call = self._next_call() if message.get("type") == "ai" else 0

@@ -93,9 +93,10 @@ class StateMapper:
 
     def start(self, graph: str | None, assistant_id: str | None, run_input: Any) -> list[RunEvent]:
         """`run.start`; the run's input tells which messages of the first state are new."""
-        self._inputs = [(m.get("type"), m.get("content")) for m in records.input_messages(run_input)]
+        inputs = records.input_messages(run_input)
+        self._inputs = [(m.get("type"), m.get("content")) for m in inputs]
         self._input_count = len(self._inputs)
-        return [self._record(records.run_start(graph, assistant_id, run_input))]
+        return [self._record(records.run_start(graph, assistant_id, run_input, inputs))]
 
     def feed(self, event: str, data: Any) -> list[RunEvent]:
         """Records for one stream part (`event` is the SSE event name)."""
