@@ -18,7 +18,10 @@ discarded; the run's retained frames released when the join ends. Nothing
 mapped, queued or stored, no outcome read, none of the plugin's other
 middleware or routes. A streamed run is joined too, where the plugin reads it
 from its client's frames instead: for the streaming clients the floor is a
-second reader the plugin does not have.
+second reader the plugin does not have. `floor-twin` (only with `--capture
+floor-twin`) is a second floor server, started and driven as the first: its
+excess over the floor is what two identical servers differ by, the least
+difference the matrix can tell from none.
 
 Client kinds:
 - `values stream`: `runs.stream(stream_mode="values")`;
@@ -105,7 +108,9 @@ from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
 from tests.harness.langgraph_server import LanggraphDevServer, project_config
 
-CAPTURES = ("off", "floor", "auto", "lean", "events")
+CAPTURES = ("off", "floor", "auto", "lean", "events", "floor-twin")
+# Run only when asked for (`--capture floor-twin`): a second floor server, the same in every way.
+ON_REQUEST = ("floor-twin",)
 # The `floor` server's app: the plugin's request rewrite and one SDK join per run, nothing more.
 FLOOR_APP = Path(__file__).resolve().with_name("floor_app.py")
 USE_STREAM = ["values", "messages-tuple", "custom"]
@@ -294,7 +299,7 @@ def start_server(capture: str, pace: float, collections: FullCollections | None 
     env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace), **(collections.env if collections else {})}
     if capture == "off":
         return quiet_dev_server(plugin=False, env=env)
-    if capture == "floor":
+    if capture in ("floor", "floor-twin"):
         return quiet_dev_server(env=env, http={"app": f"{FLOOR_APP}:app"})
     return quiet_dev_server(env={**env, "JOURNAL_BRIDGE_CAPTURE": capture})
 
@@ -728,7 +733,7 @@ async def main(args: argparse.Namespace) -> None:
     parts = set(args.only or PARTS)
     narrowed = {
         "clients": tuple(args.client or CLIENTS),
-        "captures": tuple(args.capture or CAPTURES),
+        "captures": tuple(args.capture or (c for c in CAPTURES if c not in ON_REQUEST)),
         "warm": args.warm,
         "instances": args.instances,
     }
@@ -759,7 +764,8 @@ if __name__ == "__main__":
     parser.add_argument("--client", action="append", choices=list(CLIENTS),
                         help="the matrices' client kinds (repeatable; all by default)")
     parser.add_argument("--capture", action="append", choices=[c for c in CAPTURES if c not in ("off", "floor")],
-                        help="the matrices' capture settings beside off and the floor (repeatable; all by default)")
+                        help="the matrices' capture settings beside off and the floor (repeatable; all but"
+                             " floor-twin by default)")
     parser.add_argument("--instances", type=int, default=1,
                         help="sets of servers, each started afresh, that share a matrix's rounds")
     parser.add_argument("--warm", type=int, default=0,

@@ -16,8 +16,10 @@ from tests.harness.langgraph_server import foreign_tracebacks
 pytestmark = pytest.mark.e2e
 
 
-async def test_the_floor_joins_streamed_waited_and_created_runs_once_each():
-    server = bridge.start_server("floor", 0.0)
+@pytest.mark.parametrize("floor", ["floor", "floor-twin"])
+async def test_the_floor_joins_streamed_waited_and_created_runs_once_each(floor):
+    # The twin is a second floor, there to show what two identical servers differ by.
+    server = bridge.start_server(floor, 0.0)
     try:
         client = get_client(url=server.url)
         thread = (await client.threads.create())["thread_id"]
