@@ -192,17 +192,15 @@ def input_messages(run_input: Any) -> list[dict[str, Any]]:
 # -- records ----------------------------------------------------------------------
 
 
-def run_start(
-    graph: str | None, assistant_id: str | None, run_input: Any, inputs: list[dict[str, Any]] | None = None
-) -> Draft:
-    """`run.start`; `inputs`, when the caller has them, are `input_messages(run_input)`
-    (converting a message that is not yet a dict is most of this record's cost)."""
+def run_start(graph: str | None, assistant_id: str | None, run_input: Any, inputs: list[dict[str, Any]]) -> Draft:
+    """`run.start`; `inputs` are `input_messages(run_input)`, converted once by the
+    caller, which needs them too (converting a message is most of this record's cost)."""
     content = {
         "chain": graph,
         "graph": graph,
         "assistant_id": assistant_id,
         "input_keys": sorted(run_input) if isinstance(run_input, Mapping) else None,
-        "input_messages": len(input_messages(run_input) if inputs is None else inputs),
+        "input_messages": len(inputs),
     }
     return Draft(RUN_START, content, "run.start", {"caller": CONVERSATION_CALLER})
 
