@@ -63,6 +63,9 @@ __all__ = ["EVENTS_CAPTURE", "Bridge", "BridgeStats"]
 # How many runs handed over the bridge remembers (`knows`) once they are read.
 _RECENT_RUNS = 4096
 
+# How many runs found read by another process the bridge remembers.
+_ELSEWHERE_RUNS = 4096
+
 # A run its client created with `events` (and resumable): read from that mode alone.
 EVENTS_CAPTURE = Capture("events", (EVENTS_MODE,), ())
 
@@ -234,7 +237,7 @@ class Bridge:
             source.client_join.cancel()
         self._recent_runs.pop(key, None)
         self._elsewhere[key[1]] = None
-        while len(self._elsewhere) > 4096:
+        while len(self._elsewhere) > _ELSEWHERE_RUNS:
             self._elsewhere.popitem(last=False)
         logger.info("journal-bridge: run %s of thread %s is read by another process", key[1], key[0])
 
