@@ -520,7 +520,7 @@ async def matrix(
           f"({elapsed / 60:.1f} min, after a warm-up round{warmed}), load average now {psutil.getloadavg()[0]:.2f}")
     print("each ratio: median over rounds of the cell's round figure / `off`'s in the same round, [min max] over "
           "rounds; excess: median [min max] of (ratio - floor's ratio) per round")
-    header = (f"{'client':20}{'capture':8}{'CPU/run ms':>11}  {'CPU ratio to off':24}{'CPU excess over floor':24}"
+    header = (f"{'client':20}{'capture':12}{'CPU/run ms':>11}  {'CPU ratio to off':24}{'CPU excess over floor':24}"
               f"{'wall/run s':>11}  {'wall ratio to off':24}{'wall excess over floor':24}")
     print(header)
     print("-" * len(header))
@@ -529,7 +529,7 @@ async def matrix(
             cell = cells.get((kind, capture))
             if cell is None:
                 continue
-            row = f"{kind:20}{capture:8}{cell.cpu_per_run * 1000:11.1f}  "
+            row = f"{kind:20}{capture:12}{cell.cpu_per_run * 1000:11.1f}  "
             columns = []
             for index in (1, 0):
                 ratio = per_round(cells, kind, capture, index) if capture != "off" else None
@@ -551,7 +551,7 @@ async def matrix(
         resampled = "the sets of servers and their rounds" if len(blocks) > 1 else "the rounds"
         print(f"{title}, and its excess over the floor ((cell - floor) / off); (5%-95%) of each over {resampled} "
               "resampled")
-        header = f"{'client':20}{'capture':8}{name + ' ratio to off':28}{name + ' excess over floor':28}"
+        header = f"{'client':20}{'capture':12}{name + ' ratio to off':28}{name + ' excess over floor':28}"
         print(header)
         print("-" * len(header))
         for kind in kinds:
@@ -560,7 +560,7 @@ async def matrix(
                     continue
                 (ratio, excess), ratio_band, excess_band = pooled_with_interval(
                     cells, kind, capture, figure=figure, blocks=blocks)
-                row = f"{kind:20}{capture:8}{ratio:6.3f} ({ratio_band[0]:6.3f} {ratio_band[1]:6.3f})       "
+                row = f"{kind:20}{capture:12}{ratio:6.3f} ({ratio_band[0]:6.3f} {ratio_band[1]:6.3f})       "
                 if capture != "floor" and (kind, "floor") in cells:
                     row += f"{excess:6.3f} ({excess_band[0]:6.3f} {excess_band[1]:6.3f})"
                     if len(blocks) > 1:
@@ -584,16 +584,22 @@ async def matrix(
               f"{during.seconds / max(during.full, 1) * 1000:.0f} ms each)")
 
 
-async def _soak_set(turns: int, threads: int, resumable: bool = False) -> dict[str, Any]:
+async def _soak_set(turns: int, threads: int, resumable: bool = False, instance: int = 0) -> dict[str, Any]:
     """One set of soak servers, started afresh: per server, each turn's walls and
-    CPU per run, and its RSS at the start, half way, the end and after every turn."""
+    CPU per run, and its RSS at the start, half way, the end and after every turn.
+    The servers start in an order shuffled per set, as the matrix's do."""
     env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0"}
-    servers = {
-        "off": quiet_dev_server(plugin=False, env=env),
-        "off+events": quiet_dev_server(plugin=False, env=env),
-        "auto": quiet_dev_server(env={**env, "JOURNAL_BRIDGE_CAPTURE": "auto"}),
+    settings = {
+        "off": (False, env),
+        "off+events": (False, env),
+        "auto": (True, {**env, "JOURNAL_BRIDGE_CAPTURE": "auto"}),
     }
+    order = list(settings)
+    random.Random(instance).shuffle(order)
+    servers: dict[str, LanggraphDevServer] = {}
     try:
+        for name in order:
+            servers[name] = quiet_dev_server(plugin=settings[name][0], env=settings[name][1])
         plain, events = (use_stream_resumable, use_stream_resumable_events) if resumable else (use_stream, use_stream_events)
         cells = {
             "off": Cell(servers["off"], plain, False),
@@ -655,7 +661,7 @@ async def soak(turns: int, threads: int, instances: int = 1, resumable: bool = F
     With `resumable`, the client asks for resumable streams, as useStream
     with `reconnectOnMount` does: the server keeps every frame of its runs.
     """
-    sets = [await _soak_set(turns, threads, resumable) for _ in range(max(1, instances))]
+    sets = [await _soak_set(turns, threads, resumable, instance) for instance in range(max(1, instances))]
     servers = ("off", "off+events", "auto")
     first, last = slice(0, 5), slice(turns - 5, turns)
     print()
