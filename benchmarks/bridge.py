@@ -93,7 +93,7 @@ import signal
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -304,6 +304,14 @@ def start_server(capture: str, pace: float, collections: FullCollections | None 
     return quiet_dev_server(env={**env, "JOURNAL_BRIDGE_CAPTURE": capture})
 
 
+def start_order(names: Iterable[str], instance: int) -> list[str]:
+    """The order a set of servers starts in: shuffled per set, the same for the
+    same set number (in one fixed order, the last started ran cheapest)."""
+    order = list(names)
+    random.Random(instance).shuffle(order)
+    return order
+
+
 def start_servers(
     pace: float, collections: dict[str, FullCollections], captures: tuple[str, ...] = CAPTURES
 ) -> dict[str, LanggraphDevServer]:
@@ -468,11 +476,7 @@ async def matrix(
     try:
         instances = max(1, instances)
         for instance in range(instances):
-            # Started in an order of their own per set (the same for the same set number):
-            # in a fixed order, the floor's twin started last ran 0.044 of `off` below the floor.
-            order = list(captures)
-            random.Random(instance).shuffle(order)
-            servers = start_servers(pace, collections, tuple(order))
+            servers = start_servers(pace, collections, tuple(start_order(captures, instance)))
             try:
                 plan = [(kind, capture, CLIENTS[kind]) for kind in clients for capture in captures]
                 if "useStream" in clients:
@@ -594,11 +598,9 @@ async def _soak_set(turns: int, threads: int, resumable: bool = False, instance:
         "off+events": (False, env),
         "auto": (True, {**env, "JOURNAL_BRIDGE_CAPTURE": "auto"}),
     }
-    order = list(settings)
-    random.Random(instance).shuffle(order)
     servers: dict[str, LanggraphDevServer] = {}
     try:
-        for name in order:
+        for name in start_order(settings, instance):
             servers[name] = quiet_dev_server(plugin=settings[name][0], env=settings[name][1])
         plain, events = (use_stream_resumable, use_stream_resumable_events) if resumable else (use_stream, use_stream_events)
         cells = {
