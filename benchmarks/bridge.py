@@ -21,7 +21,9 @@ from its client's frames instead: for the streaming clients the floor is a
 second reader the plugin does not have. `floor-twin` (only with `--capture
 floor-twin`) is a second floor server, started and driven as the first: its
 excess over the floor is what two identical servers differ by, the least
-difference the matrix can tell from none.
+difference the matrix can tell from none. With the twin, the pooled tables
+also give each setting's excess over the mean of the two floors, a floor
+known twice as well.
 
 Client kinds:
 - `values stream`: `runs.stream(stream_mode="values")`;
@@ -81,7 +83,9 @@ matrices, `--warm` runs that many unmeasured runs in each cell's turn before its
 runs the soak that many times). The
 soak's threads each take a turn per round: its first and last five turns are 40 runs per server each
 with the default 8 threads (the per-run CPU of a round swings as said above; more runs per window
-narrow the ratios).
+narrow the ratios). A fixed pure-Python loop's CPU, printed at the start and
+the end, says how fast the machine ran: milliseconds per run compare across
+runs only at the same speed, ratios taken side by side do.
 """
 
 from __future__ import annotations
@@ -103,7 +107,7 @@ from langgraph_sdk.client import LangGraphClient
 
 from benchmarks.compaction_lag import turn_compaction_lags
 from benchmarks.full_collections import Collections, FullCollections
-from benchmarks.process_cpu import tree, tree_seconds
+from benchmarks.process_cpu import probe_seconds, tree, tree_seconds
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
 from tests.harness.langgraph_server import LanggraphDevServer, project_config
@@ -111,6 +115,7 @@ from tests.harness.langgraph_server import LanggraphDevServer, project_config
 CAPTURES = ("off", "floor", "auto", "lean", "events", "floor-twin")
 # Run only when asked for (`--capture floor-twin`): a second floor server, the same in every way.
 ON_REQUEST = ("floor-twin",)
+BOTH_FLOORS = ("floor", "floor-twin")
 # The `floor` server's app: the plugin's request rewrite and one SDK join per run, nothing more.
 FLOOR_APP = Path(__file__).resolve().with_name("floor_app.py")
 USE_STREAM = ["values", "messages-tuple", "custom"]
@@ -178,6 +183,15 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+async def control_request(url: str) -> None:
+    """What a round's end costs a server without the plugin: one request on a
+    new connection, as the journaled cells' wait for their journal makes at
+    least one (about 1.6 ms of the server's CPU, a tenth of a millisecond
+    per run in a round of 16), so that it is on both sides of a ratio to `off`."""
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        (await http.get("/ok")).raise_for_status()
+
+
 # How long after a full collection its probe's report is surely written.
 _REPORTED = 0.05
 
@@ -234,6 +248,8 @@ class Cell:
         await asyncio.gather(*(drive(t, n) for t, n in zip(self.threads, per_thread, strict=True)))
         if self.journaled:
             await wait_journal_idle(self.server.url, timeout=300)
+        else:
+            await control_request(self.server.url)
         cpu = tree_seconds(self.server.process.pid) - before
         if not measured:
             return
@@ -355,11 +371,17 @@ WALL, CPU, CPU_BESIDE_COLLECTIONS = 0, 1, 2
 
 
 def pooled_ratio(
-    cells: dict[tuple[str, str], Cell], kind: str, capture: str, rounds: list[int], figure: int = CPU
+    cells: dict[tuple[str, str], Cell],
+    kind: str,
+    capture: str,
+    rounds: list[int],
+    figure: int = CPU,
+    floors: tuple[str, ...] = ("floor",),
 ) -> tuple[float, float]:
     """The cell's `figure` (CPU by default; `WALL`: the rounds' median walls) summed
     over the given rounds (repeats allowed) and divided by `off`'s, and its excess
-    over the floor's: (cell - floor) / off, all over the same rounds."""
+    over the floor's: (cell - floor) / off, all over the same rounds. With more
+    than one of `floors` (the floor and its twin), the floor is their mean."""
 
     def total(name: str) -> float:
         figures = cells[kind, name].rounds
@@ -367,7 +389,9 @@ def pooled_ratio(
 
     off = total("off")
     mine = total(capture) / off
-    return mine, (mine - total("floor") / off if (kind, "floor") in cells else float("nan"))
+    if not all((kind, name) in cells for name in floors):
+        return mine, float("nan")
+    return mine, mine - statistics.fmean(total(name) for name in floors) / off
 
 
 def pooled_with_interval(
@@ -377,6 +401,7 @@ def pooled_with_interval(
     resamples: int = 2000,
     figure: int = CPU,
     blocks: list[range] | None = None,
+    floors: tuple[str, ...] = ("floor",),
 ) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
     """`pooled_ratio` over every round, and the 5th-95th percentile of each figure over
     the rounds resampled with replacement (a bootstrap: how far the figure moves
@@ -388,7 +413,7 @@ def pooled_with_interval(
     how far the figure moves with other processes, not only with other rounds.
     """
     count = len(cells[kind, "off"].rounds)
-    whole = pooled_ratio(cells, kind, capture, list(range(count)), figure)
+    whole = pooled_ratio(cells, kind, capture, list(range(count)), figure, floors)
     draw = random.Random(f"{kind}/{capture}")
     sets = [list(block) for block in blocks or [] if len(block)]
 
@@ -398,7 +423,7 @@ def pooled_with_interval(
         drawn = [sets[draw.randrange(len(sets))] for _ in sets]
         return [block[draw.randrange(len(block))] for block in drawn for _ in block]
 
-    samples = [pooled_ratio(cells, kind, capture, rounds(), figure) for _ in range(resamples)]
+    samples = [pooled_ratio(cells, kind, capture, rounds(), figure, floors) for _ in range(resamples)]
     ratios, excesses = ([sample[index] for sample in samples] for index in (0, 1))
     return whole, (pct(ratios, 0.05), pct(ratios, 0.95)), (pct(excesses, 0.05), pct(excesses, 0.95))
 
@@ -571,6 +596,16 @@ async def matrix(
                         each = [pooled_ratio(cells, kind, capture, list(block), figure)[1] for block in blocks]
                         row += "    per set of servers: " + " ".join(f"{e:6.3f}" for e in each)
                 print(row.rstrip())
+                if capture not in BOTH_FLOORS and all((kind, name) in cells for name in BOTH_FLOORS):
+                    # Two identical floors differ by a few hundredths: their mean is the steadier floor.
+                    (_, both), _, band = pooled_with_interval(cells, kind, capture, figure=figure, blocks=blocks,
+                                                              floors=BOTH_FLOORS)
+                    row = f"{'':32}{'over the mean of both floors':29}{both:6.3f} ({band[0]:6.3f} {band[1]:6.3f})"
+                    if len(blocks) > 1:
+                        each = [pooled_ratio(cells, kind, capture, list(block), figure, BOTH_FLOORS)[1]
+                                for block in blocks]
+                        row += "    per set of servers: " + " ".join(f"{e:6.3f}" for e in each)
+                    print(row)
         print()
     print("server RSS after the workload (MiB): " + ", ".join(
         f"{c} {rss[c]:.1f} ({rss[c] / rss['off']:.3f}x off)" for c in captures))
@@ -743,8 +778,14 @@ async def measure_lag(compactions: int) -> None:
         server.stop()
 
 
+def print_probe(when: str) -> None:
+    print(f"machine probe ({when}): a fixed pure-Python loop took {probe_seconds():.2f} s of CPU, "
+          f"load average {psutil.getloadavg()[0]:.2f}")
+
+
 async def main(args: argparse.Namespace) -> None:
     parts = set(args.only or PARTS)
+    print_probe("at the start")
     narrowed = {
         "clients": tuple(args.client or CLIENTS),
         "captures": tuple(args.capture or (c for c in CAPTURES if c not in ON_REQUEST)),
@@ -762,6 +803,8 @@ async def main(args: argparse.Namespace) -> None:
     if "lag" in parts:
         print()
         await measure_lag(args.compactions)
+    print()
+    print_probe("at the end")
 
 
 PARTS = ("instant", "paced", "soak", "lag")

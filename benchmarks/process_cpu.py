@@ -51,3 +51,18 @@ def tree_seconds(pid: int) -> float:
         except psutil.NoSuchProcess:
             pass
     return total
+
+
+# The probe's fixed work: about two seconds of CPU on the machine this was written on.
+_PROBE_STEPS = 10_000_000
+
+
+def probe_seconds() -> float:
+    """CPU seconds this process takes for a fixed pure-Python loop: how fast the
+    machine runs Python right now. Ratios measured side by side hold on a slower
+    machine; the milliseconds per run do not, and this says by how much."""
+    began = time.process_time()
+    total = 0
+    for step in range(_PROBE_STEPS):
+        total += step & 7
+    return time.process_time() - began

@@ -80,6 +80,33 @@ def test_the_pooled_ratio_divides_totals_and_the_excess_is_over_off():
     assert excess == pytest.approx(0.15)
 
 
+def test_over_both_floors_the_excess_is_over_the_mean_of_the_floor_and_its_twin():
+    cells = {
+        ("runs.wait", "off"): _Cell([0.020, 0.010]),
+        ("runs.wait", "floor"): _Cell([0.024, 0.012]),
+        ("runs.wait", "floor-twin"): _Cell([0.022, 0.011]),
+        ("runs.wait", "auto"): _Cell([0.027, 0.012]),
+    }
+    ratio, excess = bridge.pooled_ratio(cells, "runs.wait", "auto", [0, 1], floors=bridge.BOTH_FLOORS)
+    assert ratio == pytest.approx(0.039 / 0.030)
+    assert excess == pytest.approx((0.039 - (0.036 + 0.033) / 2) / 0.030)
+    # Without the twin there is no mean of both to take.
+    del cells["runs.wait", "floor-twin"]
+    _, excess = bridge.pooled_ratio(cells, "runs.wait", "auto", [0, 1], floors=bridge.BOTH_FLOORS)
+    assert excess != excess  # NaN
+
+
+def test_the_machine_probe_is_cpu_time_and_grows_with_the_work(monkeypatch):
+    from benchmarks import process_cpu
+
+    monkeypatch.setattr(process_cpu, "_PROBE_STEPS", 200_000)
+    short = min(process_cpu.probe_seconds() for _ in range(3))
+    monkeypatch.setattr(process_cpu, "_PROBE_STEPS", 2_000_000)
+    long = min(process_cpu.probe_seconds() for _ in range(3))
+    assert short > 0
+    assert 5 < long / short < 20
+
+
 def test_the_figure_beside_full_collections_pools_the_cpu_less_the_collections():
     cells = {
         # Off's second round took a full collection of 0.010 s per run.
