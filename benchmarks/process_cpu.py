@@ -53,7 +53,7 @@ def tree_seconds(pid: int) -> float:
     return total
 
 
-# The probe's fixed work: about two seconds of CPU on the machine this was written on.
+# The probe's fixed work: about 0.7 s of CPU on the machine this was written on.
 _PROBE_STEPS = 10_000_000
 
 

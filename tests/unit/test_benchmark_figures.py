@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from benchmarks import bridge
+from benchmarks import bridge, process_cpu
 from benchmarks.full_collections import FullCollections
 from benchmarks.process_cpu import process_seconds, tree_seconds
 
@@ -97,8 +97,6 @@ def test_over_both_floors_the_excess_is_over_the_mean_of_the_floor_and_its_twin(
 
 
 def test_the_machine_probe_is_cpu_time_and_grows_with_the_work(monkeypatch):
-    from benchmarks import process_cpu
-
     monkeypatch.setattr(process_cpu, "_PROBE_STEPS", 200_000)
     short = min(process_cpu.probe_seconds() for _ in range(3))
     monkeypatch.setattr(process_cpu, "_PROBE_STEPS", 2_000_000)
