@@ -50,7 +50,11 @@ first and then the rounds within each: two sets of identical servers differ
 by more than rounds of one set do, and an interval over rounds alone would
 hide that. The wall time is pooled the same way, from each
 round's median: with a paced model a round of a few runs moves by a tenth,
-and the median of a few such ratios with it. Server RSS after the workload.
+and the median of a few such ratios with it. The CPU of each server's
+event-loop thread (its main thread: requests, the runtime's queue, the
+journal's reader) per run, its share of the server's, and how many
+milliseconds above the floor's a setting puts on that thread and on the
+others. Server RSS after the workload.
 
 Server CPU is each process's own CPU clock read from outside, to the
 nanosecond (`benchmarks/process_cpu.py`). Every server runs with the dev
@@ -92,6 +96,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import random
 import signal
 import statistics
@@ -107,7 +112,7 @@ from langgraph_sdk.client import LangGraphClient
 
 from benchmarks.compaction_lag import turn_compaction_lags
 from benchmarks.full_collections import Collections, FullCollections
-from benchmarks.process_cpu import probe_seconds, tree, tree_seconds
+from benchmarks.process_cpu import probe_seconds, thread_seconds, tree, tree_seconds
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
 from tests.harness.langgraph_server import LanggraphDevServer, project_config
@@ -213,6 +218,9 @@ class Cell:
         self.threads: list[str] = []
         self.durations: list[float] = []
         self.cpu = 0.0
+        # CPU of the server's main thread, its event loop: where requests are served
+        # and the journal's reader maps and queues (NaN where it cannot be read).
+        self.loop_cpu = 0.0
         self.turn = 0
         # Per measured round: (median wall s, server CPU s per run, the same
         # without the server's full collections in the round).
@@ -236,6 +244,7 @@ class Cell:
         start = self.turn
         self.turn += max(per_thread)
         before = tree_seconds(self.server.process.pid)
+        loop_before = _loop_seconds(self.server)
         collected = self.collections.totals() if self.collections else None
         durations: list[float] = []
 
@@ -251,6 +260,7 @@ class Cell:
         else:
             await control_request(self.server.url)
         cpu = tree_seconds(self.server.process.pid) - before
+        loop_cpu = _loop_seconds(self.server) - loop_before
         if not measured:
             return
         during = Collections()
@@ -261,6 +271,7 @@ class Cell:
             self.during += during
         self.durations.extend(durations)
         self.cpu += cpu
+        self.loop_cpu += loop_cpu
         self.rounds.append(
             (statistics.median(durations), cpu / len(durations), (cpu - during.seconds) / len(durations))
         )
@@ -272,6 +283,17 @@ class Cell:
     @property
     def cpu_per_run(self) -> float:
         return self.cpu / len(self.durations)
+
+    @property
+    def loop_cpu_per_run(self) -> float:
+        return self.loop_cpu / len(self.durations)
+
+
+def _loop_seconds(server: LanggraphDevServer) -> float:
+    """CPU seconds so far of the server's event-loop thread (its process's main thread)."""
+    pid = server.process.pid
+    seconds = thread_seconds(pid, pid)
+    return math.nan if seconds is None else seconds
 
 
 def sdk_client(url: str) -> LangGraphClient:
@@ -453,6 +475,27 @@ def slope_ratio_interval(
     return pct(ratios, 0.05), pct(ratios, 0.95)
 
 
+def print_loop_threads(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: tuple[str, ...]) -> None:
+    """Per cell, the CPU of the server's event-loop thread per run, its share of the
+    server's, and its excess over the floor's in milliseconds: whether what a
+    setting adds lands on the thread that serves every request, or beside it."""
+    print("the server's event-loop thread (its main thread): CPU per run, share of the server's, and ms above "
+          "the floor's (the rest of the server's CPU: its other threads, SQLite's among them)")
+    for kind in kinds:
+        for capture in captures:
+            cell = cells.get((kind, capture))
+            if cell is None or not cell.durations:
+                continue
+            loop = cell.loop_cpu_per_run * 1000
+            row = f"  {kind:20}{capture:12}{loop:7.2f} ms  {cell.loop_cpu / cell.cpu:6.1%} of the server's"
+            floor = cells.get((kind, "floor"))
+            if floor is not None and capture not in ("off", "floor") and floor.durations:
+                rest = (cell.cpu_per_run - cell.loop_cpu_per_run) - (floor.cpu_per_run - floor.loop_cpu_per_run)
+                above = loop - floor.loop_cpu_per_run * 1000
+                row += f"   above the floor: loop {above:+6.2f} ms, rest {rest * 1000:+6.2f} ms"
+            print(row)
+
+
 async def matrix(
     label: str,
     pace: float,
@@ -607,6 +650,7 @@ async def matrix(
                         row += "    per set of servers: " + " ".join(f"{e:6.3f}" for e in each)
                     print(row)
         print()
+    print_loop_threads(cells, kinds, captures)
     print("server RSS after the workload (MiB): " + ", ".join(
         f"{c} {rss[c]:.1f} ({rss[c] / rss['off']:.3f}x off)" for c in captures))
     for capture, report in health.items():

@@ -53,6 +53,18 @@ def tree_seconds(pid: int) -> float:
     return total
 
 
+def thread_seconds(pid: int, tid: int) -> float | None:
+    """CPU seconds so far of one thread of another process (`tid` = `pid`: its
+    main thread), from the scheduler's count in nanoseconds
+    (`/proc/<pid>/task/<tid>/schedstat`); None where the kernel does not keep it
+    (a kernel without scheduler statistics) or the thread is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as stat:
+            return int(stat.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 # The probe's fixed work: about 0.7 s of CPU on the machine this was written on.
 _PROBE_STEPS = 10_000_000
 

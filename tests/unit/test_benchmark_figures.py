@@ -105,6 +105,38 @@ def test_the_machine_probe_is_cpu_time_and_grows_with_the_work(monkeypatch):
     assert 5 < long / short < 20
 
 
+_MAIN_AND_WORKER = """
+import sys, threading, time
+def spin(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+worker = threading.Thread(target=spin, args=(0.4,))
+worker.start()
+spin(0.1)
+worker.join()
+print("done", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_event_loop_figure_is_the_main_threads_cpu_alone():
+    child = subprocess.Popen([sys.executable, "-c", _MAIN_AND_WORKER], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "done"
+        main = process_cpu.thread_seconds(child.pid, child.pid)
+        whole = process_seconds(psutil.Process(child.pid))
+    finally:
+        child.stdin.close()
+        child.wait(10)
+    assert main is not None
+    # The main thread spun 0.1 s (plus the interpreter's start); the worker's 0.4 s is not in it.
+    assert 0.09 < main < 0.3
+    assert whole - main > 0.35
+    assert process_cpu.thread_seconds(child.pid, child.pid) is None  # gone: no figure, not a stale one
+
+
 def test_the_figure_beside_full_collections_pools_the_cpu_less_the_collections():
     cells = {
         # Off's second round took a full collection of 0.010 s per run.
