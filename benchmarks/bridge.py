@@ -613,6 +613,14 @@ async def matrix(
             row += "".join(columns[:2]) + f"{cell.wall:11.3f}  " + "".join(columns[2:])
             print(row.rstrip())
     print()
+
+    def per_set(kind: str, capture: str, figure: int, floors: tuple[str, ...]) -> str:
+        """The excess over `floors` of each set of servers, when there is more than one."""
+        if len(blocks) < 2:
+            return ""
+        each = [pooled_ratio(cells, kind, capture, list(block), figure, floors)[1] for block in blocks]
+        return "    per set of servers: " + " ".join(f"{e:6.3f}" for e in each)
+
     for figure, title in (
         (CPU, "server CPU over all rounds: the cell's CPU-seconds / `off`'s for the same client (pooled)"),
         (CPU_BESIDE_COLLECTIONS, "the same without each server's full collections in the round (the runtime's "
@@ -635,20 +643,14 @@ async def matrix(
                 row = f"{kind:20}{capture:12}{ratio:6.3f} ({ratio_band[0]:6.3f} {ratio_band[1]:6.3f})       "
                 if capture != "floor" and (kind, "floor") in cells:
                     row += f"{excess:6.3f} ({excess_band[0]:6.3f} {excess_band[1]:6.3f})"
-                    if len(blocks) > 1:
-                        each = [pooled_ratio(cells, kind, capture, list(block), figure)[1] for block in blocks]
-                        row += "    per set of servers: " + " ".join(f"{e:6.3f}" for e in each)
+                    row += per_set(kind, capture, figure, ("floor",))
                 print(row.rstrip())
                 if capture not in BOTH_FLOORS and all((kind, name) in cells for name in BOTH_FLOORS):
                     # Two identical floors differ by a few hundredths: their mean is the steadier floor.
                     (_, both), _, band = pooled_with_interval(cells, kind, capture, figure=figure, blocks=blocks,
                                                               floors=BOTH_FLOORS)
                     row = f"{'':32}{'over the mean of both floors':29}{both:6.3f} ({band[0]:6.3f} {band[1]:6.3f})"
-                    if len(blocks) > 1:
-                        each = [pooled_ratio(cells, kind, capture, list(block), figure, BOTH_FLOORS)[1]
-                                for block in blocks]
-                        row += "    per set of servers: " + " ".join(f"{e:6.3f}" for e in each)
-                    print(row)
+                    print(row + per_set(kind, capture, figure, BOTH_FLOORS))
         print()
     print_loop_threads(cells, kinds, captures)
     print("server RSS after the workload (MiB): " + ", ".join(

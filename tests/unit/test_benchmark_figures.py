@@ -18,12 +18,16 @@ from benchmarks import bridge, process_cpu
 from benchmarks.full_collections import FullCollections
 from benchmarks.process_cpu import process_seconds, tree_seconds
 
-_BUSY = """
-import threading, time
+# A child's function that takes `seconds` of its thread's CPU.
+_SPIN = """
+import sys, threading, time
 def spin(seconds):
     end = time.thread_time() + seconds
     while time.thread_time() < end:
         pass
+"""
+
+_BUSY = _SPIN + """
 workers = [threading.Thread(target=spin, args=(0.15,)) for _ in range(2)]
 for w in workers: w.start()
 for w in workers: w.join()
@@ -105,12 +109,7 @@ def test_the_machine_probe_is_cpu_time_and_grows_with_the_work(monkeypatch):
     assert 5 < long / short < 20
 
 
-_MAIN_AND_WORKER = """
-import sys, threading, time
-def spin(seconds):
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
+_MAIN_AND_WORKER = _SPIN + """
 worker = threading.Thread(target=spin, args=(0.4,))
 worker.start()
 spin(0.1)
