@@ -54,7 +54,9 @@ and the median of a few such ratios with it. The CPU of each server's
 event-loop thread (its main thread: requests, the runtime's queue, the
 journal's reader) per run, its share of the server's, and how many
 milliseconds above the floor's a setting puts on that thread and on the
-others. Server RSS after the workload.
+others; with `--tasks`, that thread's CPU split by task (the journal's, the
+floor's, the server's own, outside tasks) and the kinds of task most above
+the floor's. Server RSS after the workload.
 
 Server CPU is each process's own CPU clock read from outside, to the
 nanosecond (`benchmarks/process_cpu.py`). Every server runs with the dev
@@ -80,7 +82,7 @@ being readable.
 
 Run: `python3 tasks.py bench bridge [--runs 8] [--rounds 5] [--minutes 0] [--threads 4] [--pace 0.02]
 [--soak-turns 50] [--soak-threads 8] [--soak-resumable] [--only instant|paced|soak|lag ...] [--client KIND ...]
-[--capture auto|lean|events ...] [--warm 0] [--instances 1]` (`--runs` per cell per round; more rounds
+[--capture auto|lean|events ...] [--warm 0] [--instances 1] [--tasks]` (`--runs` per cell per round; more rounds
 than `--rounds` while the next fits in `--minutes` per matrix; `--client` and `--capture` narrow the
 matrices, `--warm` runs that many unmeasured runs in each cell's turn before its measured ones,
 `--instances` shares the rounds among that many sets of servers started one after the other, and
@@ -102,6 +104,7 @@ import signal
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -112,6 +115,7 @@ from langgraph_sdk.client import LangGraphClient
 
 from benchmarks.compaction_lag import turn_compaction_lags
 from benchmarks.full_collections import Collections, FullCollections
+from benchmarks.task_clock import SETTLED, TaskClock, grouped
 from benchmarks.process_cpu import probe_seconds, thread_seconds, tree, tree_seconds
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
@@ -205,10 +209,19 @@ class Cell:
     """One client kind against one server: durations and CPU of its runs, overall and per round."""
 
     def __init__(
-        self, server: LanggraphDevServer, run: Run, journaled: bool, collections: FullCollections | None = None
+        self,
+        server: LanggraphDevServer,
+        run: Run,
+        journaled: bool,
+        collections: FullCollections | None = None,
+        clock: TaskClock | None = None,
     ) -> None:
         self.server = server
         self.collections = collections
+        # With `--tasks`: the server's task clock, and the CPU seconds of its
+        # event loop's tasks during the measured rounds, per kind of task.
+        self.clock = clock
+        self.tasks: Counter[str] = Counter()
         # The server's full garbage collections during the measured rounds.
         self.during = Collections()
         self.client = sdk_client(server.url)
@@ -243,6 +256,7 @@ class Cell:
         per_thread = [runs // len(self.threads) + (i < runs % len(self.threads)) for i in range(len(self.threads))]
         start = self.turn
         self.turn += max(per_thread)
+        tasks_before = await self._task_totals()
         before = tree_seconds(self.server.process.pid)
         loop_before = _loop_seconds(self.server)
         collected = self.collections.totals() if self.collections else None
@@ -261,8 +275,11 @@ class Cell:
             await control_request(self.server.url)
         cpu = tree_seconds(self.server.process.pid) - before
         loop_cpu = _loop_seconds(self.server) - loop_before
+        tasks_after = await self._task_totals()
         if not measured:
             return
+        if tasks_before is not None and tasks_after is not None:
+            self.tasks.update(tasks_after - tasks_before)
         during = Collections()
         if self.collections is not None and collected is not None:
             # A probe writes a collection's report a moment after it ends.
@@ -275,6 +292,13 @@ class Cell:
         self.rounds.append(
             (statistics.median(durations), cpu / len(durations), (cpu - during.seconds) / len(durations))
         )
+
+    async def _task_totals(self) -> Counter[str] | None:
+        """The task clock's sums once what ran before is surely in them (None without one)."""
+        if self.clock is None:
+            return None
+        await asyncio.sleep(SETTLED)
+        return self.clock.totals()
 
     @property
     def wall(self) -> float:
@@ -333,8 +357,14 @@ def quiet_dev_server(*, plugin: bool = True, env: dict[str, str], **config: Any)
     return server
 
 
-def start_server(capture: str, pace: float, collections: FullCollections | None = None) -> LanggraphDevServer:
-    env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace), **(collections.env if collections else {})}
+def start_server(
+    capture: str, pace: float, collections: FullCollections | None = None, clock: TaskClock | None = None
+) -> LanggraphDevServer:
+    env = {
+        "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace),
+        **(collections.env if collections else {}),
+        **(clock.env if clock else {}),  # the same probe directory first on PYTHONPATH
+    }
     if capture == "off":
         return quiet_dev_server(plugin=False, env=env)
     if capture in ("floor", "floor-twin"):
@@ -351,12 +381,15 @@ def start_order(names: Iterable[str], instance: int) -> list[str]:
 
 
 def start_servers(
-    pace: float, collections: dict[str, FullCollections], captures: tuple[str, ...] = CAPTURES
+    pace: float,
+    collections: dict[str, FullCollections],
+    captures: tuple[str, ...] = CAPTURES,
+    clocks: dict[str, TaskClock] | None = None,
 ) -> dict[str, LanggraphDevServer]:
     servers: dict[str, LanggraphDevServer] = {}
     try:
         for capture in captures:
-            servers[capture] = start_server(capture, pace, collections[capture])
+            servers[capture] = start_server(capture, pace, collections[capture], (clocks or {}).get(capture))
     except BaseException:
         for server in servers.values():
             server.stop()
@@ -496,6 +529,40 @@ def print_loop_threads(cells: dict[tuple[str, str], Cell], kinds: list[str], cap
             print(row)
 
 
+def print_tasks(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: tuple[str, ...], top: int = 6) -> None:
+    """Per cell, the event-loop thread's CPU per run split by task: the journal's
+    tasks, the floor's, the server's own, and what the loop ran outside tasks;
+    then, for each setting, the kinds of task whose CPU per run is the most
+    above the floor's, and the journal's costliest kinds."""
+    print("the event loop's tasks (clocked at each step: a clocked server runs slower), CPU per run in ms: "
+          "the loop thread, the journal's tasks, the floor's, the server's own, and the loop outside tasks")
+    for kind in kinds:
+        for capture in captures:
+            cell = cells.get((kind, capture))
+            if cell is None or not cell.durations or cell.clock is None:
+                continue
+            runs = len(cell.durations)
+            groups = grouped(cell.tasks)
+            loop = cell.loop_cpu_per_run * 1000
+            outside = loop - sum(groups.values()) / runs * 1000
+            print(f"  {kind:20}{capture:12}loop {loop:6.2f}   journal {groups['journal'] / runs * 1000:6.3f}   "
+                  f"floor {groups['floor'] / runs * 1000:6.3f}   server {groups['server'] / runs * 1000:6.2f}   "
+                  f"outside tasks {outside:5.2f}")
+            journal = [(k, v) for k, v in cell.tasks.most_common() if grouped(Counter({k: v}))["journal"]]
+            for name, seconds in journal[:top]:
+                print(f"{'':36}{seconds / runs * 1000:7.3f}  {name}")
+            floor = cells.get((kind, "floor"))
+            if floor is None or capture in ("off", "floor") or not floor.durations:
+                continue
+            above = Counter({
+                name: cell.tasks[name] / runs - floor.tasks[name] / len(floor.durations)
+                for name in set(cell.tasks) | set(floor.tasks)
+            })
+            print(f"{'':32}above the floor's, by kind of task:")
+            for name, seconds in above.most_common(top):
+                print(f"{'':36}{seconds * 1000:+7.3f}  {name}")
+
+
 async def matrix(
     label: str,
     pace: float,
@@ -508,6 +575,7 @@ async def matrix(
     captures: tuple[str, ...] = CAPTURES,
     warm: int = 0,
     instances: int = 1,
+    tasks: bool = False,
 ) -> None:
     """Every client kind against every server, the cells interleaved round by round.
 
@@ -530,9 +598,12 @@ async def matrix(
     in it). With `warm`, each cell first runs that many runs unmeasured in its
     turn: the figure of a server serving without pause, not one whose turn
     comes after the other servers' turns have run through the machine's caches.
+    With `tasks`, every server's event-loop tasks are clocked
+    (`benchmarks/task_clock.py`) and their CPU per run printed by kind.
     """
     captures = tuple(c for c in CAPTURES if c in ("off", "floor") or c in captures)
     collections = {capture: FullCollections() for capture in captures}
+    clocks = {capture: TaskClock() for capture in captures} if tasks else {}
     cells: dict[tuple[str, str], Cell] = {}
     kinds = list(clients) + (["useStream + events"] if "useStream" in clients else [])
     # The rounds each set of servers ran: a server's figure moves with the
@@ -544,7 +615,7 @@ async def matrix(
     try:
         instances = max(1, instances)
         for instance in range(instances):
-            servers = start_servers(pace, collections, tuple(start_order(captures, instance)))
+            servers = start_servers(pace, collections, tuple(start_order(captures, instance)), clocks)
             try:
                 plan = [(kind, capture, CLIENTS[kind]) for kind in clients for capture in captures]
                 if "useStream" in clients:
@@ -552,7 +623,9 @@ async def matrix(
                 for kind, capture, run in plan:
                     server = servers[capture]
                     if (kind, capture) not in cells:
-                        cells[kind, capture] = Cell(server, run, capture != "off", collections[capture])
+                        cells[kind, capture] = Cell(
+                            server, run, capture != "off", collections[capture], clocks.get(capture)
+                        )
                     await cells[kind, capture].serve(server)
                 for cell in cells.values():
                     await cell.setup(threads)
@@ -580,7 +653,7 @@ async def matrix(
                     server.stop()
         elapsed = time.monotonic() - began
     finally:
-        for probe in collections.values():
+        for probe in [*collections.values(), *clocks.values()]:
             probe.remove()
 
     print()
@@ -653,6 +726,8 @@ async def matrix(
                     print(row + per_set(kind, capture, figure, BOTH_FLOORS))
         print()
     print_loop_threads(cells, kinds, captures)
+    if tasks:
+        print_tasks(cells, kinds, captures)
     print("server RSS after the workload (MiB): " + ", ".join(
         f"{c} {rss[c]:.1f} ({rss[c] / rss['off']:.3f}x off)" for c in captures))
     for capture, report in health.items():
@@ -837,6 +912,7 @@ async def main(args: argparse.Namespace) -> None:
         "captures": tuple(args.capture or (c for c in CAPTURES if c not in ON_REQUEST)),
         "warm": args.warm,
         "instances": args.instances,
+        "tasks": args.tasks,
     }
     if "instant" in parts:
         await matrix("instant model (server CPU-bound)", 0.0, args.runs, args.threads, args.rounds, args.minutes,
@@ -873,6 +949,8 @@ if __name__ == "__main__":
                         help="sets of servers, each started afresh, that share a matrix's rounds")
     parser.add_argument("--warm", type=int, default=0,
                         help="unmeasured runs per cell in each of its turns, before the measured ones")
+    parser.add_argument("--tasks", action="store_true",
+                        help="clock every server's event-loop tasks and print their CPU per run by kind")
     parser.add_argument("--pace", type=float, default=0.02, help="seconds per streamed token of the paced model")
     parser.add_argument("--soak-turns", type=int, default=50)
     parser.add_argument("--soak-threads", type=int, default=8)

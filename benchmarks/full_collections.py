@@ -1,6 +1,6 @@
 """A benchmark server's full garbage collections, seen from outside.
 
-The server's processes load `benchmarks/gc_probe/sitecustomize.py` (see there):
+The server's processes load `benchmarks/server_probe/sitecustomize.py` (see there):
 each writes its count of full collections and the CPU they took to a file of
 this object's directory.
 """
@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-PROBE = Path(__file__).resolve().with_name("gc_probe")
+PROBE = Path(__file__).resolve().with_name("server_probe")
 
 
 @dataclass(frozen=True)

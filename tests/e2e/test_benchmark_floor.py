@@ -10,6 +10,7 @@ import pytest
 from langgraph_sdk import get_client
 
 from benchmarks import bridge
+from benchmarks.task_clock import TaskClock, grouped
 from tests.harness.conversation import wait_journal_idle
 from tests.harness.langgraph_server import foreign_tracebacks
 
@@ -36,3 +37,37 @@ async def test_the_floor_joins_streamed_waited_and_created_runs_once_each(floor)
     finally:
         server.stop()
     assert foreign_tracebacks(server.read_log()) == 0
+
+
+async def test_the_task_clock_puts_the_journal_s_reading_on_its_tasks_and_the_floor_s_join_on_its_own(capsys):
+    clocks = {name: TaskClock() for name in ("floor", "auto")}
+    servers = {name: bridge.start_server(name, 0.0, clock=clock) for name, clock in clocks.items()}
+    try:
+        cells = {
+            ("runs.wait", name): bridge.Cell(server, bridge.CLIENTS["runs.wait"], True, clock=clocks[name])
+            for name, server in servers.items()
+        }
+        for cell in cells.values():
+            await cell.setup(2)
+            await cell.round(4)
+        journal = grouped(cells["runs.wait", "auto"].tasks)
+        floor = grouped(cells["runs.wait", "floor"].tasks)
+        assert journal["journal"] > 0 and journal["floor"] == 0
+        assert floor["floor"] > 0 and floor["journal"] == 0
+        assert cells["runs.wait", "auto"].tasks["journal_bridge/delivery/bridge.py:Bridge._follow_after"] > 0
+        assert cells["runs.wait", "floor"].tasks["benchmarks/floor_app.py:FloorSink._join"] > 0
+        for cell in cells.values():
+            # The server's own tasks (its worker running the graph) are clocked as well.
+            assert any(kind.startswith("langgraph_api/") for kind in cell.tasks)
+            assert sum(cell.tasks.values()) <= cell.loop_cpu  # within the loop thread's CPU
+        bridge.print_tasks(cells, ["runs.wait"], ("floor", "auto"))
+        printed = capsys.readouterr().out
+        assert "above the floor's, by kind of task:" in printed
+        assert "journal_bridge/delivery/bridge.py:Bridge._follow_after" in printed
+    finally:
+        for server in servers.values():
+            server.stop()
+        for clock in clocks.values():
+            clock.remove()
+    for server in servers.values():
+        assert foreign_tracebacks(server.read_log()) == 0

@@ -6,16 +6,19 @@ plausible numbers that mean nothing; these pin what its figures are made of.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import psutil
 import pytest
 
 from benchmarks import bridge, process_cpu
-from benchmarks.full_collections import FullCollections
+from benchmarks.full_collections import PROBE, FullCollections
+from benchmarks.task_clock import SETTLED, TaskClock, grouped
 from benchmarks.process_cpu import process_seconds, tree_seconds
 
 # A child's function that takes `seconds` of its thread's CPU.
@@ -263,6 +266,80 @@ def test_the_probe_counts_full_collections_and_not_young_ones():
         child.kill()
         child.wait()
         probe.remove()
+
+
+# Two kinds of task on the event loop (one of them awaiting a coroutine that spins),
+# a task on a loop of another thread, and anyio's look at a task's coroutine.
+_TASKS = _SPIN + """
+import asyncio, inspect
+async def inner(seconds):
+    spin(seconds)
+async def heavy():
+    await asyncio.sleep(0)
+    await inner(0.3)
+async def light():
+    spin(0.05)
+    return inspect.getcoroutinestate(asyncio.current_task().get_coro())
+def elsewhere():
+    async def far():
+        spin(0.2)
+    asyncio.run(far())
+async def main():
+    other = threading.Thread(target=elsewhere)
+    other.start()
+    state = await asyncio.create_task(light())
+    await asyncio.gather(asyncio.create_task(heavy()), asyncio.create_task(heavy()))
+    other.join()
+    print(state, isinstance(asyncio.current_task(), asyncio.Task), flush=True)
+    time.sleep(30)
+asyncio.run(main())
+"""
+
+
+def test_the_task_clock_sums_each_kind_of_task_on_the_loop_thread_with_what_its_steps_awaited():
+    clock = TaskClock()
+    child = subprocess.Popen([sys.executable, "-c", _TASKS], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, **clock.env})
+    try:
+        assert child.stdout is not None
+        # The probe keeps the coroutine's own state readable, as anyio reads it.
+        assert child.stdout.readline().split() == ["CORO_RUNNING", "True"]
+        time.sleep(SETTLED)
+        totals = clock.totals()
+        heavy = totals["<string>:heavy"]
+        assert 0.6 <= heavy < 0.7  # two tasks, each 0.3 s in the coroutine it awaited
+        assert 0.05 <= totals["<string>:light"] < 0.1
+        assert not any("far" in kind for kind in totals)  # another thread's loop: not the event loop's
+        assert grouped(totals) == pytest.approx({"journal": 0.0, "floor": 0.0, "server": sum(totals.values())})
+    finally:
+        child.kill()
+        child.wait()
+        clock.remove()
+
+
+def test_a_kind_of_task_is_named_from_its_package_on_and_grouped_by_it():
+    spec = importlib.util.spec_from_file_location("probe_under_test", PROBE / "sitecustomize.py")
+    assert spec is not None and spec.loader is not None
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)  # neither variable is set here: it installs nothing
+
+    def kind_of(path: str) -> str:
+        code = compile("async def run(): pass", path, "exec")
+        namespace: dict[str, object] = {}
+        exec(code, namespace)
+        coro = namespace["run"]()  # type: ignore[operator]
+        try:
+            return probe._task_kind(coro)
+        finally:
+            coro.close()
+
+    assert kind_of("/x/.venv/lib/python3.11/site-packages/journal_bridge/delivery/bridge.py") == (
+        "journal_bridge/delivery/bridge.py:run")
+    assert kind_of("/x/journal_bridge/benchmarks/floor_app.py") == "benchmarks/floor_app.py:run"
+    assert kind_of("/x/.venv/lib/python3.11/site-packages/langgraph_api/worker.py") == "langgraph_api/worker.py:run"
+    assert kind_of("/usr/lib/python3.11/asyncio/queues.py") == "lib/python3.11/asyncio/queues.py:run"
+    assert grouped(Counter({"journal_bridge/delivery/bridge.py:run": 1.0, "benchmarks/floor_app.py:run": 2.0,
+                            "langgraph_api/worker.py:run": 4.0})) == {"journal": 1.0, "floor": 2.0, "server": 4.0}
 
 
 def test_rss_growth_is_the_line_through_every_turn_and_one_odd_reading_barely_moves_it():
