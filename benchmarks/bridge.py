@@ -532,8 +532,9 @@ def print_loop_threads(cells: dict[tuple[str, str], Cell], kinds: list[str], cap
 def print_tasks(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: tuple[str, ...], top: int = 6) -> None:
     """Per cell, the event-loop thread's CPU per run split by task: the journal's
     tasks, the floor's, the server's own, and what the loop ran outside tasks;
-    then, for each setting, the kinds of task whose CPU per run is the most
-    above the floor's, and the journal's costliest kinds."""
+    then the journal's costliest kinds and, for each setting, the kinds of task
+    whose CPU per run is the most above the floor's (and, for useStream, above
+    that client asking for `events` itself on the server without the plugin)."""
     print("the event loop's tasks (clocked at each step: a clocked server runs slower), CPU per run in ms: "
           "the loop thread, the journal's tasks, the floor's, the server's own, and the loop outside tasks")
     for kind in kinds:
@@ -551,16 +552,21 @@ def print_tasks(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: 
             journal = [(k, v) for k, v in cell.tasks.most_common() if grouped(Counter({k: v}))["journal"]]
             for name, seconds in journal[:top]:
                 print(f"{'':36}{seconds / runs * 1000:7.3f}  {name}")
-            floor = cells.get((kind, "floor"))
-            if floor is None or capture in ("off", "floor") or not floor.durations:
+            if capture in ("off", "floor"):
                 continue
-            above = Counter({
-                name: cell.tasks[name] / runs - floor.tasks[name] / len(floor.durations)
-                for name in set(cell.tasks) | set(floor.tasks)
-            })
-            print(f"{'':32}above the floor's, by kind of task:")
-            for name, seconds in above.most_common(top):
-                print(f"{'':36}{seconds * 1000:+7.3f}  {name}")
+            # The floor, and for useStream the same client asking for `events` itself without the plugin.
+            for reference, label in (((kind, "floor"), "the floor's"), ((f"{kind} + events", "off"), "that client "
+                                                                        "asking for `events` itself, off")):
+                other = cells.get(reference)
+                if other is None or not other.durations:
+                    continue
+                above = Counter({
+                    name: cell.tasks[name] / runs - other.tasks[name] / len(other.durations)
+                    for name in set(cell.tasks) | set(other.tasks)
+                })
+                print(f"{'':32}above {label}, by kind of task:")
+                for name, seconds in above.most_common(top):
+                    print(f"{'':36}{seconds * 1000:+7.3f}  {name}")
 
 
 async def matrix(
