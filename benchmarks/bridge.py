@@ -115,7 +115,7 @@ from langgraph_sdk.client import LangGraphClient
 
 from benchmarks.compaction_lag import turn_compaction_lags
 from benchmarks.full_collections import Collections, FullCollections
-from benchmarks.task_clock import SETTLED, TaskClock, grouped
+from benchmarks.task_clock import JOURNAL, SETTLED, TaskClock, grouped
 from benchmarks.process_cpu import probe_seconds, thread_seconds, tree, tree_seconds
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
@@ -549,7 +549,7 @@ def print_tasks(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: 
             print(f"  {kind:20}{capture:12}loop {loop:6.2f}   journal {groups['journal'] / runs * 1000:6.3f}   "
                   f"floor {groups['floor'] / runs * 1000:6.3f}   server {groups['server'] / runs * 1000:6.2f}   "
                   f"outside tasks {outside:5.2f}")
-            journal = [(k, v) for k, v in cell.tasks.most_common() if grouped(Counter({k: v}))["journal"]]
+            journal = [(name, seconds) for name, seconds in cell.tasks.most_common() if name.startswith(JOURNAL)]
             for name, seconds in journal[:top]:
                 print(f"{'':36}{seconds / runs * 1000:7.3f}  {name}")
             if capture in ("off", "floor"):
