@@ -31,16 +31,31 @@ class Collections:
         return Collections(self.full + other.full, self.seconds + other.seconds)
 
 
-class FullCollections:
-    """One server's probe: the environment to start it with, and what its processes report."""
+class ProbeDirectory:
+    """Where one part of a server's probe reports: the environment to start the
+    server with (the probe first on `PYTHONPATH`, `VARIABLE` naming a directory
+    of this object's own), and that directory."""
+
+    VARIABLE = ""
+    PREFIX = "journal-bridge-bench-"
 
     def __init__(self) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="journal-bridge-bench-gc-"))
+        self.directory = Path(tempfile.mkdtemp(prefix=self.PREFIX))
 
     @property
     def env(self) -> dict[str, str]:
         path = [str(PROBE), *filter(None, [os.environ.get("PYTHONPATH")])]
-        return {"PYTHONPATH": os.pathsep.join(path), "JOURNAL_BRIDGE_BENCH_GC_DIR": str(self.directory)}
+        return {"PYTHONPATH": os.pathsep.join(path), self.VARIABLE: str(self.directory)}
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class FullCollections(ProbeDirectory):
+    """One server's probe of its full collections, and what its processes report."""
+
+    VARIABLE = "JOURNAL_BRIDGE_BENCH_GC_DIR"
+    PREFIX = "journal-bridge-bench-gc-"
 
     def _reports(self) -> dict[int, Collections]:
         reports = {}
@@ -58,6 +73,3 @@ class FullCollections:
         for report in self._reports().values():
             total += report
         return total
-
-    def remove(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)

@@ -10,13 +10,9 @@ object reads the sums.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections import Counter
-from pathlib import Path
 
-from benchmarks.full_collections import PROBE
+from benchmarks.full_collections import ProbeDirectory
 
 # As the probe writes them; a reading waits this long after the work it reads has ended.
 TASK_REPORT_SECONDS = 0.02
@@ -26,16 +22,11 @@ JOURNAL = "journal_bridge/"
 FLOOR = "benchmarks/floor_app.py"
 
 
-class TaskClock:
-    """One server's task clock: the environment to start it with, and what its processes report."""
+class TaskClock(ProbeDirectory):
+    """One server's task clock, and what its processes report."""
 
-    def __init__(self) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="journal-bridge-bench-tasks-"))
-
-    @property
-    def env(self) -> dict[str, str]:
-        path = [str(PROBE), *filter(None, [os.environ.get("PYTHONPATH")])]
-        return {"PYTHONPATH": os.pathsep.join(path), "JOURNAL_BRIDGE_BENCH_TASKS_DIR": str(self.directory)}
+    VARIABLE = "JOURNAL_BRIDGE_BENCH_TASKS_DIR"
+    PREFIX = "journal-bridge-bench-tasks-"
 
     def totals(self) -> Counter[str]:
         """CPU seconds per kind of task so far, over the server's processes, as last written."""
@@ -48,9 +39,6 @@ class TaskClock:
             for kind, (_steps, nanoseconds) in report.items():
                 total[kind] += nanoseconds / 1e9
         return total
-
-    def remove(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def grouped(per_kind: Counter[str]) -> dict[str, float]:
