@@ -555,8 +555,11 @@ def print_tasks(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: 
             if capture in ("off", "floor"):
                 continue
             # The floor, and for useStream the same client asking for `events` itself without the plugin.
-            for reference, label in (((kind, "floor"), "the floor's"), ((f"{kind} + events", "off"), "that client "
-                                                                        "asking for `events` itself, off")):
+            references = (
+                ((kind, "floor"), "the floor's"),
+                ((f"{kind} + events", "off"), "that client asking for `events` itself, off"),
+            )
+            for reference, label in references:
                 other = cells.get(reference)
                 if other is None or not other.durations:
                     continue

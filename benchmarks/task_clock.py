@@ -14,7 +14,7 @@ from collections import Counter
 
 from benchmarks.full_collections import ProbeDirectory
 
-# As the probe writes them; a reading waits this long after the work it reads has ended.
+# As the probe writes them (a test holds the two equal); a reading waits SETTLED after the work it reads.
 TASK_REPORT_SECONDS = 0.02
 SETTLED = 3 * TASK_REPORT_SECONDS
 

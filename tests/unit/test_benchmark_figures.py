@@ -16,7 +16,7 @@ from collections import Counter
 import psutil
 import pytest
 
-from benchmarks import bridge, process_cpu
+from benchmarks import bridge, process_cpu, task_clock
 from benchmarks.full_collections import PROBE, FullCollections
 from benchmarks.task_clock import SETTLED, TaskClock, grouped
 from benchmarks.process_cpu import process_seconds, tree_seconds
@@ -322,6 +322,8 @@ def test_a_kind_of_task_is_named_from_its_package_on_and_grouped_by_it():
     assert spec is not None and spec.loader is not None
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)  # neither variable is set here: it installs nothing
+    # The reader waits for reports at the interval the probe writes them at.
+    assert probe.TASK_REPORT_SECONDS == task_clock.TASK_REPORT_SECONDS
 
     def kind_of(path: str) -> str:
         code = compile("async def run(): pass", path, "exec")
