@@ -116,7 +116,8 @@ from langgraph_sdk.client import LangGraphClient
 from benchmarks.compaction_lag import turn_compaction_lags
 from benchmarks.full_collections import Collections, FullCollections
 from benchmarks.task_clock import JOURNAL, SETTLED, TaskClock, grouped
-from benchmarks.process_cpu import probe_seconds, thread_seconds, tree, tree_seconds
+from benchmarks.process_cpu import probe_seconds, thread_seconds, threads_seconds, tree, tree_seconds
+from benchmarks.server_threads import LOOP, ThreadNames, split
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
 from tests.harness.langgraph_server import LanggraphDevServer, project_config
@@ -215,9 +216,14 @@ class Cell:
         journaled: bool,
         collections: FullCollections | None = None,
         clock: TaskClock | None = None,
+        thread_names: ThreadNames | None = None,
     ) -> None:
         self.server = server
         self.collections = collections
+        # The server's thread names, and its CPU seconds during the measured
+        # rounds per group of threads (`benchmarks/server_threads.py`).
+        self.thread_names = thread_names
+        self.by_thread: Counter[str] = Counter()
         # With `--tasks`: the server's task clock, and the CPU seconds of its
         # event loop's tasks during the measured rounds, per kind of task.
         self.clock = clock
@@ -257,7 +263,9 @@ class Cell:
         start = self.turn
         self.turn += max(per_thread)
         tasks_before = await self._task_totals()
-        before = tree_seconds(self.server.process.pid)
+        pid = self.server.process.pid
+        threads_before = threads_seconds(pid) if self.thread_names else {}
+        before = tree_seconds(pid)
         loop_before = _loop_seconds(self.server)
         collected = self.collections.totals() if self.collections else None
         durations: list[float] = []
@@ -273,11 +281,14 @@ class Cell:
             await wait_journal_idle(self.server.url, timeout=300)
         else:
             await control_request(self.server.url)
-        cpu = tree_seconds(self.server.process.pid) - before
+        cpu = tree_seconds(pid) - before
         loop_cpu = _loop_seconds(self.server) - loop_before
+        threads_after = threads_seconds(pid) if self.thread_names else {}
         tasks_after = await self._task_totals()
         if not measured:
             return
+        if self.thread_names is not None and threads_after:
+            self.by_thread.update(split(pid, threads_before, threads_after, self.thread_names.names(pid), cpu))
         if tasks_before is not None and tasks_after is not None:
             self.tasks.update(tasks_after - tasks_before)
         during = Collections()
@@ -358,12 +369,18 @@ def quiet_dev_server(*, plugin: bool = True, env: dict[str, str], **config: Any)
 
 
 def start_server(
-    capture: str, pace: float, collections: FullCollections | None = None, clock: TaskClock | None = None
+    capture: str,
+    pace: float,
+    collections: FullCollections | None = None,
+    clock: TaskClock | None = None,
+    thread_names: ThreadNames | None = None,
 ) -> LanggraphDevServer:
     env = {
         "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace),
         **(collections.env if collections else {}),
-        **(clock.env if clock else {}),  # the same probe directory first on PYTHONPATH
+        # Each part of the probe: the same probe directory first on PYTHONPATH.
+        **(clock.env if clock else {}),
+        **(thread_names.env if thread_names else {}),
     }
     if capture == "off":
         return quiet_dev_server(plugin=False, env=env)
@@ -385,11 +402,14 @@ def start_servers(
     collections: dict[str, FullCollections],
     captures: tuple[str, ...] = CAPTURES,
     clocks: dict[str, TaskClock] | None = None,
+    thread_names: dict[str, ThreadNames] | None = None,
 ) -> dict[str, LanggraphDevServer]:
     servers: dict[str, LanggraphDevServer] = {}
     try:
         for capture in captures:
-            servers[capture] = start_server(capture, pace, collections[capture], (clocks or {}).get(capture))
+            servers[capture] = start_server(
+                capture, pace, collections[capture], (clocks or {}).get(capture), (thread_names or {}).get(capture)
+            )
     except BaseException:
         for server in servers.values():
             server.stop()
@@ -529,6 +549,41 @@ def print_loop_threads(cells: dict[tuple[str, str], Cell], kinds: list[str], cap
             print(row)
 
 
+def print_threads(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: tuple[str, ...]) -> None:
+    """Per cell, the server's CPU per run split by thread (`benchmarks/server_threads.py`):
+    the event loop, the SQLite connections, the executor pool, and the rest by
+    name, each with its excess over the floor's in milliseconds."""
+    rows = cell_rows(cells, kinds, captures, lambda cell: bool(cell.by_thread))
+    if not rows:
+        return
+    groups: Counter[str] = Counter()
+    for _, _, cell in rows:
+        groups.update({name: seconds / len(cell.durations) for name, seconds in cell.by_thread.items()})
+    order = [LOOP, *(name for name, _ in groups.most_common() if name != LOOP)]
+    print("the server's CPU per run by thread, in ms (below each setting: its excess over the floor's)")
+    print(f"  {'':32}" + "".join(f"{name[:18]:>20}" for name in order))
+    for kind, capture, cell in rows:
+        per_run = {name: cell.by_thread[name] / len(cell.durations) * 1000 for name in order}
+        print(f"  {kind:20}{capture:12}" + "".join(f"{per_run[name]:20.3f}" for name in order))
+        floor = cells.get((kind, "floor"))
+        if capture in ("off", "floor") or floor is None or not floor.by_thread:
+            continue
+        print(f"  {'':20}{'above floor':12}" + "".join(
+            f"{per_run[name] - floor.by_thread[name] / len(floor.durations) * 1000:+20.3f}" for name in order))
+
+
+def cell_rows(
+    cells: dict[tuple[str, str], Cell], kinds: list[str], captures: tuple[str, ...], wanted: Callable[[Cell], bool]
+) -> list[tuple[str, str, Cell]]:
+    """The measured cells `wanted` picks, client kind by kind, in the captures' order."""
+    return [
+        (kind, capture, cell)
+        for kind in kinds
+        for capture in captures
+        if (cell := cells.get((kind, capture))) is not None and cell.durations and wanted(cell)
+    ]
+
+
 def print_tasks(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: tuple[str, ...], top: int = 6) -> None:
     """Per cell, the event-loop thread's CPU per run split by task: the journal's
     tasks, the floor's, the server's own, and what the loop ran outside tasks;
@@ -613,6 +668,7 @@ async def matrix(
     captures = tuple(c for c in CAPTURES if c in ("off", "floor") or c in captures)
     collections = {capture: FullCollections() for capture in captures}
     clocks = {capture: TaskClock() for capture in captures} if tasks else {}
+    thread_names = {capture: ThreadNames() for capture in captures}
     cells: dict[tuple[str, str], Cell] = {}
     kinds = list(clients) + (["useStream + events"] if "useStream" in clients else [])
     # The rounds each set of servers ran: a server's figure moves with the
@@ -624,7 +680,7 @@ async def matrix(
     try:
         instances = max(1, instances)
         for instance in range(instances):
-            servers = start_servers(pace, collections, tuple(start_order(captures, instance)), clocks)
+            servers = start_servers(pace, collections, tuple(start_order(captures, instance)), clocks, thread_names)
             try:
                 plan = [(kind, capture, CLIENTS[kind]) for kind in clients for capture in captures]
                 if "useStream" in clients:
@@ -633,7 +689,12 @@ async def matrix(
                     server = servers[capture]
                     if (kind, capture) not in cells:
                         cells[kind, capture] = Cell(
-                            server, run, capture != "off", collections[capture], clocks.get(capture)
+                            server,
+                            run,
+                            capture != "off",
+                            collections[capture],
+                            clocks.get(capture),
+                            thread_names[capture],
                         )
                     await cells[kind, capture].serve(server)
                 for cell in cells.values():
@@ -662,7 +723,7 @@ async def matrix(
                     server.stop()
         elapsed = time.monotonic() - began
     finally:
-        for probe in [*collections.values(), *clocks.values()]:
+        for probe in [*collections.values(), *clocks.values(), *thread_names.values()]:
             probe.remove()
 
     print()
@@ -735,6 +796,7 @@ async def matrix(
                     print(row + per_set(kind, capture, figure, BOTH_FLOORS))
         print()
     print_loop_threads(cells, kinds, captures)
+    print_threads(cells, kinds, captures)
     if tasks:
         print_tasks(cells, kinds, captures)
     print("server RSS after the workload (MiB): " + ", ".join(

@@ -12,6 +12,7 @@ fallback where the clock cannot be read.
 
 from __future__ import annotations
 
+import os
 import time
 
 import psutil
@@ -64,6 +65,17 @@ def thread_seconds(pid: int, tid: int) -> float | None:
     except (OSError, ValueError, IndexError):
         return None
 
+
+
+def threads_seconds(pid: int) -> dict[int, float]:
+    """CPU seconds so far of each live thread of another process, by kernel
+    thread id (empty where the kernel keeps no scheduler statistics)."""
+    try:
+        tids = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    except (OSError, ValueError):
+        return {}
+    readings = ((tid, thread_seconds(pid, tid)) for tid in tids)
+    return {tid: seconds for tid, seconds in readings if seconds is not None}
 
 # The probe's fixed work: about 0.7 s of CPU on the machine this was written on.
 _PROBE_STEPS = 10_000_000

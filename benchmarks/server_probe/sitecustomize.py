@@ -1,5 +1,5 @@
 """The benchmark's view of a server from inside: its full garbage collections,
-and the CPU of its event loop's tasks.
+the CPU of its event loop's tasks, and the names of its threads.
 
 Loaded by every Python process a benchmark server starts (its directory is put
 first on `PYTHONPATH`). Each part is on only when its variable names a
@@ -22,6 +22,13 @@ directory:
   is replaced before the server imports its event loop (uvloop keeps the
   class it finds at its import); tasks made by Python 3.12's eager task
   factory, which keeps the original class, are not clocked.
+- `JOURNAL_BRIDGE_BENCH_THREADS_DIR`: it changes nothing of what the server
+  does: a thread of its own writes the process's threads, their kernel ids
+  and names (`{native_id: name}`, `threading.enumerate()`), to
+  `<dir>/<pid>-threads.json` every `THREAD_NAMES_SECONDS` when they changed.
+  The kernel counts every thread's CPU (`/proc`) but names them all after the
+  process; these names tell the journal's SQLite connection threads from the
+  executor's and the server's own.
 
 A full collection walks the whole heap -- the in-memory runtime's checkpoints
 above all -- and costs a dev server about a tenth of a second, in whichever
@@ -37,7 +44,9 @@ import time
 
 _DIR = os.environ.get("JOURNAL_BRIDGE_BENCH_GC_DIR")
 _TASKS_DIR = os.environ.get("JOURNAL_BRIDGE_BENCH_TASKS_DIR")
+_THREADS_DIR = os.environ.get("JOURNAL_BRIDGE_BENCH_THREADS_DIR")
 TASK_REPORT_SECONDS = 0.02
+THREAD_NAMES_SECONDS = 0.5
 
 
 def _install(directory: str) -> None:
@@ -168,7 +177,31 @@ def _install_task_clock(directory: str) -> None:
     threading.Thread(target=writer, name="bench-task-clock", daemon=True).start()
 
 
+def _install_thread_names(directory: str) -> None:
+    path = os.path.join(directory, f"{os.getpid()}-threads.json")
+
+    def writer() -> None:
+        written = None
+        while True:
+            names = {str(thread.native_id): thread.name for thread in threading.enumerate() if thread.native_id}
+            report = json.dumps(names, sort_keys=True)
+            if report != written:
+                tmp = f"{path}.tmp"
+                try:
+                    with open(tmp, "w") as out:
+                        out.write(report)
+                    os.replace(tmp, path)
+                    written = report
+                except OSError:
+                    pass
+            time.sleep(THREAD_NAMES_SECONDS)
+
+    threading.Thread(target=writer, name="bench-thread-names", daemon=True).start()
+
+
 if _DIR:
     _install(_DIR)
 if _TASKS_DIR:
     _install_task_clock(_TASKS_DIR)
+if _THREADS_DIR:
+    _install_thread_names(_THREADS_DIR)

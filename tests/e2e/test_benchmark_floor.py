@@ -10,6 +10,7 @@ import pytest
 from langgraph_sdk import get_client
 
 from benchmarks import bridge
+from benchmarks.server_threads import LOOP, SQLITE, ThreadNames
 from benchmarks.task_clock import TaskClock, grouped
 from tests.harness.conversation import wait_journal_idle
 from tests.harness.langgraph_server import foreign_tracebacks
@@ -39,12 +40,17 @@ async def test_the_floor_joins_streamed_waited_and_created_runs_once_each(floor)
     assert foreign_tracebacks(server.read_log()) == 0
 
 
-async def test_the_task_clock_puts_the_journal_s_reading_on_its_tasks_and_the_floor_s_join_on_its_own(capsys):
+async def test_the_task_clock_and_the_thread_split_put_the_journal_s_work_where_it_runs(capsys):
     clocks = {name: TaskClock() for name in ("floor", "auto")}
-    servers = {name: bridge.start_server(name, 0.0, clock=clock) for name, clock in clocks.items()}
+    names = {name: ThreadNames() for name in clocks}
+    servers = {
+        name: bridge.start_server(name, 0.0, clock=clock, thread_names=names[name]) for name, clock in clocks.items()
+    }
     try:
         cells = {
-            ("runs.wait", name): bridge.Cell(server, bridge.CLIENTS["runs.wait"], True, clock=clocks[name])
+            ("runs.wait", name): bridge.Cell(
+                server, bridge.CLIENTS["runs.wait"], True, clock=clocks[name], thread_names=names[name]
+            )
             for name, server in servers.items()
         }
         for cell in cells.values():
@@ -60,14 +66,22 @@ async def test_the_task_clock_puts_the_journal_s_reading_on_its_tasks_and_the_fl
             # The server's own tasks (its worker running the graph) are clocked as well.
             assert any(kind.startswith("langgraph_api/") for kind in cell.tasks)
             assert sum(cell.tasks.values()) <= cell.loop_cpu  # within the loop thread's CPU
+            # The split by thread holds the loop thread's CPU and adds up to the server's.
+            assert cell.by_thread[LOOP] == pytest.approx(cell.loop_cpu, abs=0.005)
+            assert sum(cell.by_thread.values()) == pytest.approx(cell.cpu)
+        # The journal's store writes on its SQLite connection's thread; the floor stores nothing.
+        assert cells["runs.wait", "auto"].by_thread[SQLITE] > 0
+        assert cells["runs.wait", "floor"].by_thread[SQLITE] == 0
         bridge.print_tasks(cells, ["runs.wait"], ("floor", "auto"))
+        bridge.print_threads(cells, ["runs.wait"], ("floor", "auto"))
         printed = capsys.readouterr().out
         assert "above the floor's, by kind of task:" in printed
         assert "journal_bridge/delivery/bridge.py:Bridge._follow_after" in printed
+        assert SQLITE in printed and "above floor" in printed
     finally:
         for server in servers.values():
             server.stop()
-        for clock in clocks.values():
-            clock.remove()
+        for probe in [*clocks.values(), *names.values()]:
+            probe.remove()
     for server in servers.values():
         assert foreign_tracebacks(server.read_log()) == 0

@@ -16,10 +16,11 @@ from collections import Counter
 import psutil
 import pytest
 
-from benchmarks import bridge, process_cpu, task_clock
+from benchmarks import bridge, process_cpu, server_threads, task_clock
 from benchmarks.full_collections import PROBE, FullCollections
 from benchmarks.task_clock import SETTLED, TaskClock, grouped
-from benchmarks.process_cpu import process_seconds, tree_seconds
+from benchmarks.process_cpu import process_seconds, threads_seconds, tree_seconds
+from benchmarks.server_threads import EXECUTOR, LOOP, PROBE as PROBE_THREADS, REMAINDER, SQLITE, ThreadNames
 
 # A child's function that takes `seconds` of its thread's CPU.
 _SPIN = """
@@ -315,6 +316,68 @@ def test_the_task_clock_sums_each_kind_of_task_on_the_loop_thread_with_what_its_
         child.kill()
         child.wait()
         clock.remove()
+
+
+# A thread started as aiosqlite starts a connection's, one of the default
+# executor's, and the main thread, each spinning for a known time; the first two
+# stay alive (a thread that exited is no longer listed).
+_THREADS = _SPIN + """
+import asyncio
+def _connection_worker_thread(release):
+    spin(0.3)
+    release.wait()
+async def main():
+    release = threading.Event()
+    threading.Thread(target=_connection_worker_thread, args=(release,), daemon=True).start()
+    await asyncio.get_running_loop().run_in_executor(None, spin, 0.1)
+    spin(0.2)
+    print("done", flush=True)
+    time.sleep(30)
+asyncio.run(main())
+"""
+
+
+def test_the_thread_split_puts_each_thread_s_cpu_in_the_group_its_name_says():
+    names = ThreadNames()
+    child = subprocess.Popen([sys.executable, "-c", _THREADS], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, **names.env})
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "done"
+        time.sleep(2 * probe_threads_interval())  # the names are written by the probe's own thread
+        total = process_seconds(psutil.Process(child.pid))
+        groups = server_threads.split(child.pid, {}, threads_seconds(child.pid), names.names(child.pid), total)
+        assert 0.3 <= groups[SQLITE] < 0.4
+        assert 0.1 <= groups[EXECUTOR] < 0.2
+        assert 0.2 <= groups[LOOP] < 0.6  # the spin, and the interpreter's start
+        assert groups[PROBE_THREADS] < 0.05
+        assert abs(groups[REMAINDER]) < 0.01  # every thread is alive: the groups add up to the process
+    finally:
+        child.kill()
+        child.wait()
+        names.remove()
+
+
+def probe_threads_interval() -> float:
+    spec = importlib.util.spec_from_file_location("probe_interval", PROBE / "sitecustomize.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # no variable is set here: it installs nothing
+    return module.THREAD_NAMES_SECONDS
+
+
+def test_threads_are_grouped_by_name_and_what_no_live_thread_holds_is_the_remainder():
+    group = server_threads.thread_group
+    assert group("Thread-4 (_connection_worker_thread)") == SQLITE
+    assert [group(name) for name in ("uvloop_0", "asyncio_3", "ThreadPoolExecutor-0_1")] == [EXECUTOR] * 3
+    assert group("bench-gc-probe") == PROBE_THREADS
+    assert group(None) == server_threads.UNNAMED
+    assert group("Thread-12") == group("Thread-3") == "Thread"
+    names = {11: "Thread-4 (_connection_worker_thread)", 12: "uvloop_1"}
+    before = {10: 1.0, 11: 0.5, 12: 0.25}
+    after = {10: 1.5, 11: 0.75, 12: 0.25, 13: 0.125}  # 13 started meanwhile, no name yet
+    groups = server_threads.split(10, before, after, names, total=1.0)
+    assert groups == Counter({LOOP: 0.5, SQLITE: 0.25, EXECUTOR: 0.0, server_threads.UNNAMED: 0.125,
+                              REMAINDER: 0.125})
 
 
 def test_a_kind_of_task_is_named_from_its_package_on_and_grouped_by_it():
