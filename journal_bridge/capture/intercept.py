@@ -37,7 +37,7 @@ import orjson
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from journal_bridge.mapping.capture_setting import CaptureSetting
+from journal_bridge.mapping.capture_setting import EVENTS_MODE, CaptureSetting
 from journal_bridge.host.compat import join_mode_matches, join_query_modes, join_query_with_modes, max_request_body_bytes
 from journal_bridge.capture.run_requests import RunPlan, plan_run_request, restore_run_objects, run_creating_kind
 from journal_bridge.host.sse import Frame, SSEFrames
@@ -58,7 +58,11 @@ _READER_HEADER = READER_HEADER.encode()
 
 
 class ClientFrames(Protocol):
-    """The journal's reader of one streamed run, fed the frames its client gets."""
+    """The journal's reader of one streamed run, fed the frames its client gets.
+
+    One may also offer `passes_over(body, start, end) -> bool`: whether it keeps
+    nothing of the unparsed frame `body[start:end]` (`SSEFrames`); a frame of a
+    mode only the journal added that it passes over is dropped unparsed."""
 
     def feed(self, frame: Frame) -> None: ...
 
@@ -419,7 +423,10 @@ class _CreatedRunSend(_FilteredSend):
                 return b""
             return frame.sent_on(strip_ids=strip)
 
-        self.frames = SSEFrames(on_frame)
+        # Token callbacks, most of an `events` stream's frames: when the client did
+        # not ask for `events`, neither it nor the journal reads them.
+        passed_over = getattr(journal, "passes_over", None) if EVENTS_MODE in added else None
+        self.frames = SSEFrames(on_frame, passed_over)
 
     def _hand_over(self, call: Callable[[], Any], run_id: str) -> Any:
         try:

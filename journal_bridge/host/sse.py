@@ -11,6 +11,11 @@ as they came: those are not copied. A frame's `raw` is a view of the body it
 came in; its `data` is the one copy made (the journal keeps it); a run of
 frames sent as they came goes on as one slice of the body, or as the body
 itself when all of it did.
+
+A frame that neither the client nor the journal wants need not be parsed at
+all: `passed_over`, given, is asked first with the frame's bytes
+(`body[start:end]`, unparsed) and, when it answers True, the frame is dropped
+without `on_frame` seeing it.
 """
 
 from __future__ import annotations
@@ -140,10 +145,16 @@ class SSEFrames:
     """Feeds each complete frame of a body to `on_frame`; returns what to send on.
 
     `on_frame` returns the bytes to send instead of the frame, or None to send
-    it as it came."""
+    it as it came. `passed_over(body, start, end)`, when given, drops a frame
+    before it is parsed (see the module docstring)."""
 
-    def __init__(self, on_frame: Callable[[Frame], bytes | None]) -> None:
+    def __init__(
+        self,
+        on_frame: Callable[[Frame], bytes | None],
+        passed_over: Callable[[bytes, int, int], bool] | None = None,
+    ) -> None:
         self._on_frame = on_frame
+        self._passed_over = passed_over
         self._buffer = b""
 
     def feed(self, chunk: bytes, final: bool) -> bytes:
@@ -194,6 +205,12 @@ class SSEFrames:
         return out[0] if len(out) == 1 else b"".join(out)
 
     def _frame(self, body: bytes, start: int, end: int, terminator: bytes) -> bytes | None:
+        if self._passed_over is not None:
+            try:
+                if self._passed_over(body, start, end):
+                    return b""
+            except Exception:  # noqa: BLE001 - a frame the check fails on is parsed as any other
+                logger.exception("journal-bridge: parsing an SSE frame whose bytes could not be checked")
         try:
             return self._on_frame(Frame._in(body, start, end, terminator))
         except Exception:  # noqa: BLE001 - the client's stream matters more than the journal

@@ -214,6 +214,37 @@ def _unmapped_callback(frame: Frame) -> bool:
     return frame.mode == EVENTS_MODE and frame.data is not None and _UNMAPPED_CALLBACKS.match(frame.data) is not None
 
 
+# The lines before such a frame's data, as the server writes them: its `event`
+# line (the root's `events`, or a subgraph's `events|<namespace>`), then `data`.
+_EVENTS_DATA = re.compile(rb"event: ?events(?:\|[^\r\n]*)?(?:\r\n|\r|\n)data: ?")
+# What may follow the data line: the frame's `id` line, the last (a resumable run's).
+_ID_LINE = re.compile(rb"(?:\r\n|\r|\n)id: ?([^\r\n]*)")
+
+
+def unmapped_callback_bytes(body: bytes, start: int, end: int) -> tuple[bool, str | None]:
+    """Whether the unparsed frame `body[start:end]` is an `events` frame of an
+    unmapped callback, laid out as the server writes one: its `event` line, one
+    `data` line, then an `id` line or nothing; and that id. Such a frame
+    `ClientStream.feed` keeps nothing of but its id and that a frame came.
+
+    JSON data holds no raw line break: the data line ends at the first CR or LF
+    after its start. Any other layout (data over several lines, a field after
+    the id) answers False, and the frame is parsed."""
+    lines = _EVENTS_DATA.match(body, start, end)
+    if lines is None or _UNMAPPED_CALLBACKS.match(body, lines.end(), end) is None:
+        return False, None
+    data_end = body.find(b"\n", lines.end(), end)
+    carriage = body.find(b"\r", lines.end(), data_end if data_end >= 0 else end)
+    if carriage >= 0:
+        data_end = carriage
+    if data_end < 0:
+        return True, None
+    frame_id = _ID_LINE.fullmatch(body, data_end, end)
+    if frame_id is None:
+        return False, None
+    return True, frame_id.group(1).decode("utf-8", "replace").strip()
+
+
 class ClientStream:
     """The frames of one streamed run, as its client receives them.
 
@@ -246,6 +277,18 @@ class ClientStream:
             self.saw_interrupt = True
         if frame.event is not None and self.wants(frame.mode) and not _unmapped_callback(frame):
             self._queue.put_nowait(frame)
+
+    def passes_over(self, body: bytes, start: int, end: int) -> bool:
+        """Whether the unparsed frame `body[start:end]` is one `feed` would keep
+        nothing of but its id (`unmapped_callback_bytes`): noted as `feed` would
+        note it, and not to be parsed. A frame this answers False for goes to `feed`."""
+        passed, frame_id = unmapped_callback_bytes(body, start, end)
+        if not passed:
+            return False
+        self.fed = True
+        if frame_id is not None:
+            self.last_id = frame_id
+        return True
 
     def discard(self) -> None:
         """Nobody here reads the run (another process does): keep no frame from now on."""

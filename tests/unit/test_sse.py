@@ -173,3 +173,25 @@ def test_a_field_name_is_the_whole_name_before_the_colon():
     assert (frame.event, frame.data, frame.id) == ("values", b"", "7")
     lone_cr = Frame.parse(b"event: values\rdata: 2\rid: 3", b"\n\n")
     assert (lone_cr.event, lone_cr.data, lone_cr.id) == ("values", b"2", "3")
+
+
+def test_a_frame_passed_over_is_dropped_unparsed_and_one_whose_check_fails_is_parsed():
+    seen: list[Frame] = []
+    asked: list[bytes] = []
+
+    def keep(frame: Frame) -> None:
+        seen.append(frame)
+        return None
+
+    def over(body: bytes, start: int, end: int) -> bool:
+        asked.append(bytes(body[start:end]))
+        if b"on_chain_start" in body[start:end]:
+            raise RuntimeError("boom")  # a check that fails: the frame goes to `on_frame`
+        return b"on_chain_end" in body[start:end]
+
+    frames = SSEFrames(keep, over)
+    out = b"".join(frames.feed(FRAMES[i : i + 9], final=i + 9 >= len(FRAMES)) for i in range(0, len(FRAMES), 9))
+    # Each complete frame is asked about once, as its bytes, before it is parsed.
+    assert asked == [frame for frame in FRAMES.split(b"\r\n\r\n") if frame]
+    assert out == FRAMES.replace(b"event: events\r\ndata: {\"event\":\"on_chain_end\"}\r\nid: 2-0\r\n\r\n", b"")
+    assert [frame.event for frame in seen] == ["metadata", "events", None, "values", "messages|sub"]

@@ -17,7 +17,7 @@ import uuid
 import orjson
 import pytest
 
-from journal_bridge.host.sse import Frame
+from journal_bridge.host.sse import Frame, SSEFrames
 from journal_bridge.mapping import reader
 from journal_bridge.mapping.capture_setting import CaptureSetting, plan_capture
 from journal_bridge.mapping.events_mapper import RunMapper, map_parts
@@ -211,3 +211,110 @@ async def test_a_streamed_runs_answer_is_written_before_its_next_read_frame_come
     stream.close(complete=True)
     await asyncio.wait_for(reading, 5)
     assert [t for batch in written for t in batch] == ["run.start", "llm.ai.response", "run.end"]
+
+
+def _sse(event: str, data: dict, frame_id: str | None = None, newline: bytes = b"\r\n") -> bytes:
+    """A frame as the server writes it: `event`, `data`, then `id` when resumable."""
+    frame = b"event: " + event.encode() + newline + b"data: " + SERVER(data) + newline
+    if frame_id is not None:
+        frame += b"id: " + frame_id.encode() + newline
+    return frame + newline
+
+
+def _through_client_stream(
+    body: bytes, chunk: int, passing_over: bool
+) -> tuple[bytes, reader.ClientStream, int]:
+    """`body` through the response filter of a streamed run whose client asked for
+    useStream's modes under `auto` (the journal reads `events`, the client does not);
+    with the number of frames passed over unparsed."""
+    client_modes = ("values", "messages-tuple", "custom")
+    capture = plan_capture(client_modes, CaptureSetting.AUTO)
+    stream = reader.ClientStream(capture, client_modes)
+
+    def on_frame(frame: Frame) -> bytes | None:
+        stream.feed(frame)
+        return b"" if frame.mode in capture.added else None
+
+    over = 0
+
+    def passes_over(body: bytes, start: int, end: int) -> bool:
+        nonlocal over
+        passed = stream.passes_over(body, start, end)
+        over += passed
+        return passed
+
+    frames = SSEFrames(on_frame, passes_over if passing_over else None)
+    out = b"".join(frames.feed(body[i : i + chunk], final=i + chunk >= len(body)) for i in range(0, len(body), chunk))
+    return out, stream, over
+
+
+def _kept(stream: reader.ClientStream) -> list[tuple]:
+    kept = []
+    while not stream._queue.empty():
+        frame = stream._queue.get_nowait()
+        kept.append((frame.event, frame.data, frame.id))
+    return kept
+
+
+@pytest.mark.parametrize("resumable", [False, True], ids=["plain", "with ids"])
+@pytest.mark.parametrize("chunk", [97, 4096, 1 << 20])
+def test_token_frames_dropped_unparsed_leave_the_journal_and_the_client_what_they_get_parsed(
+    conversation, resumable, chunk
+):
+    _, runs = conversation
+    passed_over = 0
+    for run_id, parts in runs:
+        frames = [_sse("metadata", {"run_id": run_id}, "0-0" if resumable else None)]
+        for index, (event, data) in enumerate(parts):
+            frame_id = f"{index + 1}-0" if resumable else None
+            frames.append(_sse("values" if index % 9 == 0 else event, data, frame_id))  # the client's modes too
+        body = b"".join(frames)
+        passed, journal, over = _through_client_stream(body, chunk, passing_over=True)
+        parsed, reference, _ = _through_client_stream(body, chunk, passing_over=False)
+        passed_over += over
+        assert passed == parsed  # the client gets the same bytes
+        assert (journal.fed, journal.last_id, journal.saw_interrupt) == (
+            reference.fed, reference.last_id, reference.saw_interrupt)
+        assert _kept(journal) == _kept(reference)  # and the journal reads the same frames
+    unmapped = ("on_chat_model_stream", "on_chain_stream", "on_chat_model_start", "on_llm_stream", "on_llm_start")
+    callbacks = [data.get("event") for _, parts in runs for index, (_, data) in enumerate(parts) if index % 9]
+    assert "on_chat_model_stream" in callbacks, "the script should stream tokens"
+    # Every such callback goes unparsed, its id read from its bytes.
+    assert passed_over == sum(name in unmapped for name in callbacks)
+
+
+TOKEN = {"event": "on_chat_model_stream", "data": {"chunk": {"content": "a"}}}
+
+
+@pytest.mark.parametrize(
+    ("frame", "over", "frame_id"),
+    [
+        (_sse("events", TOKEN), True, None),
+        (_sse("events", TOKEN, newline=b"\n"), True, None),
+        (_sse("events", TOKEN, "1733-7"), True, "1733-7"),  # a resumable run's: its id read
+        (_sse("events", TOKEN, "9-0", newline=b"\n"), True, "9-0"),
+        (_sse("events", TOKEN, "9-0", newline=b"\r"), True, "9-0"),
+        (_sse("events|tools:1", {"event": "on_llm_stream", "data": {}}), True, None),  # a subgraph's
+        (_sse("events", {"event": "on_chain_end", "data": {}}), False, None),  # mapped
+        (_sse("events", {"event": "on_tool_start", "data": {}}, "2-0"), False, None),
+        (_sse("values", TOKEN), False, None),
+        (_sse("eventsx", TOKEN), False, None),
+        (b'event: events\r\ndata: {"event":"on_chat_model_stream",\r\ndata: "x":1}\r\n\r\n', False, None),
+        (b'event: events\r\ndata: {"event":"on_chat_model_stream"}\r\nid: 1\r\nretry: 5\r\n\r\n', False, None),
+        (b'event: events\r\nid: 1\r\ndata: {"event":"on_chat_model_stream"}\r\n\r\n', False, None),
+        (b'data: {"event":"on_chat_model_stream"}\r\n\r\n', False, None),  # no event name
+    ],
+)
+def test_a_frame_is_passed_over_unparsed_only_when_its_bytes_show_feed_would_keep_nothing(frame, over, frame_id):
+    terminator = next(t for t in (b"\r\n\r\n", b"\n\n", b"\r\r") if frame.endswith(t))
+    end = 2 + len(frame) - len(terminator)
+    padded = b"xx" + frame + b"event: values\r\ndata: {}\r\n\r\n"  # the frame anywhere in the body
+    assert reader.unmapped_callback_bytes(padded, 2, end) == (over, frame_id)
+    stream = reader.ClientStream(plan_capture(("values",), CaptureSetting.EVENTS), ("values",))
+    assert stream.passes_over(padded, 2, end) is over
+    assert stream.fed is over  # a frame passed over still counts as a frame of the run
+    assert stream.last_id == frame_id
+    if over:  # what `feed` makes of the parsed frame
+        parsed = reader.ClientStream(plan_capture(("values",), CaptureSetting.EVENTS), ("values",))
+        parsed.feed(Frame.parse(padded[2:end], terminator))
+        assert (parsed.fed, parsed.last_id, parsed.ready()) == (True, frame_id, False)
