@@ -6,18 +6,21 @@ plausible numbers that mean nothing; these pin what its figures are made of.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from typing import Any
 
 import psutil
 import pytest
 
 from benchmarks import bridge, process_cpu, server_threads, task_clock
-from benchmarks.full_collections import PROBE, FullCollections
+from benchmarks.full_collections import PROBE, FullCollections, ProbeDirectory
 from benchmarks.task_clock import SETTLED, TaskClock, grouped
 from benchmarks.process_cpu import process_seconds, threads_seconds, tree_seconds
 from benchmarks.server_threads import EXECUTOR, LOOP, PROBE as PROBE_THREADS, REMAINDER, SQLITE, ThreadNames
@@ -234,11 +237,33 @@ for line in sys.stdin:
 """
 
 
-def test_the_probe_counts_full_collections_and_not_young_ones():
-    probe = FullCollections()
-    child = subprocess.Popen([sys.executable, "-c", _COLLECTING], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+@contextlib.contextmanager
+def _probed(probe: ProbeDirectory, script: str) -> Iterator[subprocess.Popen[str]]:
+    """A Python child running `script` with `probe`'s part of the server probe on;
+    killed, and the probe's directory removed, at the end."""
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True, env={**os.environ, **probe.env})
     try:
+        assert child.stdin is not None and child.stdout is not None
+        yield child
+    finally:
+        child.kill()
+        child.wait()
+        probe.remove()
+
+
+def _probe_module() -> Any:
+    """The server probe, loaded here with none of its variables set: it installs nothing."""
+    spec = importlib.util.spec_from_file_location("probe_under_test", PROBE / "sitecustomize.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_probe_counts_full_collections_and_not_young_ones():
+    probe = FullCollections()
+    with _probed(probe, _COLLECTING) as child:
         assert child.stdin is not None and child.stdout is not None
 
         def ask(what: str) -> None:
@@ -263,10 +288,6 @@ def test_the_probe_counts_full_collections_and_not_young_ones():
         ask("full")
         reported(seen.full + 2)
         assert probe.totals().seconds > seen.seconds
-    finally:
-        child.kill()
-        child.wait()
-        probe.remove()
 
 
 # Two kinds of task on the event loop (one of them awaiting a coroutine that spins),
@@ -299,9 +320,7 @@ asyncio.run(main())
 
 def test_the_task_clock_sums_each_kind_of_task_on_the_loop_thread_with_what_its_steps_awaited():
     clock = TaskClock()
-    child = subprocess.Popen([sys.executable, "-c", _TASKS], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, **clock.env})
-    try:
+    with _probed(clock, _TASKS) as child:
         assert child.stdout is not None
         # The probe keeps the coroutine's own state readable, as anyio reads it.
         assert child.stdout.readline().split() == ["CORO_RUNNING", "True"]
@@ -312,10 +331,6 @@ def test_the_task_clock_sums_each_kind_of_task_on_the_loop_thread_with_what_its_
         assert 0.05 <= totals["<string>:light"] < 0.1
         assert not any("far" in kind for kind in totals)  # another thread's loop: not the event loop's
         assert grouped(totals) == pytest.approx({"journal": 0.0, "floor": 0.0, "server": sum(totals.values())})
-    finally:
-        child.kill()
-        child.wait()
-        clock.remove()
 
 
 # A thread started as aiosqlite starts a connection's, one of the default
@@ -339,11 +354,9 @@ asyncio.run(main())
 
 def test_the_thread_split_puts_each_thread_s_cpu_in_the_group_its_name_says():
     names = ThreadNames()
-    child = subprocess.Popen([sys.executable, "-c", _THREADS], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, **names.env})
-    try:
+    with _probed(names, _THREADS) as child:
         assert child.stdout is not None and child.stdout.readline().strip() == "done"
-        time.sleep(2 * probe_threads_interval())  # the names are written by the probe's own thread
+        time.sleep(2 * _probe_module().THREAD_NAMES_SECONDS)  # the names are written by the probe's own thread
         total = process_seconds(psutil.Process(child.pid))
         groups = server_threads.split(child.pid, {}, threads_seconds(child.pid), names.names(child.pid), total)
         assert 0.3 <= groups[SQLITE] < 0.4
@@ -351,18 +364,6 @@ def test_the_thread_split_puts_each_thread_s_cpu_in_the_group_its_name_says():
         assert 0.2 <= groups[LOOP] < 0.6  # the spin, and the interpreter's start
         assert groups[PROBE_THREADS] < 0.05
         assert abs(groups[REMAINDER]) < 0.01  # every thread is alive: the groups add up to the process
-    finally:
-        child.kill()
-        child.wait()
-        names.remove()
-
-
-def probe_threads_interval() -> float:
-    spec = importlib.util.spec_from_file_location("probe_interval", PROBE / "sitecustomize.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # no variable is set here: it installs nothing
-    return module.THREAD_NAMES_SECONDS
 
 
 def test_threads_are_grouped_by_name_and_what_no_live_thread_holds_is_the_remainder():
@@ -381,10 +382,7 @@ def test_threads_are_grouped_by_name_and_what_no_live_thread_holds_is_the_remain
 
 
 def test_a_kind_of_task_is_named_from_its_package_on_and_grouped_by_it():
-    spec = importlib.util.spec_from_file_location("probe_under_test", PROBE / "sitecustomize.py")
-    assert spec is not None and spec.loader is not None
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)  # neither variable is set here: it installs nothing
+    probe = _probe_module()
     # The reader waits for reports at the interval the probe writes them at.
     assert probe.TASK_REPORT_SECONDS == task_clock.TASK_REPORT_SECONDS
 
