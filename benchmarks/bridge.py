@@ -534,19 +534,15 @@ def print_loop_threads(cells: dict[tuple[str, str], Cell], kinds: list[str], cap
     setting adds lands on the thread that serves every request, or beside it."""
     print("the server's event-loop thread (its main thread): CPU per run, share of the server's, and ms above "
           "the floor's (the rest of the server's CPU: its other threads, SQLite's among them)")
-    for kind in kinds:
-        for capture in captures:
-            cell = cells.get((kind, capture))
-            if cell is None or not cell.durations:
-                continue
-            loop = cell.loop_cpu_per_run * 1000
-            row = f"  {kind:20}{capture:12}{loop:7.2f} ms  {cell.loop_cpu / cell.cpu:6.1%} of the server's"
-            floor = cells.get((kind, "floor"))
-            if floor is not None and capture not in ("off", "floor") and floor.durations:
-                rest = (cell.cpu_per_run - cell.loop_cpu_per_run) - (floor.cpu_per_run - floor.loop_cpu_per_run)
-                above = loop - floor.loop_cpu_per_run * 1000
-                row += f"   above the floor: loop {above:+6.2f} ms, rest {rest * 1000:+6.2f} ms"
-            print(row)
+    for kind, capture, cell in cell_rows(cells, kinds, captures):
+        loop = cell.loop_cpu_per_run * 1000
+        row = f"  {kind:20}{capture:12}{loop:7.2f} ms  {cell.loop_cpu / cell.cpu:6.1%} of the server's"
+        floor = cells.get((kind, "floor"))
+        if floor is not None and capture not in ("off", "floor") and floor.durations:
+            rest = (cell.cpu_per_run - cell.loop_cpu_per_run) - (floor.cpu_per_run - floor.loop_cpu_per_run)
+            above = loop - floor.loop_cpu_per_run * 1000
+            row += f"   above the floor: loop {above:+6.2f} ms, rest {rest * 1000:+6.2f} ms"
+        print(row)
 
 
 def print_threads(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: tuple[str, ...]) -> None:
@@ -573,9 +569,12 @@ def print_threads(cells: dict[tuple[str, str], Cell], kinds: list[str], captures
 
 
 def cell_rows(
-    cells: dict[tuple[str, str], Cell], kinds: list[str], captures: tuple[str, ...], wanted: Callable[[Cell], bool]
+    cells: dict[tuple[str, str], Cell],
+    kinds: list[str],
+    captures: tuple[str, ...],
+    wanted: Callable[[Cell], bool] = lambda cell: True,
 ) -> list[tuple[str, str, Cell]]:
-    """The measured cells `wanted` picks, client kind by kind, in the captures' order."""
+    """The measured cells (those `wanted` picks), client kind by kind, in the captures' order."""
     return [
         (kind, capture, cell)
         for kind in kinds
@@ -592,39 +591,35 @@ def print_tasks(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: 
     that client asking for `events` itself on the server without the plugin)."""
     print("the event loop's tasks (clocked at each step: a clocked server runs slower), CPU per run in ms: "
           "the loop thread, the journal's tasks, the floor's, the server's own, and the loop outside tasks")
-    for kind in kinds:
-        for capture in captures:
-            cell = cells.get((kind, capture))
-            if cell is None or not cell.durations or cell.clock is None:
+    for kind, capture, cell in cell_rows(cells, kinds, captures, lambda cell: cell.clock is not None):
+        runs = len(cell.durations)
+        groups = grouped(cell.tasks)
+        loop = cell.loop_cpu_per_run * 1000
+        outside = loop - sum(groups.values()) / runs * 1000
+        print(f"  {kind:20}{capture:12}loop {loop:6.2f}   journal {groups['journal'] / runs * 1000:6.3f}   "
+              f"floor {groups['floor'] / runs * 1000:6.3f}   server {groups['server'] / runs * 1000:6.2f}   "
+              f"outside tasks {outside:5.2f}")
+        journal = [(name, seconds) for name, seconds in cell.tasks.most_common() if name.startswith(JOURNAL)]
+        for name, seconds in journal[:top]:
+            print(f"{'':36}{seconds / runs * 1000:7.3f}  {name}")
+        if capture in ("off", "floor"):
+            continue
+        # The floor, and for useStream the same client asking for `events` itself without the plugin.
+        references = (
+            ((kind, "floor"), "the floor's"),
+            ((f"{kind} + events", "off"), "that client asking for `events` itself, off"),
+        )
+        for reference, label in references:
+            other = cells.get(reference)
+            if other is None or not other.durations:
                 continue
-            runs = len(cell.durations)
-            groups = grouped(cell.tasks)
-            loop = cell.loop_cpu_per_run * 1000
-            outside = loop - sum(groups.values()) / runs * 1000
-            print(f"  {kind:20}{capture:12}loop {loop:6.2f}   journal {groups['journal'] / runs * 1000:6.3f}   "
-                  f"floor {groups['floor'] / runs * 1000:6.3f}   server {groups['server'] / runs * 1000:6.2f}   "
-                  f"outside tasks {outside:5.2f}")
-            journal = [(name, seconds) for name, seconds in cell.tasks.most_common() if name.startswith(JOURNAL)]
-            for name, seconds in journal[:top]:
-                print(f"{'':36}{seconds / runs * 1000:7.3f}  {name}")
-            if capture in ("off", "floor"):
-                continue
-            # The floor, and for useStream the same client asking for `events` itself without the plugin.
-            references = (
-                ((kind, "floor"), "the floor's"),
-                ((f"{kind} + events", "off"), "that client asking for `events` itself, off"),
-            )
-            for reference, label in references:
-                other = cells.get(reference)
-                if other is None or not other.durations:
-                    continue
-                above = Counter({
-                    name: cell.tasks[name] / runs - other.tasks[name] / len(other.durations)
-                    for name in set(cell.tasks) | set(other.tasks)
-                })
-                print(f"{'':32}above {label}, by kind of task:")
-                for name, seconds in above.most_common(top):
-                    print(f"{'':36}{seconds * 1000:+7.3f}  {name}")
+            above = Counter({
+                name: cell.tasks[name] / runs - other.tasks[name] / len(other.durations)
+                for name in set(cell.tasks) | set(other.tasks)
+            })
+            print(f"{'':32}above {label}, by kind of task:")
+            for name, seconds in above.most_common(top):
+                print(f"{'':36}{seconds * 1000:+7.3f}  {name}")
 
 
 async def matrix(

@@ -66,7 +66,6 @@ def thread_seconds(pid: int, tid: int) -> float | None:
         return None
 
 
-
 def threads_seconds(pid: int) -> dict[int, float]:
     """CPU seconds so far of each live thread of another process, by kernel
     thread id (empty where the kernel keeps no scheduler statistics)."""
@@ -76,6 +75,7 @@ def threads_seconds(pid: int) -> dict[int, float]:
         return {}
     readings = ((tid, thread_seconds(pid, tid)) for tid in tids)
     return {tid: seconds for tid, seconds in readings if seconds is not None}
+
 
 # The probe's fixed work: about 0.7 s of CPU on the machine this was written on.
 _PROBE_STEPS = 10_000_000
