@@ -217,8 +217,11 @@ class Cell:
         collections: FullCollections | None = None,
         clock: TaskClock | None = None,
         thread_names: ThreadNames | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.server = server
+        # Sent with every request of the cell (the paired benchmark's floor cells carry one).
+        self.headers = headers
         self.collections = collections
         # The server's thread names, and its CPU seconds during the measured
         # rounds per group of threads (`benchmarks/server_threads.py`).
@@ -230,7 +233,7 @@ class Cell:
         self.tasks: Counter[str] = Counter()
         # The server's full garbage collections during the measured rounds.
         self.during = Collections()
-        self.client = sdk_client(server.url)
+        self.client = sdk_client(server.url, headers)
         self.run = run
         self.journaled = journaled
         self.assistant_id = ""
@@ -251,7 +254,7 @@ class Cell:
             return
         await self.client.aclose()
         self.server = server
-        self.client = sdk_client(server.url)
+        self.client = sdk_client(server.url, self.headers)
 
     async def setup(self, threads: int) -> None:
         assistant = await self.client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
@@ -331,7 +334,7 @@ def _loop_seconds(server: LanggraphDevServer) -> float:
     return math.nan if seconds is None else seconds
 
 
-def sdk_client(url: str) -> LangGraphClient:
+def sdk_client(url: str, headers: dict[str, str] | None = None) -> LangGraphClient:
     """langgraph-sdk's client as `get_client` makes it, except that an idle
     connection is dropped after a second: the server (uvicorn) closes one idle
     for 5 s, and a cell whose client sat out other cells' turns for about that
@@ -339,6 +342,7 @@ def sdk_client(url: str) -> LangGraphClient:
     return LangGraphClient(
         httpx.AsyncClient(
             base_url=url,
+            headers=headers,
             transport=httpx.AsyncHTTPTransport(retries=5, limits=httpx.Limits(keepalive_expiry=1.0)),
             timeout=httpx.Timeout(connect=5, read=300, write=300, pool=5),
         )

@@ -49,6 +49,9 @@ from journal_bridge.mapping.capture_setting import CaptureSetting
 logger = logging.getLogger(__name__)
 
 _ERROR_MODE = "error"
+# On a paired server (`benchmarks/paired_app.py`), a request with this header
+# is read by the floor, not journaled.
+FLOOR_HEADER = "x-journal-bridge-bench-floor"
 
 
 class _Discard:

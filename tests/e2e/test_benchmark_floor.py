@@ -6,10 +6,15 @@ some runs would make the plugin look dearer than it is.
 
 from __future__ import annotations
 
+import asyncio
+
+import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from benchmarks import bridge
+from benchmarks import bridge, paired
+from benchmarks.full_collections import FullCollections
+from benchmarks.floor_app import FLOOR_HEADER
 from benchmarks.server_threads import LOOP, SQLITE, ThreadNames
 from benchmarks.task_clock import TaskClock, grouped
 from tests.harness.conversation import wait_journal_idle
@@ -85,3 +90,34 @@ async def test_the_task_clock_and_the_thread_split_put_the_journal_s_work_where_
             probe.remove()
     for server in servers.values():
         assert foreign_tracebacks(server.read_log()) == 0
+
+
+async def test_a_paired_server_journals_its_plain_requests_and_floor_joins_those_with_the_header(capsys):
+    collections = FullCollections()
+    server = paired.start_paired("auto", collections)
+    try:
+        journaled = bridge.Cell(server, bridge.CLIENTS["runs.wait"], True, collections)
+        floored = bridge.Cell(server, bridge.CLIENTS["runs.wait"], True, collections, headers={FLOOR_HEADER: "1"})
+        for cell in (journaled, floored):
+            await cell.setup(1)
+            await cell.round(2)
+        health = await wait_journal_idle(server.url, timeout=60)
+        # Both readers were handed their two runs, and the health counts both.
+        assert health["floor"]["runs_observed"] == 2 and health["floor"]["runs_completed"] == 2
+        assert health["runs_observed"] == 4 and health["runs_completed"] == 4
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            mine = (await http.get(f"/journal/threads/{journaled.threads[0]}/messages")).json()
+            assert [m["type"] for m in mine["data"]][:2] == ["human", "ai"]
+            # The floor's runs are not journaled, and no reconciler reads them afterwards.
+            await asyncio.sleep(1.0)
+            answer = await http.get(f"/journal/threads/{floored.threads[0]}/messages")
+            assert answer.status_code == 404 or answer.json()["data"] == []
+        # Each cell's rounds were measured on the one process.
+        assert len(journaled.rounds) == len(floored.rounds) == 1
+        assert journaled.rounds[0][bridge.CPU] > 0 and floored.rounds[0][bridge.CPU] > 0
+        for cell in (journaled, floored):
+            await cell.client.aclose()
+    finally:
+        server.stop()
+        collections.remove()
+    assert foreign_tracebacks(server.read_log()) == 0

@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
-from benchmarks import bridge, process_cpu, server_threads, task_clock
+from benchmarks import bridge, paired, process_cpu, server_threads, task_clock
 from benchmarks.full_collections import PROBE, FullCollections, ProbeDirectory
 from benchmarks.task_clock import SETTLED, TaskClock, grouped
 from benchmarks.process_cpu import process_seconds, threads_seconds, tree_seconds
@@ -210,6 +210,38 @@ def test_with_sets_of_servers_the_interval_also_moves_with_the_set_drawn():
     # One set is no set to draw from: the rounds are drawn as before.
     one = bridge.pooled_with_interval(cells, "k", "auto", resamples=400, blocks=[range(0, 8)])
     assert one[2] == pytest.approx(by_rounds)
+
+
+def _rounds(cpus: list[float]) -> list[tuple[float, float, float]]:
+    """A cell's rounds as `Cell.rounds` holds them: (wall, CPU per run, CPU beside collections)."""
+    return [(1.0, cpu, cpu) for cpu in cpus]
+
+
+def test_the_paired_excess_is_each_rounds_difference_in_one_process_over_off():
+    off = _rounds([0.020, 0.010, 0.020, 0.010])
+    # One server: the journal's rounds 0.002 above its floor's however the machine moves.
+    journal, floor = _rounds([0.027, 0.0145, 0.033, 0.016]), _rounds([0.025, 0.0125, 0.031, 0.014])
+    assert paired.excess_by_round(journal, floor, off) == pytest.approx([0.1, 0.2, 0.1, 0.2])
+    whole, low, high = paired.pooled_interval([(journal, floor)], off, resamples=300)
+    # Pooled: (0.008 above) / (0.06 of off).
+    assert whole == pytest.approx(0.008 / 0.06)
+    assert 0.1 <= low <= whole <= high <= 0.2
+    assert high - low > 0.02
+
+
+def test_the_paired_interval_draws_the_servers_and_then_their_rounds():
+    off = _rounds([0.02] * 4)
+    steady = [
+        (_rounds([0.021] * 4), _rounds([0.020] * 4)),  # 0.05 above, every round
+        (_rounds([0.025] * 4), _rounds([0.020] * 4)),  # 0.25 above, every round
+    ]
+    whole, low, high = paired.pooled_interval(steady, off, resamples=400)
+    assert whole == pytest.approx(0.15)
+    # Drawn by servers, half the draws hold one server twice: its figure is an end.
+    assert (low, high) == pytest.approx((0.05, 0.25))
+    # One server whose floor and journal move together: no spread at all.
+    together = [(_rounds([0.03, 0.05, 0.04, 0.06]), _rounds([0.02, 0.04, 0.03, 0.05]))]
+    assert paired.pooled_interval(together, _rounds([0.02] * 4), resamples=200)[1:] == pytest.approx((0.5, 0.5))
 
 
 def _soak_set(walls: dict[str, list[float]], cpus: dict[str, list[float]]) -> dict:

@@ -1,0 +1,187 @@
+"""The journal's cost above the floor, measured in one process: the paired benchmark.
+
+The bridge matrix (`benchmarks/bridge.py`) sets a server with the plugin beside
+a floor server: two processes, and two processes differ by their own luck
+(where their heaps land, when their full collections come) about as much as
+the journal costs. Here each server is both (`benchmarks/paired_app.py`): the
+plugin, with the floor's reader for the requests that carry its header. One
+server then drives two cells, the journal's and the floor's, in the same
+interleaved rounds, and the journal's excess is the difference between them
+in each round, divided by the CPU per run of a server without the plugin
+(`off`) in the same round. The reconciler is off on the paired servers (it
+would read the floor's runs); its cost is not in the figure.
+
+Clients: those whose run the journal reads the way the floor does, where the
+capture settings `auto` and `lean` take the same path (the journal's own join
+of a `runs.wait` run; the client's join of a created run; a values stream).
+A client that streams tokens is measured by the matrix.
+
+Printed: the excess per round and per server (median, min, max), and pooled
+over every server and round, (journal CPU - floor CPU) / off CPU, with its
+5-95% interval with the servers drawn again and then their rounds; the same
+without the rounds' full collections. With `--twin`, a second floor cell on
+every server gives the method's own zero: floor against floor.
+
+    python3 tasks.py bench paired --client runs.wait --servers 2 --rounds 12 --runs 24
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import signal
+import statistics
+import time
+from pathlib import Path
+
+from benchmarks.bridge import (
+    CLIENTS,
+    CPU,
+    CPU_BESIDE_COLLECTIONS,
+    WALL,
+    Cell,
+    pct,
+    print_probe,
+    quiet_dev_server,
+    start_server,
+)
+from benchmarks.full_collections import FullCollections
+from benchmarks.floor_app import FLOOR_HEADER
+from tests.harness.langgraph_server import LanggraphDevServer
+
+PAIRED_APP = Path(__file__).resolve().with_name("paired_app.py")
+# Where `auto` and `lean` read runs as the floor does (see the module docstring).
+PAIRED_CLIENTS = ("runs.wait", "create+join", "values stream")
+JOURNAL, FLOOR, TWIN = "journal", "floor", "floor twin"
+
+
+def start_paired(capture: str, collections: FullCollections) -> LanggraphDevServer:
+    env = {
+        "JOURNAL_BRIDGE_CAPTURE": capture,
+        "JOURNAL_BRIDGE_RECONCILE_INTERVAL": "0",
+        "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0",
+        **collections.env,
+    }
+    return quiet_dev_server(env=env, http={"app": f"{PAIRED_APP}:app"})
+
+
+def excess_by_round(mine: list[tuple[float, ...]], floor: list[tuple[float, ...]], off: list[tuple[float, ...]],
+                    figure: int = CPU) -> list[float]:
+    """(cell - floor) / off, round by round: the three cells' rounds in step."""
+    return [(m[figure] - f[figure]) / o[figure] for m, f, o in zip(mine, floor, off, strict=True)]
+
+
+def pooled_excess(pairs: list[tuple[list[tuple[float, ...]], list[tuple[float, ...]]]], off: list[tuple[float, ...]],
+                  picks: list[tuple[int, int]], figure: int = CPU) -> float:
+    """(sum of cell - sum of floor) / sum of off over the picked (server, round) pairs."""
+    above = sum(pairs[s][0][r][figure] - pairs[s][1][r][figure] for s, r in picks)
+    return above / sum(off[r][figure] for _, r in picks)
+
+
+def pooled_interval(pairs: list[tuple[list[tuple[float, ...]], list[tuple[float, ...]]]],
+                    off: list[tuple[float, ...]], figure: int = CPU, resamples: int = 2000,
+                    seed: str = "paired") -> tuple[float, float, float]:
+    """The pooled excess over every pair and round, and its 5th-95th percentile when
+    the servers are drawn again with replacement, then the rounds of each."""
+    rounds = len(off)
+    every = [(s, r) for s in range(len(pairs)) for r in range(rounds)]
+    whole = pooled_excess(pairs, off, every, figure)
+    draw = random.Random(seed)
+    samples = []
+    for _ in range(resamples):
+        servers = [draw.randrange(len(pairs)) for _ in pairs]
+        picks = [(s, draw.randrange(rounds)) for s in servers for _ in range(rounds)]
+        samples.append(pooled_excess(pairs, off, picks, figure))
+    return whole, pct(samples, 0.05), pct(samples, 0.95)
+
+
+def _spread(values: list[float]) -> str:
+    return (f"median {statistics.median(values):6.3f}  quartiles {pct(values, 0.25):6.3f} {pct(values, 0.75):6.3f}"
+            f"  [{min(values):6.3f} {max(values):6.3f}]")
+
+
+def report(name: str, pairs: list[tuple[list[tuple[float, ...]], list[tuple[float, ...]]]],
+           off: list[tuple[float, ...]]) -> None:
+    for figure, label in ((CPU, "CPU"), (CPU_BESIDE_COLLECTIONS, "CPU without full collections"),
+                          (WALL, "wall (round medians)")):
+        whole, low, high = pooled_interval(pairs, off, figure, seed=f"{name}/{figure}")
+        rounds = [x for mine, floor in pairs for x in excess_by_round(mine, floor, off, figure)]
+        print(f"  {name}, {label}: pooled {whole:6.3f} ({low:6.3f} {high:6.3f})  per round {_spread(rounds)}")
+        if figure == CPU:
+            for index, (mine, floor) in enumerate(pairs):
+                print(f"      server {index + 1}: per round {_spread(excess_by_round(mine, floor, off, figure))}")
+
+
+async def measure(client: str, capture: str, servers: int, rounds: int, runs: int, threads: int, twin: bool) -> None:
+    run = CLIENTS[client]
+    collections = {"off": FullCollections(), **{f"paired {i}": FullCollections() for i in range(servers)}}
+    started: dict[str, LanggraphDevServer] = {}
+    began = time.monotonic()
+    try:
+        started["off"] = start_server("off", 0.0, collections["off"])
+        for i in range(servers):
+            started[f"paired {i}"] = start_paired(capture, collections[f"paired {i}"])
+        cells: dict[tuple[str, str], Cell] = {("off", "off"): Cell(started["off"], run, False, collections["off"])}
+        kinds = (JOURNAL, FLOOR, TWIN) if twin else (JOURNAL, FLOOR)
+        for i in range(servers):
+            server, probe = started[f"paired {i}"], collections[f"paired {i}"]
+            for kind in kinds:
+                headers = None if kind == JOURNAL else {FLOOR_HEADER: "1"}
+                cells[f"paired {i}", kind] = Cell(server, run, True, probe, headers=headers)
+        for cell in cells.values():
+            await cell.setup(threads)
+            await cell.round(runs, measured=False)
+        order = list(cells)
+        for index in range(rounds):
+            random.Random(index).shuffle(order)
+            for key in order:
+                await cells[key].round(runs)
+        off = cells["off", "off"].rounds
+        minutes = (time.monotonic() - began) / 60
+        print(f"\n{client}, `{capture}` on {servers} paired servers: {rounds} interleaved rounds of {runs} runs per"
+              f" cell over {threads} threads ({minutes:.1f} min)")
+        print("excess over the floor in the same process: (cell - floor) / off, per run; pooled (5%-95%, servers"
+              " and their rounds drawn again), and per round: median, quartiles, [min max]")
+        off_cpu = statistics.mean(r[CPU] for r in off) * 1000
+        print(f"  off: {off_cpu:.2f} ms of server CPU per run")
+        for i in range(servers):
+            for kind in kinds:
+                mine = cells[f"paired {i}", kind].rounds
+                print(f"  server {i + 1} {kind}: {statistics.mean(r[CPU] for r in mine) * 1000:.2f} ms per run,"
+                      f" {sum(r[CPU] for r in mine) / sum(r[CPU] for r in off):.3f}x off")
+        report(f"`{capture}` against the floor", [
+            (cells[f"paired {i}", JOURNAL].rounds, cells[f"paired {i}", FLOOR].rounds) for i in range(servers)
+        ], off)
+        if twin:
+            report("floor twin against the floor", [
+                (cells[f"paired {i}", TWIN].rounds, cells[f"paired {i}", FLOOR].rounds) for i in range(servers)
+            ], off)
+        for cell in cells.values():
+            await cell.client.aclose()
+    finally:
+        for server in started.values():
+            server.stop()
+
+
+async def main(args: argparse.Namespace) -> None:
+    print_probe("at the start")
+    for client in args.client or ["runs.wait"]:
+        await measure(client, args.capture, args.servers, args.rounds, args.runs, args.threads, args.twin)
+    print()
+    print_probe("at the end")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--client", action="append", choices=PAIRED_CLIENTS,
+                        help="the client kinds (repeatable; runs.wait by default)")
+    parser.add_argument("--capture", choices=["auto", "lean"], default="auto")
+    parser.add_argument("--servers", type=int, default=2, help="paired servers, each driving both cells")
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--runs", type=int, default=24, help="runs per cell per round")
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--twin", action="store_true", help="a second floor cell on every server: floor against floor")
+    # A stopped benchmark stops the servers it started: SIGTERM unwinds like Ctrl-C.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    asyncio.run(main(parser.parse_args()))
