@@ -3,12 +3,14 @@
 Not the plugin: a server `benchmarks/paired.py` starts with this file as its
 `http.app`. It is the plugin's own app (`journal_bridge.server.create_app`,
 with the environment's settings), except that a run-creating request that
-carries the floor's header (`FLOOR_HEADER` of `floor_app.py`) is handed to the floor's sink
-(`benchmarks/floor_app.py`: one SDK join of the run, frames discarded) instead
-of the journal. The two readers then share one process: its interpreter, its
-heap and its full collections, the runtime's state, the machine's moment. The
+carries the floor's header (`FLOOR_HEADER` of `floor_app.py`) is handed to
+the floor's sink (one SDK join of the run, frames discarded) instead of the
+journal. The two readers then share one process: its interpreter, its heap
+and its full collections, the runtime's state, the machine's moment. The
 difference between rounds of the two kinds of requests is the journal's cost
-above the floor without the luck of two processes in it.
+above the floor without the luck of two processes in it. The plugin's other
+middleware sees both kinds of requests, so what it costs per request is on
+both sides of the difference.
 
 The paired benchmark runs it with the reconciler off
 (`JOURNAL_BRIDGE_RECONCILE_INTERVAL=0`): otherwise the reconciler would find
