@@ -15,6 +15,7 @@ from langgraph_sdk import get_client
 from benchmarks import bridge, paired
 from benchmarks.full_collections import FullCollections
 from benchmarks.floor_app import FLOOR_HEADER
+from journal_bridge.settings import Settings
 from benchmarks.server_threads import LOOP, SQLITE, ThreadNames
 from benchmarks.task_clock import TaskClock, grouped
 from tests.harness.conversation import wait_journal_idle
@@ -108,8 +109,9 @@ async def test_a_paired_server_journals_its_plain_requests_and_floor_joins_those
         async with httpx.AsyncClient(base_url=server.url) as http:
             mine = (await http.get(f"/journal/threads/{journaled.threads[0]}/messages")).json()
             assert [m["type"] for m in mine["data"]][:2] == ["human", "ai"]
-            # The floor's runs are not journaled, and no reconciler reads them afterwards.
-            await asyncio.sleep(1.0)
+            # The floor's runs are not journaled, and no reconciler reads them afterwards
+            # (one would have passed by now at the plugin's default interval).
+            await asyncio.sleep(Settings().reconcile_interval + 1.0)
             answer = await http.get(f"/journal/threads/{floored.threads[0]}/messages")
             assert answer.status_code == 404 or answer.json()["data"] == []
         # Each cell's rounds were measured on the one process.
