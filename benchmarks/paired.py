@@ -162,6 +162,8 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
     finally:
         for server in started.values():
             server.stop()
+        for probe in collections.values():
+            probe.remove()
 
 
 async def main(args: argparse.Namespace) -> None:
