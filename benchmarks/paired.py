@@ -34,6 +34,7 @@ import signal
 import statistics
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from benchmarks.bridge import (
     CLIENTS,
@@ -42,6 +43,7 @@ from benchmarks.bridge import (
     WALL,
     Cell,
     pct,
+    pooled_with_interval,
     print_probe,
     quiet_dev_server,
     start_server,
@@ -72,28 +74,22 @@ def excess_by_round(mine: list[tuple[float, ...]], floor: list[tuple[float, ...]
     return [(m[figure] - f[figure]) / o[figure] for m, f, o in zip(mine, floor, off, strict=True)]
 
 
-def pooled_excess(pairs: list[tuple[list[tuple[float, ...]], list[tuple[float, ...]]]], off: list[tuple[float, ...]],
-                  picks: list[tuple[int, int]], figure: int = CPU) -> float:
-    """(sum of cell - sum of floor) / sum of off over the picked (server, round) pairs."""
-    above = sum(pairs[s][0][r][figure] - pairs[s][1][r][figure] for s, r in picks)
-    return above / sum(off[r][figure] for _, r in picks)
-
-
 def pooled_interval(pairs: list[tuple[list[tuple[float, ...]], list[tuple[float, ...]]]],
                     off: list[tuple[float, ...]], figure: int = CPU, resamples: int = 2000,
                     seed: str = "paired") -> tuple[float, float, float]:
-    """The pooled excess over every pair and round, and its 5th-95th percentile when
-    the servers are drawn again with replacement, then the rounds of each."""
-    rounds = len(off)
-    every = [(s, r) for s in range(len(pairs)) for r in range(rounds)]
-    whole = pooled_excess(pairs, off, every, figure)
-    draw = random.Random(seed)
-    samples = []
-    for _ in range(resamples):
-        servers = [draw.randrange(len(pairs)) for _ in pairs]
-        picks = [(s, draw.randrange(rounds)) for s in servers for _ in range(rounds)]
-        samples.append(pooled_excess(pairs, off, picks, figure))
-    return whole, pct(samples, 0.05), pct(samples, 0.95)
+    """The pooled excess, (sum of cell - sum of floor) / sum of off over every server
+    and round, and its 5th-95th percentile when the servers are drawn again with
+    replacement, then the rounds of each: the matrix's `pooled_with_interval`, each
+    server's rounds one set, `off`'s rounds beside every server's."""
+    count = len(off)
+    cells = {
+        (seed, "off"): SimpleNamespace(rounds=off * len(pairs)),
+        (seed, "floor"): SimpleNamespace(rounds=[r for _, floor in pairs for r in floor]),
+        (seed, "cell"): SimpleNamespace(rounds=[r for mine, _ in pairs for r in mine]),
+    }
+    blocks = [range(i * count, (i + 1) * count) for i in range(len(pairs))]
+    (_, whole), _, (low, high) = pooled_with_interval(cells, seed, "cell", resamples, figure, blocks)
+    return whole, low, high
 
 
 def _spread(values: list[float]) -> str:

@@ -15,9 +15,9 @@ from langgraph_sdk import get_client
 from benchmarks import bridge, paired
 from benchmarks.full_collections import FullCollections
 from benchmarks.floor_app import FLOOR_HEADER
-from journal_bridge.settings import Settings
 from benchmarks.server_threads import LOOP, SQLITE, ThreadNames
 from benchmarks.task_clock import TaskClock, grouped
+from journal_bridge.settings import Settings
 from tests.harness.conversation import wait_journal_idle
 from tests.harness.langgraph_server import foreign_tracebacks
 
@@ -93,7 +93,7 @@ async def test_the_task_clock_and_the_thread_split_put_the_journal_s_work_where_
         assert foreign_tracebacks(server.read_log()) == 0
 
 
-async def test_a_paired_server_journals_its_plain_requests_and_floor_joins_those_with_the_header(capsys):
+async def test_a_paired_server_journals_its_plain_requests_and_floor_joins_those_with_the_header():
     collections = FullCollections()
     server = paired.start_paired("auto", collections)
     try:
