@@ -19,8 +19,11 @@ A client that streams tokens is measured by the matrix.
 Printed: the excess per round and per server (median, min, max), and pooled
 over every server and round, (journal CPU - floor CPU) / off CPU, with its
 5-95% interval with the servers drawn again and then their rounds; the same
-without the rounds' full collections. With `--twin`, a second floor cell on
-every server gives the method's own zero: floor against floor.
+without the rounds' full collections, and how many full collections came in
+each cell's rounds. With `--twin`, a second floor cell on every server gives
+the method's own zero: floor against floor. With `--store memory` the journal
+writes to the in-memory store instead of the embedded SQLite file: the
+difference between the two figures is what storing on SQLite costs.
 
     python3 tasks.py bench paired --client runs.wait --servers 2 --rounds 12 --runs 24
 """
@@ -58,8 +61,13 @@ PAIRED_CLIENTS = ("runs.wait", "create+join", "values stream")
 JOURNAL, FLOOR, TWIN = "journal", "floor", "floor twin"
 
 
-def start_paired(capture: str, collections: FullCollections) -> LanggraphDevServer:
+# The journal's store on a paired server: `sqlite` is the harness's SQLite file.
+STORES = {"sqlite": None, "memory": "memory://"}
+
+
+def start_paired(capture: str, collections: FullCollections, store: str = "sqlite") -> LanggraphDevServer:
     env = {
+        **({"JOURNAL_BRIDGE_STORE_URL": url} if (url := STORES[store]) else {}),
         "JOURNAL_BRIDGE_CAPTURE": capture,
         "JOURNAL_BRIDGE_RECONCILE_INTERVAL": "0",
         "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0",
@@ -109,7 +117,8 @@ def report(name: str, pairs: list[tuple[list[tuple[float, ...]], list[tuple[floa
                 print(f"      server {index + 1}: per round {_spread(excess_by_round(mine, floor, off, figure))}")
 
 
-async def measure(client: str, capture: str, servers: int, rounds: int, runs: int, threads: int, twin: bool) -> None:
+async def measure(client: str, capture: str, servers: int, rounds: int, runs: int, threads: int, twin: bool,
+                  store: str = "sqlite") -> None:
     run = CLIENTS[client]
     collections = {"off": FullCollections(), **{f"paired {i}": FullCollections() for i in range(servers)}}
     started: dict[str, LanggraphDevServer] = {}
@@ -117,7 +126,7 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
     try:
         started["off"] = start_server("off", 0.0, collections["off"])
         for i in range(servers):
-            started[f"paired {i}"] = start_paired(capture, collections[f"paired {i}"])
+            started[f"paired {i}"] = start_paired(capture, collections[f"paired {i}"], store)
         cells: dict[tuple[str, str], Cell] = {("off", "off"): Cell(started["off"], run, False, collections["off"])}
         kinds = (JOURNAL, FLOOR, TWIN) if twin else (JOURNAL, FLOOR)
         for i in range(servers):
@@ -135,8 +144,8 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
                 await cells[key].round(runs)
         off = cells["off", "off"].rounds
         minutes = (time.monotonic() - began) / 60
-        print(f"\n{client}, `{capture}` on {servers} paired servers: {rounds} interleaved rounds of {runs} runs per"
-              f" cell over {threads} threads ({minutes:.1f} min)")
+        print(f"\n{client}, `{capture}` on {servers} paired servers, journal store {store}: {rounds} interleaved"
+              f" rounds of {runs} runs per cell over {threads} threads ({minutes:.1f} min)")
         print("excess over the floor in the same process: (cell - floor) / off, per run; pooled (5%-95%, servers"
               " and their rounds drawn again), and per round: median, quartiles, [min max]")
         off_cpu = statistics.mean(r[CPU] for r in off) * 1000
@@ -144,8 +153,10 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
         for i in range(servers):
             for kind in kinds:
                 mine = cells[f"paired {i}", kind].rounds
+                during = cells[f"paired {i}", kind].during
                 print(f"  server {i + 1} {kind}: {statistics.mean(r[CPU] for r in mine) * 1000:.2f} ms per run,"
-                      f" {sum(r[CPU] for r in mine) / sum(r[CPU] for r in off):.3f}x off")
+                      f" {sum(r[CPU] for r in mine) / sum(r[CPU] for r in off):.3f}x off;"
+                      f" {during.full} full collections in its rounds ({during.seconds * 1000:.0f} ms)")
         report(f"`{capture}` against the floor", [
             (cells[f"paired {i}", JOURNAL].rounds, cells[f"paired {i}", FLOOR].rounds) for i in range(servers)
         ], off)
@@ -165,7 +176,7 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
 async def main(args: argparse.Namespace) -> None:
     print_probe("at the start")
     for client in args.client or ["runs.wait"]:
-        await measure(client, args.capture, args.servers, args.rounds, args.runs, args.threads, args.twin)
+        await measure(client, args.capture, args.servers, args.rounds, args.runs, args.threads, args.twin, args.store)
     print()
     print_probe("at the end")
 
@@ -175,6 +186,8 @@ if __name__ == "__main__":
     parser.add_argument("--client", action="append", choices=PAIRED_CLIENTS,
                         help="the client kinds (repeatable; runs.wait by default)")
     parser.add_argument("--capture", choices=["auto", "lean"], default="auto")
+    parser.add_argument("--store", choices=list(STORES), default="sqlite",
+                        help="the journal's store on the paired servers")
     parser.add_argument("--servers", type=int, default=2, help="paired servers, each driving both cells")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--runs", type=int, default=24, help="runs per cell per round")

@@ -244,6 +244,26 @@ def test_the_paired_interval_draws_the_servers_and_then_their_rounds():
     assert paired.pooled_interval(together, _rounds([0.02] * 4), resamples=200)[1:] == pytest.approx((0.5, 0.5))
 
 
+def test_a_paired_server_journals_to_the_store_asked_for(monkeypatch):
+    started: list[dict[str, str]] = []
+    monkeypatch.setattr(paired, "quiet_dev_server", lambda *, env, **config: started.append(env) or config)
+    probe = FullCollections()
+    try:
+        config = paired.start_paired("lean", probe, "memory")
+        paired.start_paired("auto", probe)
+    finally:
+        probe.remove()
+    memory, sqlite = started
+    assert memory["JOURNAL_BRIDGE_STORE_URL"] == "memory://"
+    assert memory["JOURNAL_BRIDGE_CAPTURE"] == "lean"
+    # Without a store asked for, the harness's SQLite file is the journal's.
+    assert "JOURNAL_BRIDGE_STORE_URL" not in sqlite
+    assert sqlite["JOURNAL_BRIDGE_CAPTURE"] == "auto"
+    assert config["http"]["app"].startswith(str(paired.PAIRED_APP))
+    with pytest.raises(KeyError):
+        paired.start_paired("auto", probe, "redis")
+
+
 def _soak_set(walls: dict[str, list[float]], cpus: dict[str, list[float]]) -> dict:
     return {"walls": {n: [[w] for w in ws] for n, ws in walls.items()}, "cpus": cpus}
 
