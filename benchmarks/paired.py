@@ -61,13 +61,14 @@ PAIRED_CLIENTS = ("runs.wait", "create+join", "values stream")
 JOURNAL, FLOOR, TWIN = "journal", "floor", "floor twin"
 
 
-# The journal's store on a paired server: `sqlite` is the harness's SQLite file.
-STORES = {"sqlite": None, "memory": "memory://"}
+# The journal's store on a paired server, as the environment it adds: `sqlite`
+# adds nothing, the harness's SQLite file.
+STORES: dict[str, dict[str, str]] = {"sqlite": {}, "memory": {"JOURNAL_BRIDGE_STORE_URL": "memory://"}}
 
 
 def start_paired(capture: str, collections: FullCollections, store: str = "sqlite") -> LanggraphDevServer:
     env = {
-        **({"JOURNAL_BRIDGE_STORE_URL": url} if (url := STORES[store]) else {}),
+        **STORES[store],
         "JOURNAL_BRIDGE_CAPTURE": capture,
         "JOURNAL_BRIDGE_RECONCILE_INTERVAL": "0",
         "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0",
