@@ -19,16 +19,19 @@ PROBE = Path(__file__).resolve().with_name("server_probe")
 
 @dataclass(frozen=True)
 class Collections:
-    """Full collections so far, over a server's processes: how many, and their CPU seconds."""
+    """Full collections so far, over a server's processes: how many, and their CPU
+    seconds; and the objects moved into the oldest generation (counted only when
+    the probe was asked to, else 0)."""
 
     full: int = 0
     seconds: float = 0.0
+    promoted: int = 0
 
     def __sub__(self, other: Collections) -> Collections:
-        return Collections(self.full - other.full, self.seconds - other.seconds)
+        return Collections(self.full - other.full, self.seconds - other.seconds, self.promoted - other.promoted)
 
     def __add__(self, other: Collections) -> Collections:
-        return Collections(self.full + other.full, self.seconds + other.seconds)
+        return Collections(self.full + other.full, self.seconds + other.seconds, self.promoted + other.promoted)
 
 
 class ProbeDirectory:
@@ -57,12 +60,23 @@ class FullCollections(ProbeDirectory):
     VARIABLE = "JOURNAL_BRIDGE_BENCH_GC_DIR"
     PREFIX = "journal-bridge-bench-gc-"
 
+    def __init__(self, *, promoted: bool = False) -> None:
+        super().__init__()
+        # Whether the probe also counts the objects moved into the oldest generation.
+        self.promoted = promoted
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**super().env, **({"JOURNAL_BRIDGE_BENCH_GC_PROMOTED": "1"} if self.promoted else {})}
+
     def _reports(self) -> dict[int, Collections]:
         reports = {}
         for path in self.directory.glob("*.json"):
             try:
                 data = json.loads(path.read_text())
-                reports[int(path.stem)] = Collections(int(data["full"]), float(data["seconds"]))
+                reports[int(path.stem)] = Collections(
+                    int(data["full"]), float(data["seconds"]), int(data.get("promoted", 0))
+                )
             except (OSError, ValueError, KeyError):
                 continue  # unreadable now (reports are written whole, then renamed): the next reading has it
         return reports

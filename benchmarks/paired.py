@@ -119,9 +119,10 @@ def report(name: str, pairs: list[tuple[list[tuple[float, ...]], list[tuple[floa
 
 
 async def measure(client: str, capture: str, servers: int, rounds: int, runs: int, threads: int, twin: bool,
-                  store: str = "sqlite") -> None:
+                  store: str = "sqlite", promoted: bool = False) -> None:
     run = CLIENTS[client]
-    collections = {"off": FullCollections(), **{f"paired {i}": FullCollections() for i in range(servers)}}
+    collections = {"off": FullCollections(),
+                   **{f"paired {i}": FullCollections(promoted=promoted) for i in range(servers)}}
     started: dict[str, LanggraphDevServer] = {}
     began = time.monotonic()
     try:
@@ -157,7 +158,8 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
                 during = cells[f"paired {i}", kind].during
                 print(f"  server {i + 1} {kind}: {statistics.mean(r[CPU] for r in mine) * 1000:.2f} ms per run,"
                       f" {sum(r[CPU] for r in mine) / sum(r[CPU] for r in off):.3f}x off;"
-                      f" {during.full} full collections in its rounds ({during.seconds * 1000:.0f} ms)")
+                      f" {during.full} full collections in its rounds ({during.seconds * 1000:.0f} ms)"
+                      + (f", {during.promoted / len(mine) / runs:.0f} objects promoted per run" if promoted else ""))
         report(f"`{capture}` against the floor", [
             (cells[f"paired {i}", JOURNAL].rounds, cells[f"paired {i}", FLOOR].rounds) for i in range(servers)
         ], off)
@@ -177,7 +179,8 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
 async def main(args: argparse.Namespace) -> None:
     print_probe("at the start")
     for client in args.client or ["runs.wait"]:
-        await measure(client, args.capture, args.servers, args.rounds, args.runs, args.threads, args.twin, args.store)
+        await measure(client, args.capture, args.servers, args.rounds, args.runs, args.threads, args.twin, args.store,
+                      args.promoted)
     print()
     print_probe("at the end")
 
@@ -194,6 +197,8 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=24, help="runs per cell per round")
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--twin", action="store_true", help="a second floor cell on every server: floor against floor")
+    parser.add_argument("--promoted", action="store_true",
+                        help="count the objects each cell's rounds move into the oldest generation (costs CPU)")
     # A stopped benchmark stops the servers it started: SIGTERM unwinds like Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     asyncio.run(main(parser.parse_args()))

@@ -8,7 +8,14 @@ directory:
 - `JOURNAL_BRIDGE_BENCH_GC_DIR`: it changes nothing of what the server does: it
   counts the process's full (generation 2) collections and the CPU they took,
   and a thread of its own writes both to `<dir>/<pid>.json` after each one (a
-  few a minute; not the collecting thread, which may be the event loop's);
+  few a minute; not the collecting thread, which may be the event loop's).
+  With `JOURNAL_BRIDGE_BENCH_GC_PROMOTED=1` it also counts the objects each
+  collection of the middle generation moves into the oldest one (the young
+  generations' sizes when it starts less what it frees): a full collection
+  comes once a quarter of the oldest generation's size has been moved there
+  since the last, so these promotions are what brings full collections on.
+  Counting them lists the young generations at each such collection: a
+  little CPU, the same in every cell of a process;
 - `JOURNAL_BRIDGE_BENCH_TASKS_DIR`: every asyncio task made on the main thread
   (the event loop's) is a `ClockedTask`, whose coroutine is clocked at each of
   its steps with the thread's CPU clock; the CPU is summed per kind of task
@@ -45,13 +52,15 @@ import time
 _DIR = os.environ.get("JOURNAL_BRIDGE_BENCH_GC_DIR")
 _TASKS_DIR = os.environ.get("JOURNAL_BRIDGE_BENCH_TASKS_DIR")
 _THREADS_DIR = os.environ.get("JOURNAL_BRIDGE_BENCH_THREADS_DIR")
+_PROMOTED = os.environ.get("JOURNAL_BRIDGE_BENCH_GC_PROMOTED") == "1"
 TASK_REPORT_SECONDS = 0.02
 THREAD_NAMES_SECONDS = 0.5
+PROMOTED_REPORT_SECONDS = 0.02
 
 
 def _install(directory: str) -> None:
     path = os.path.join(directory, f"{os.getpid()}.json")
-    totals = {"full": 0, "seconds": 0.0}
+    totals = {"full": 0, "seconds": 0.0, "promoted": 0}
     # Collections never overlap (the interpreter runs one at a time, whichever
     # thread triggers it): one start time is enough.
     began: list[float] = []
@@ -64,16 +73,32 @@ def _install(directory: str) -> None:
         os.replace(tmp, path)
 
     def writer() -> None:
+        written = dict(totals)
         while True:
-            changed.wait()
+            # Promotions come with every collection of the middle generation (many a
+            # second): counted, they are written at most every `PROMOTED_REPORT_SECONDS`.
+            changed.wait(PROMOTED_REPORT_SECONDS if _PROMOTED else None)
             changed.clear()
+            if totals == written:
+                continue
+            written = dict(totals)
             try:
                 write()
             except OSError:
                 pass
 
+    young: list[int] = []
+
     def on_collection(phase: str, info: dict) -> None:
-        if info.get("generation") != 2:
+        generation = info.get("generation")
+        if generation == 1 and _PROMOTED:
+            # A collection runs to its end once started: its stop follows this start.
+            if phase == "start":
+                young[:] = [len(gc.get_objects(0)) + len(gc.get_objects(1))]
+            elif young:
+                totals["promoted"] += young.pop() - info.get("collected", 0)
+            return
+        if generation != 2:
             return
         if phase == "start":
             began[:] = [time.thread_time()]

@@ -342,6 +342,39 @@ def test_the_probe_counts_full_collections_and_not_young_ones():
         assert probe.totals().seconds > seen.seconds
 
 
+_PROMOTING = """
+import gc, sys
+kept = []
+gc.collect()
+for line in sys.stdin:
+    count = int(line)
+    kept.extend([[i]] for i in range(count))  # containers that outlive the collection
+    [[i] for i in range(count)]  # and as many that do not
+    gc.collect(1)
+    print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("promoted", [True, False])
+def test_the_probe_counts_what_reaches_the_oldest_generation_when_asked(promoted):
+    probe = FullCollections(promoted=promoted)
+    with _probed(probe, _PROMOTING) as child:
+        assert child.stdin is not None and child.stdout is not None
+        for count in (2000, 5000):
+            before = probe.totals().promoted
+            child.stdin.write(f"{count}\n")
+            child.stdin.flush()
+            assert child.stdout.readline().strip() == "done"
+            time.sleep(0.2)  # written by the probe's own thread
+            moved = probe.totals().promoted - before
+            if promoted:
+                # Each kept list and the list in it; what was freed before the collection is not.
+                assert 2 * count <= moved < 2 * count + 500
+            else:
+                assert moved == 0
+    assert probe.totals().full == 0
+
+
 # Two kinds of task on the event loop (one of them awaiting a coroutine that spins),
 # a task on a loop of another thread, and anyio's look at a task's coroutine.
 _TASKS = _SPIN + """
