@@ -69,6 +69,16 @@ def _unwrap(event: str, data: Any) -> tuple[str, Any]:
     return str(data.get("method") or event), params.get("data")
 
 
+def _raw_id(message: Any) -> Any:
+    """A state's message's id as the part gives it (a dict's, or a message object's)."""
+    return message.get("id") if isinstance(message, Mapping) else getattr(message, "id", None)
+
+
+def _message_dicts(raw: list[Any]) -> list[dict[str, Any]]:
+    """A state's messages as message dicts; what is not a message left out."""
+    return [m for m in (message_dict(x) for x in raw) if m]
+
+
 class StateMapper:
     """Maps the `values`/`custom`/`error` parts of one run, in order, to records.
 
@@ -86,7 +96,9 @@ class StateMapper:
         self._calls = 0
         self._compactions = Compactions()
         self._last_state: Mapping[str, Any] | None = None
-        self._last_messages: list[dict[str, Any]] | None = None  # of `_last_state`, as message dicts
+        # `_last_state`'s messages as the part gave them, and their ids.
+        self._last_raw: list[Any] | None = None
+        self._last_ids: list[Any] | None = None
         self._failed = False
         self._interrupts: list[dict[str, Any]] = []
         self.ending: str | None = None  # how the journaled run ended (`journal_bridge.host.outcome`)
@@ -169,23 +181,32 @@ class StateMapper:
                 return []
         raw = state.get("messages")
         previous, self._last_state = self._last_state, state
-        previous_messages, self._last_messages = self._last_messages, None
+        previous_raw, self._last_raw = self._last_raw, None
+        previous_ids, self._last_ids = self._last_ids, None
         if not isinstance(raw, list):
             return []
-        messages = self._last_messages = [m for m in (message_dict(x) for x in raw) if m]
-        if self._seen is None:
-            # The first state: everything before the run's input was there before.
-            before = messages[: self._input_at(messages)]
-            self._seen = {str(m["id"]) for m in before if m.get("id")}
+        ids = [_raw_id(x) for x in raw]
+        self._last_raw, self._last_ids = raw, ids
         out: list[RunEvent] = []
-        # A compaction comes before the messages new in the state that shows it.
-        compaction = (
-            self._compactions.from_states(previous, previous_messages, state, messages)
-            if previous is not None and previous_messages is not None
-            else None
-        )
-        if compaction is not None:
-            out.append(self._record(compaction))
+        if self._seen is not None and previous_ids is not None and ids[: len(previous_ids)] == previous_ids:
+            # The last state's messages, then new ones (a thread's usual step): none
+            # left, and those before were seen. Only the new ones are converted, so a
+            # step costs its own messages, not the thread's whole history.
+            messages = _message_dicts(raw[len(previous_ids) :])
+        else:
+            messages = _message_dicts(raw)
+            if self._seen is None:
+                # The first state: everything before the run's input was there before.
+                before = messages[: self._input_at(messages)]
+                self._seen = {str(m["id"]) for m in before if m.get("id")}
+            # A compaction comes before the messages new in the state that shows it.
+            compaction = (
+                self._compactions.from_states(previous, _message_dicts(previous_raw), state, messages)
+                if previous is not None and previous_raw is not None
+                else None
+            )
+            if compaction is not None:
+                out.append(self._record(compaction))
         for message in messages:
             message_id = message.get("id")
             if not message_id or str(message_id) in self._seen:

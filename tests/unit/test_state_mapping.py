@@ -124,3 +124,58 @@ def test_parts_that_are_not_states_are_counted_not_raised():
     assert mapper.feed("values", ["not", "a", "state"]) == []
     assert mapper.feed("custom", {"event": "progress"}) == []
     assert mapper.malformed == 1
+
+
+def _message(kind: str, index: int, **extra: Any) -> dict[str, Any]:
+    return {"type": kind, "content": f"{kind} {index}", "id": f"{kind}-{index}", **extra}
+
+
+def test_a_step_of_a_long_thread_converts_its_new_messages_only(monkeypatch):
+    import journal_bridge.mapping.state_mapper as state_mapper
+
+    converted: list[Any] = []
+    real = state_mapper.message_dict
+    monkeypatch.setattr(state_mapper, "message_dict", lambda m: converted.append(m) or real(m))
+    history = [_message("human" if i % 2 == 0 else "ai", i) for i in range(400)]
+    mapper = StateMapper("t", "r")
+    mapper.start("agent", None, {"messages": [{"role": "user", "content": "human 400"}]})
+    state = [*history, _message("human", 400)]
+    first = mapper.feed("values", {"messages": list(state)})
+    assert [r.content["id"] for r in first] == ["human-400"]
+    converted.clear()
+    steps = [[_message("ai", 401, tool_calls=[{"name": "add", "args": {}, "id": "c1"}])],
+             [_message("tool", 402, tool_call_id="c1")], [_message("ai", 403)]]
+    journaled = []
+    for step in steps:
+        state = [*state, *step]
+        journaled += mapper.feed("values", {"messages": list(state)})
+    # Each state repeats the thread's 401 earlier messages; only the three new ones were converted.
+    assert [m["id"] for m in converted] == ["ai-401", "tool-402", "ai-403"]
+    assert [r.content["id"] for r in journaled] == ["ai-401", "tool-402", "ai-403"]
+    end = mapper.flush()
+    assert [r.event_type for r in end] == ["run.end"]
+    assert end[0].content["message_count"] == 404
+
+
+def test_messages_that_leave_a_long_thread_are_a_marker_where_they_left():
+    history = [_message("human" if i % 2 == 0 else "ai", i) for i in range(300)]
+    mapper = StateMapper("t", "r")
+    mapper.start("agent", None, {"messages": [{"role": "user", "content": "human 300"}]})
+    state = [*history, _message("human", 300)]
+    mapper.feed("values", {"messages": list(state)})
+    state = [*state, _message("ai", 301)]
+    assert [r.content["id"] for r in mapper.feed("values", {"messages": list(state)})] == ["ai-301"]
+    # A compaction: the oldest 290 give way to a summary; a new answer follows it.
+    summary = {"type": "human", "content": "summary of 290", "id": "summary-1",
+               "additional_kwargs": {"lc_source": "summarization"}}
+    state = [summary, *state[290:], _message("ai", 302)]
+    records = mapper.feed("values", {"messages": list(state)})
+    assert [r.event_type for r in records] == ["middleware:summarize", "llm.ai.response"]
+    marker = records[0].content["changes"]
+    assert marker["replaced_count"] == 290
+    assert marker["replaced_message_ids"] == [m["id"] for m in history[:290]]
+    assert marker["summary"] == "summary of 290"
+    assert records[1].content["id"] == "ai-302"
+    # A message rewritten in place (same id, as the messages reducer does) is not journaled again.
+    state = [*state[:-1], {**state[-1], "content": "rewritten"}, _message("ai", 303)]
+    assert [r.content["id"] for r in mapper.feed("values", {"messages": list(state)})] == ["ai-303"]
