@@ -265,7 +265,7 @@ class RunMapper:
             return []
         messages = state.get("messages") if isinstance(state, Mapping) else None
         if isinstance(messages, list):
-            self._resolve_ids([m for m in (message_dict(x) for x in messages) if m])
+            self._resolve_ids(messages)
         released: list[RunEvent] = []
         while self._held:
             head = self._held[0]
@@ -274,9 +274,29 @@ class RunMapper:
             released.append(records.record(self.thread_id, self.run_id, self._held.pop(0)))
         return released
 
-    def _resolve_ids(self, state_messages: list[dict[str, Any]]) -> None:
-        by_call = {m.get("tool_call_id"): m.get("id") for m in state_messages if m.get("type") == "tool"}
-        tail = state_messages[-self._input_count :] if self._input_count else []
+    def _resolve_ids(self, state_messages: list[Any]) -> None:
+        """Give held messages their ids from the state's messages, read from the end
+        only as far as the held ones need (the state repeats the thread's history)."""
+        wanted = {
+            d.content.get("tool_call_id")
+            for d in self._held
+            if d.is_message and not d.message_id and d.content.get("type") == "tool"
+        }
+        tail_wanted = self._input_count if any(d.key.startswith("input:") for d in self._held) else 0
+        by_call: dict[Any, Any] = {}  # the last tool message of each call, as in the state
+        tail: list[dict[str, Any]] = []  # the state's last messages, newest first
+        for raw in reversed(state_messages):
+            if len(tail) >= tail_wanted and not wanted:
+                break
+            message = message_dict(raw)
+            if not message:
+                continue
+            if len(tail) < tail_wanted:
+                tail.append(message)
+            if message.get("type") == "tool" and message.get("tool_call_id") not in by_call:
+                by_call[message.get("tool_call_id")] = message.get("id")
+                wanted.discard(message.get("tool_call_id"))
+        tail.reverse()
         for draft in self._held:
             message = draft.content
             if not draft.is_message or draft.message_id:

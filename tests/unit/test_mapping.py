@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -220,3 +221,35 @@ async def test_every_input_message_is_journaled_once_by_its_id():
     assert keys.count("message:h-1") == 2
     state = await graph.aget_state(config)
     assert list(dict.fromkeys(m.content["id"] for m in messages)) == [m.id for m in state.values["messages"]]
+
+
+async def test_ids_of_a_long_threads_new_messages_come_from_the_end_of_its_state(monkeypatch):
+    from langchain.agents import create_agent
+
+    import journal_bridge.mapping.events_mapper as events_mapper
+    from graphs.agent import TOOLS
+    from graphs.offline_model import OfflineChatModel
+
+    graph = create_agent(OfflineChatModel(), tools=TOOLS, checkpointer=InMemorySaver())
+    thread_id = str(uuid.uuid4())
+    config = {"configurable": {"thread_id": thread_id}}
+    history = [{"type": "human" if i % 2 == 0 else "ai", "content": f"turn {i}", "id": f"m-{i}"} for i in range(300)]
+    await graph.aupdate_state(config, {"messages": history})
+    run_id = str(uuid.uuid4())
+    parts = [
+        ("events", json.loads(json.dumps(e, default=_dump)))
+        async for e in graph.astream_events({"messages": [{"role": "user", "content": "add 2 and 3"}]},
+                                            {**config, "run_id": run_id}, version="v2")
+    ]
+    converted: list[Any] = []
+    real = events_mapper.message_dict
+    monkeypatch.setattr(events_mapper, "message_dict", lambda m: converted.append(m) or real(m))
+    records = map_parts(thread_id, run_id, parts)
+    messages = [r for r in records if r.category == "message" and not is_hidden(r.metadata)]
+    state = (await graph.aget_state(config)).values["messages"]
+    assert [m.content["type"] for m in messages] == ["human", "ai", "tool", "ai"]
+    # The input and the tool's result got the ids the state gave them, the 300 before were not journaled.
+    assert [m.content["id"] for m in messages] == [m.id for m in state[300:]]
+    # The state (every node's input, the run's output) holds the whole thread each time;
+    # only its last messages were read for the ids.
+    assert len(converted) < 30, len(converted)
