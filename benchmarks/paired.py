@@ -36,8 +36,10 @@ import random
 import signal
 import statistics
 import time
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 from benchmarks.bridge import (
     CLIENTS,
@@ -47,11 +49,16 @@ from benchmarks.bridge import (
     Cell,
     pct,
     pooled_with_interval,
+    print_loop_threads,
     print_probe,
+    print_tasks,
+    print_threads,
     quiet_dev_server,
     start_server,
 )
-from benchmarks.full_collections import FullCollections
+from benchmarks.full_collections import FullCollections, ProbeDirectory
+from benchmarks.server_threads import ThreadNames
+from benchmarks.task_clock import TaskClock
 from benchmarks.floor_app import FLOOR_HEADER
 from tests.harness.langgraph_server import LanggraphDevServer
 
@@ -66,13 +73,16 @@ JOURNAL, FLOOR, TWIN = "journal", "floor", "floor twin"
 STORES: dict[str, dict[str, str]] = {"sqlite": {}, "memory": {"JOURNAL_BRIDGE_STORE_URL": "memory://"}}
 
 
-def start_paired(capture: str, collections: FullCollections, store: str = "sqlite") -> LanggraphDevServer:
+def start_paired(capture: str, collections: FullCollections, store: str = "sqlite",
+                 probes: tuple[ProbeDirectory, ...] = ()) -> LanggraphDevServer:
     env = {
         **STORES[store],
         "JOURNAL_BRIDGE_CAPTURE": capture,
         "JOURNAL_BRIDGE_RECONCILE_INTERVAL": "0",
         "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0",
+        # Each part of the probe: the same probe directory first on PYTHONPATH.
         **collections.env,
+        **{key: value for probe in probes for key, value in probe.env.items()},
     }
     return quiet_dev_server(env=env, http={"app": f"{PAIRED_APP}:app"})
 
@@ -119,23 +129,28 @@ def report(name: str, pairs: list[tuple[list[tuple[float, ...]], list[tuple[floa
 
 
 async def measure(client: str, capture: str, servers: int, rounds: int, runs: int, threads: int, twin: bool,
-                  store: str = "sqlite", promoted: bool = False) -> None:
+                  store: str = "sqlite", promoted: bool = False, split: bool = False) -> None:
     run = CLIENTS[client]
     collections = {"off": FullCollections(),
                    **{f"paired {i}": FullCollections(promoted=promoted) for i in range(servers)}}
+    clocks = [TaskClock() for _ in range(servers)] if split else []
+    names = [ThreadNames() for _ in range(servers)] if split else []
     started: dict[str, LanggraphDevServer] = {}
     began = time.monotonic()
     try:
         started["off"] = start_server("off", 0.0, collections["off"])
         for i in range(servers):
-            started[f"paired {i}"] = start_paired(capture, collections[f"paired {i}"], store)
+            probes = (clocks[i], names[i]) if split else ()
+            started[f"paired {i}"] = start_paired(capture, collections[f"paired {i}"], store, probes)
         cells: dict[tuple[str, str], Cell] = {("off", "off"): Cell(started["off"], run, False, collections["off"])}
         kinds = (JOURNAL, FLOOR, TWIN) if twin else (JOURNAL, FLOOR)
         for i in range(servers):
             server, probe = started[f"paired {i}"], collections[f"paired {i}"]
             for kind in kinds:
                 headers = None if kind == JOURNAL else {FLOOR_HEADER: "1"}
-                cells[f"paired {i}", kind] = Cell(server, run, True, probe, headers=headers)
+                cells[f"paired {i}", kind] = Cell(server, run, True, probe, headers=headers,
+                                                  clock=clocks[i] if split else None,
+                                                  thread_names=names[i] if split else None)
         for cell in cells.values():
             await cell.setup(threads)
             await cell.round(runs, measured=False)
@@ -167,20 +182,46 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
             report("floor twin against the floor", [
                 (cells[f"paired {i}", TWIN].rounds, cells[f"paired {i}", FLOOR].rounds) for i in range(servers)
             ], off)
+        if split:
+            print_split(client, capture, [[cells[f"paired {i}", kind] for i in range(servers)] for kind in kinds])
         for cell in cells.values():
             await cell.client.aclose()
     finally:
         for server in started.values():
             server.stop()
-        for probe in collections.values():
+        for probe in [*collections.values(), *clocks, *names]:
             probe.remove()
+
+
+def merged(cells: list[Cell]) -> SimpleNamespace:
+    """One kind of cell over every paired server, as the matrix's printers read a cell."""
+    runs = sum(len(cell.durations) for cell in cells)
+    cpu, loop_cpu = sum(cell.cpu for cell in cells), sum(cell.loop_cpu for cell in cells)
+    return SimpleNamespace(
+        durations=[d for cell in cells for d in cell.durations], cpu=cpu, loop_cpu=loop_cpu,
+        cpu_per_run=cpu / runs, loop_cpu_per_run=loop_cpu / runs, clock=cells[0].clock,
+        by_thread=sum((cell.by_thread for cell in cells), Counter()),
+        tasks=sum((cell.tasks for cell in cells), Counter()),
+    )
+
+
+def print_split(client: str, capture: str, kinds: list[list[Cell]]) -> None:
+    """The journal's and the floor's cells over every server, split by thread and by
+    kind of task, the journal's beside the floor's (a twin as a setting of its own)."""
+    names = [capture, "floor", "floor twin"]
+    view: dict[tuple[str, str], Any] = {(client, name): merged(cells) for name, cells in zip(names, kinds)}
+    order = ("floor", capture, "floor twin")
+    print()
+    print_loop_threads(view, [client], order)
+    print_threads(view, [client], order)
+    print_tasks(view, [client], order, top=10)
 
 
 async def main(args: argparse.Namespace) -> None:
     print_probe("at the start")
     for client in args.client or ["runs.wait"]:
         await measure(client, args.capture, args.servers, args.rounds, args.runs, args.threads, args.twin, args.store,
-                      args.promoted)
+                      args.promoted, args.split)
     print()
     print_probe("at the end")
 
@@ -199,6 +240,8 @@ if __name__ == "__main__":
     parser.add_argument("--twin", action="store_true", help="a second floor cell on every server: floor against floor")
     parser.add_argument("--promoted", action="store_true",
                         help="count the objects each cell's rounds move into the oldest generation (costs CPU)")
+    parser.add_argument("--split", action="store_true",
+                        help="split each kind of cell's CPU by thread and by kind of task (a clocked server is slower)")
     # A stopped benchmark stops the servers it started: SIGTERM unwinds like Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     asyncio.run(main(parser.parse_args()))

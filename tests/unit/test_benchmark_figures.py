@@ -512,3 +512,20 @@ def test_the_growth_ratios_interval_holds_the_ratio_and_is_narrow_for_steady_gro
     noisy = [b + (6 if t % 2 else -6) * (t % 5) for t, b in zip(turns, base, strict=True)]
     wide = bridge.slope_ratio_interval(mine, noisy, turns)
     assert wide[1] - wide[0] > 2 * (high - low)
+
+
+def test_a_paired_split_merges_each_kind_of_cell_over_the_servers():
+    from collections import Counter
+    from types import SimpleNamespace
+
+    def cell(runs: int, cpu: float, loop: float, threads: dict[str, float], tasks: dict[str, float]):
+        return SimpleNamespace(durations=[0.01] * runs, cpu=cpu, loop_cpu=loop, clock=None,
+                               by_thread=Counter(threads), tasks=Counter(tasks))
+
+    one = cell(10, 0.20, 0.15, {"event loop": 0.15, "SQLite connections": 0.01}, {"journal_bridge/a": 0.02})
+    two = cell(30, 0.40, 0.30, {"event loop": 0.30, "executor pool": 0.02}, {"journal_bridge/a": 0.01})
+    both = paired.merged([one, two])
+    assert len(both.durations) == 40
+    assert both.cpu_per_run == pytest.approx(0.6 / 40) and both.loop_cpu_per_run == pytest.approx(0.45 / 40)
+    assert dict(both.by_thread) == pytest.approx({"event loop": 0.45, "SQLite connections": 0.01, "executor pool": 0.02})
+    assert both.tasks["journal_bridge/a"] == pytest.approx(0.03)
