@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
 from journal_bridge.model import records
@@ -72,6 +73,15 @@ def _unwrap(event: str, data: Any) -> tuple[str, Any]:
 def _raw_id(message: Any) -> Any:
     """A state's message's id as the part gives it (a dict's, or a message object's)."""
     return message.get("id") if isinstance(message, Mapping) else getattr(message, "id", None)
+
+
+def _raw_ids(raw: list[Any]) -> list[Any]:
+    """The ids of a state's messages as the part gives them (`_raw_id` of each)."""
+    try:
+        # Parsed JSON: plain dicts, read in one C loop (a state holds the thread's history).
+        return list(map(dict.get, raw, repeat("id")))
+    except TypeError:  # message objects, tuples, text
+        return [_raw_id(x) for x in raw]
 
 
 def _message_dicts(raw: list[Any]) -> list[dict[str, Any]]:
@@ -185,7 +195,7 @@ class StateMapper:
         previous_ids, self._last_ids = self._last_ids, None
         if not isinstance(raw, list):
             return []
-        ids = [_raw_id(x) for x in raw]
+        ids = _raw_ids(raw)
         self._last_raw, self._last_ids = raw, ids
         out: list[RunEvent] = []
         if self._seen is not None and previous_ids is not None and ids[: len(previous_ids)] == previous_ids:
@@ -193,12 +203,19 @@ class StateMapper:
             # left, and those before were seen. Only the new ones are converted, so a
             # step costs its own messages, not the thread's whole history.
             messages = _message_dicts(raw[len(previous_ids) :])
-        else:
-            messages = _message_dicts(raw)
-            if self._seen is None:
-                # The first state: everything before the run's input was there before.
+        elif self._seen is None:
+            # The first state: everything before the run's input was there before.
+            if records.all_message_dicts(raw):
+                # Parsed JSON: the thread's history is read in place, the run's own copied.
+                at = self._input_at(raw)
+                self._seen = {str(i) for i in ids[:at] if i}
+                messages = [dict(m) for m in raw[at:]]
+            else:
+                messages = _message_dicts(raw)
                 before = messages[: self._input_at(messages)]
                 self._seen = {str(m["id"]) for m in before if m.get("id")}
+        else:
+            messages = _message_dicts(raw)
             # A compaction comes before the messages new in the state that shows it.
             compaction = (
                 self._compactions.from_states(previous, _message_dicts(previous_raw), state, messages)

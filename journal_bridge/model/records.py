@@ -52,6 +52,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from langchain_core.messages import BaseMessage, convert_to_messages
@@ -164,13 +165,19 @@ def record(thread_id: str, run_id: str, draft: Draft) -> RunEvent:
 
 def message_dict(message: Any) -> dict[str, Any] | None:
     """A LangChain message (object, dict, tuple or text) as a plain message dict."""
-    if isinstance(message, Mapping) and message.get("type") in _MESSAGE_TYPES:
+    if (type(message) is dict or isinstance(message, Mapping)) and message.get("type") in _MESSAGE_TYPES:
         return dict(message)
     try:
         converted = message if isinstance(message, BaseMessage) else convert_to_messages([message])[0]
     except Exception:  # noqa: BLE001 - anything unconvertible is not a message
         return None
     return converted.model_dump(mode="json")
+
+
+def all_message_dicts(messages: list[Any]) -> bool:
+    """Whether every entry of `messages` is a plain dict of a message type: what
+    `message_dict` copies as it is (parsed JSON), checked without a Python loop."""
+    return set(map(type, messages)) <= {dict} and set(map(dict.get, messages, repeat("type"))) <= _MESSAGE_TYPES
 
 
 def is_summary_message(message: Mapping[str, Any]) -> bool:

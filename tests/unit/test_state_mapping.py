@@ -142,7 +142,9 @@ def test_a_step_of_a_long_thread_converts_its_new_messages_only(monkeypatch):
     state = [*history, _message("human", 400)]
     first = mapper.feed("values", {"messages": list(state)})
     assert [r.content["id"] for r in first] == ["human-400"]
-    converted.clear()
+    # The history before the run's input is read in place; the run's message is a copy.
+    assert converted == []
+    assert first[0].content == state[-1] and first[0].content is not state[-1]
     steps = [[_message("ai", 401, tool_calls=[{"name": "add", "args": {}, "id": "c1"}])],
              [_message("tool", 402, tool_call_id="c1")], [_message("ai", 403)]]
     journaled = []
@@ -179,3 +181,15 @@ def test_messages_that_leave_a_long_thread_are_a_marker_where_they_left():
     # A message rewritten in place (same id, as the messages reducer does) is not journaled again.
     state = [*state[:-1], {**state[-1], "content": "rewritten"}, _message("ai", 303)]
     assert [r.content["id"] for r in mapper.feed("values", {"messages": list(state)})] == ["ai-303"]
+
+
+def test_a_first_state_with_message_objects_is_read_as_message_dicts():
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    mapper = StateMapper("t", "r")
+    mapper.start("agent", None, {"messages": [{"role": "user", "content": "again"}]})
+    state = [HumanMessage("earlier", id="h0"), AIMessage("ok", id="a0"), {"type": "human", "content": "again", "id": "h1"}]
+    assert [r.content["id"] for r in mapper.feed("values", {"messages": state})] == ["h1"]
+    state = [*state, AIMessage("done", id="a1")]
+    records = mapper.feed("values", {"messages": state})
+    assert [(r.content["type"], r.content["id"]) for r in records] == [("ai", "a1")]
