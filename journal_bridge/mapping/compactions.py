@@ -27,7 +27,7 @@ from typing import Any
 from journal_bridge.model import records
 from journal_bridge.model.records import Draft, message_dict
 
-__all__ = ["Compactions", "is_removal", "summary_text"]
+__all__ = ["Compactions", "is_removal", "message_ids", "summary_ids", "summary_text"]
 
 REMOVE_ALL = "__remove_all__"
 
@@ -63,8 +63,14 @@ def is_removal(message: Any) -> bool:
     return isinstance(message, Mapping) and message.get("type") == "remove"
 
 
-def _ids(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+def message_ids(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The ids of `messages` (those that have one), as text."""
     return [str(m["id"]) for m in messages if m.get("id")]
+
+
+def summary_ids(messages: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The ids of the summaries a compaction put among `messages`."""
+    return {str(m["id"]) for m in messages if m.get("id") and records.is_summary_message(m)}
 
 
 def _summary_key(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -115,23 +121,27 @@ class Compactions:
         if REMOVE_ALL in removed:
             after = kept
         else:
-            kept_ids = set(_ids(kept))
+            kept_ids = set(message_ids(kept))
             after = [m for m in previous if str(m.get("id")) not in removed and str(m.get("id")) not in kept_ids] + kept
-        return self._compaction(previous, after, before, update)
+        return self._compaction(message_ids(previous), summary_ids(previous), after, before, update)
 
     def from_states(
         self,
         before: Mapping[str, Any],
-        previous: list[dict[str, Any]],
+        previous_ids: list[str],
+        previous_summaries: set[str],
         after: Mapping[str, Any],
         now: list[dict[str, Any]],
     ) -> Draft | None:
-        """Two successive states (`values` path), with their messages as message
-        dicts: a compaction when messages left."""
-        present = set(_ids(now))
-        if not any(i not in present for i in _ids(previous)):
+        """Two successive states (`values` path): a compaction when messages left.
+
+        Of the state `before` only what a mapper keeps between states: its keys
+        but `messages`, its messages' ids (`message_ids`) and its summaries' ids
+        (`summary_ids`); `now` are the messages of `after` as message dicts."""
+        present = set(message_ids(now))
+        if not any(i not in present for i in previous_ids):
             return None
-        return self._compaction(previous, now, before, after)
+        return self._compaction(previous_ids, previous_summaries, now, before, after)
 
     def flush(self) -> Draft | None:
         """An announcement the state never showed: its marker alone."""
@@ -140,17 +150,16 @@ class Compactions:
 
     def _compaction(
         self,
-        previous: list[dict[str, Any]],
+        previous_ids: list[str],
+        summaries: set[str],
         after: list[dict[str, Any]],
         state_before: Mapping[str, Any],
         state_after: Mapping[str, Any],
     ) -> Draft | None:
-        present = set(_ids(after))
-        previous_ids = _ids(previous)
+        present = set(message_ids(after))
         replaced = [i for i in previous_ids if i not in present]
         if not replaced:
             return None
-        summaries = {str(m["id"]) for m in previous if m.get("id") and records.is_summary_message(m)}
         summary = next(
             (m for m in after if m.get("id") and records.is_summary_message(m) and str(m["id"]) not in summaries),
             None,

@@ -46,7 +46,7 @@ from typing import Any
 
 from journal_bridge.model import records
 from journal_bridge.host.compat import is_cancel_part
-from journal_bridge.mapping.compactions import Compactions
+from journal_bridge.mapping.compactions import Compactions, message_ids, summary_ids
 from journal_bridge.model.envelope import SUMMARIZATION_EVENT, RunEvent
 from journal_bridge.host.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
 from journal_bridge.model.records import Draft, message_dict
@@ -84,6 +84,20 @@ def _raw_ids(raw: list[Any]) -> list[Any]:
         return [_raw_id(x) for x in raw]
 
 
+def _text_ids(ids: list[Any]) -> list[str]:
+    """`message_ids` of plain message dicts from their ids (`_raw_ids`)."""
+    if set(map(type, ids)) <= {str, type(None)}:
+        return list(filter(None, ids))  # in one C loop
+    return [str(i) for i in ids if i]
+
+
+def _summary_ids_in_place(raw: list[dict[str, Any]], ids: list[Any]) -> set[str]:
+    """`summary_ids` of plain message dicts, looking closer only at those whose
+    `additional_kwargs` are not empty (a summary is marked there)."""
+    marked = map(dict.get, raw, repeat("additional_kwargs"))
+    return {str(i) for i, kwargs, m in zip(ids, marked, raw) if kwargs and i and records.is_summary_message(m)}
+
+
 def _message_dicts(raw: list[Any]) -> list[dict[str, Any]]:
     """A state's messages as message dicts; what is not a message left out."""
     return [m for m in (message_dict(x) for x in raw) if m]
@@ -105,10 +119,14 @@ class StateMapper:
         self._seen: set[str] | None = None
         self._calls = 0
         self._compactions = Compactions()
-        self._last_state: Mapping[str, Any] | None = None
-        # `_last_state`'s messages as the part gave them, and their ids.
-        self._last_raw: list[Any] | None = None
-        self._last_ids: list[Any] | None = None
+        # Of the last state only what the next one and the run's end need, not the
+        # state: a parsed state holds the thread's history, and one kept while the
+        # run goes on would outlive young collections into the oldest generation.
+        self._end: Draft | None = None  # its `run.end`
+        self._last_rest: Mapping[str, Any] = {}  # its keys but `messages`
+        self._last_ids: list[Any] | None = None  # its messages' ids as the part gave them
+        self._last_history: list[str] | None = None  # its messages' ids as text (`message_ids`)
+        self._last_summaries: set[str] = set()  # its summaries' ids
         self._failed = False
         self._interrupts: list[dict[str, Any]] = []
         self.ending: str | None = None  # how the journaled run ended (`journal_bridge.host.outcome`)
@@ -169,13 +187,13 @@ class StateMapper:
         if outcome is not None and outcome.failed:
             self._failed, self.ending = True, ERRORED
             return [*out, self._record(records.run_error(outcome.failure()))]
-        if self._last_state is None:
+        if self._end is None:
             return out
         interrupts = self._interrupts or (list(outcome.interrupts) if outcome is not None else [])
         if interrupts:
             out.append(self._record(records.run_interrupt(interrupts)))
         self.ending = INTERRUPTED if interrupts else COMPLETED
-        out.append(self._record(records.run_end(self._last_state)))
+        out.append(self._record(self._end))
         return out
 
     # -- internals -----------------------------------------------------------
@@ -190,19 +208,26 @@ class StateMapper:
             if not state:
                 return []
         raw = state.get("messages")
-        previous, self._last_state = self._last_state, state
-        previous_raw, self._last_raw = self._last_raw, None
+        self._end = records.run_end(state)
+        previous_rest, self._last_rest = self._last_rest, {k: v for k, v in state.items() if k != "messages"}
         previous_ids, self._last_ids = self._last_ids, None
+        previous_history, self._last_history = self._last_history, None
         if not isinstance(raw, list):
             return []
         ids = _raw_ids(raw)
-        self._last_raw, self._last_ids = raw, ids
         out: list[RunEvent] = []
-        if self._seen is not None and previous_ids is not None and ids[: len(previous_ids)] == previous_ids:
+        if (
+            self._seen is not None
+            and previous_ids is not None
+            and previous_history is not None
+            and ids[: len(previous_ids)] == previous_ids
+        ):
             # The last state's messages, then new ones (a thread's usual step): none
             # left, and those before were seen. Only the new ones are converted, so a
             # step costs its own messages, not the thread's whole history.
             messages = _message_dicts(raw[len(previous_ids) :])
+            history = previous_history + message_ids(messages)
+            self._last_summaries |= summary_ids(messages)
         elif self._seen is None:
             # The first state: everything before the run's input was there before.
             if records.all_message_dicts(raw):
@@ -210,20 +235,27 @@ class StateMapper:
                 at = self._input_at(raw)
                 self._seen = {str(i) for i in ids[:at] if i}
                 messages = [dict(m) for m in raw[at:]]
+                history = _text_ids(ids)
+                self._last_summaries = _summary_ids_in_place(raw, ids)
             else:
                 messages = _message_dicts(raw)
                 before = messages[: self._input_at(messages)]
                 self._seen = {str(m["id"]) for m in before if m.get("id")}
+                history = message_ids(messages)
+                self._last_summaries = summary_ids(messages)
         else:
             messages = _message_dicts(raw)
             # A compaction comes before the messages new in the state that shows it.
             compaction = (
-                self._compactions.from_states(previous, _message_dicts(previous_raw), state, messages)
-                if previous is not None and previous_raw is not None
+                self._compactions.from_states(previous_rest, previous_history, self._last_summaries, state, messages)
+                if previous_history is not None
                 else None
             )
             if compaction is not None:
                 out.append(self._record(compaction))
+            history = message_ids(messages)
+            self._last_summaries = summary_ids(messages)
+        self._last_ids, self._last_history = ids, history
         for message in messages:
             message_id = message.get("id")
             if not message_id or str(message_id) in self._seen:

@@ -193,3 +193,43 @@ def test_a_first_state_with_message_objects_is_read_as_message_dicts():
     state = [*state, AIMessage("done", id="a1")]
     records = mapper.feed("values", {"messages": state})
     assert [(r.content["type"], r.content["id"]) for r in records] == [("ai", "a1")]
+
+
+def test_the_mapper_keeps_no_part_of_a_parsed_state():
+    import sys
+
+    history = [_message("human" if i % 2 == 0 else "ai", i) for i in range(50)]
+    mapper = StateMapper("t", "r")
+    mapper.start("agent", None, {"messages": [{"role": "user", "content": "human 50"}]})
+    for step in ([_message("human", 50)], [_message("ai", 51)]):
+        history = [*history, *step]
+        state = {"messages": history, "jump_to": None}
+        held = [state, history, *history]
+        counts = [sys.getrefcount(x) for x in held]
+        records = mapper.feed("values", state)
+        assert [r.content["id"] for r in records] == [step[0]["id"]]
+        # Neither the state, nor its list, nor any of its messages is referenced from the mapper
+        # or the records: a state held while the run goes on would reach the oldest generation.
+        assert [sys.getrefcount(x) for x in held] == counts
+    end = mapper.flush()
+    assert end[-1].content == {"output_keys": ["jump_to", "messages"], "message_count": 52, "last_message_id": "ai-51"}
+
+
+def test_a_summary_the_run_found_in_its_first_state_is_a_previous_summary_when_compacted_again():
+    old_summary = {"type": "human", "content": "summary of before", "id": "summary-0",
+                   "additional_kwargs": {"lc_source": "summarization"}}
+    history = [old_summary, *(_message("human" if i % 2 == 0 else "ai", i, additional_kwargs={"refusal": None})
+                              for i in range(40))]
+    mapper = StateMapper("t", "r")
+    mapper.start("agent", None, {"messages": [{"role": "user", "content": "human 40"}]})
+    state = [*history, _message("human", 40)]
+    mapper.feed("values", {"messages": list(state)})
+    state = [*state, _message("ai", 41)]
+    mapper.feed("values", {"messages": list(state)})
+    new_summary = {**old_summary, "content": "summary of all", "id": "summary-1"}
+    records = mapper.feed("values", {"messages": [new_summary, *state[-2:], _message("ai", 42)]})
+    marker = records[0].content["changes"]
+    assert marker["replaced_count"] == 41 and marker["condensed_count"] == 40
+    assert marker["previous_summary_ids"] == ["summary-0"]
+    assert marker["summary_message_id"] == "summary-1"
+    assert [r.content["id"] for r in records[1:]] == ["ai-42"]
