@@ -69,8 +69,12 @@ def message_ids(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def summary_ids(messages: Sequence[Mapping[str, Any]]) -> set[str]:
-    """The ids of the summaries a compaction put among `messages`."""
-    return {str(m["id"]) for m in messages if m.get("id") and records.is_summary_message(m)}
+    """The ids of the summaries a compaction put among `messages` (marked in their
+    `additional_kwargs`, empty on most messages: looked at first)."""
+    return {
+        str(m["id"]) for m in messages
+        if m.get("additional_kwargs") and m.get("id") and records.is_summary_message(m)
+    }
 
 
 def _summary_key(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -84,20 +84,6 @@ def _raw_ids(raw: list[Any]) -> list[Any]:
         return [_raw_id(x) for x in raw]
 
 
-def _text_ids(ids: list[Any]) -> list[str]:
-    """`message_ids` of plain message dicts from their ids (`_raw_ids`)."""
-    if set(map(type, ids)) <= {str, type(None)}:
-        return list(filter(None, ids))  # in one C loop
-    return [str(i) for i in ids if i]
-
-
-def _summary_ids_in_place(raw: list[dict[str, Any]], ids: list[Any]) -> set[str]:
-    """`summary_ids` of plain message dicts, looking closer only at those whose
-    `additional_kwargs` are not empty (a summary is marked there)."""
-    marked = map(dict.get, raw, repeat("additional_kwargs"))
-    return {str(i) for i, kwargs, m in zip(ids, marked, raw) if kwargs and i and records.is_summary_message(m)}
-
-
 def _message_dicts(raw: list[Any]) -> list[dict[str, Any]]:
     """A state's messages as message dicts; what is not a message left out."""
     return [m for m in (message_dict(x) for x in raw) if m]
@@ -235,8 +221,8 @@ class StateMapper:
                 at = self._input_at(raw)
                 self._seen = {str(i) for i in ids[:at] if i}
                 messages = [dict(m) for m in raw[at:]]
-                history = _text_ids(ids)
-                self._last_summaries = _summary_ids_in_place(raw, ids)
+                history = message_ids(raw)
+                self._last_summaries = summary_ids(raw)
             else:
                 messages = _message_dicts(raw)
                 before = messages[: self._input_at(messages)]
