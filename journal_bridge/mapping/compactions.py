@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from journal_bridge.model import records
-from journal_bridge.model.records import Draft, message_dict
+from journal_bridge.model.records import Draft
 
 __all__ = ["Compactions", "is_removal", "message_ids", "summary_ids", "summary_text"]
 
@@ -119,8 +119,8 @@ class Compactions:
         new = update.get("messages")
         if not isinstance(new, list) or not any(is_removal(m) for m in new):
             return None
-        previous = [m for m in (message_dict(x) for x in before.get("messages") or []) if m]
-        kept = [m for m in (message_dict(x) for x in new if not is_removal(x)) if m]
+        previous = records.message_dicts(before.get("messages") or [])
+        kept = records.message_dicts(x for x in new if not is_removal(x))
         removed = {str(m.get("id")) for m in new if is_removal(m)}
         if REMOVE_ALL in removed:
             after = kept

@@ -49,7 +49,7 @@ from journal_bridge.host.compat import is_cancel_part
 from journal_bridge.mapping.compactions import Compactions, message_ids, summary_ids
 from journal_bridge.model.envelope import SUMMARIZATION_EVENT, RunEvent
 from journal_bridge.host.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
-from journal_bridge.model.records import Draft, message_dict
+from journal_bridge.model.records import Draft
 
 logger = logging.getLogger(__name__)
 
@@ -82,11 +82,6 @@ def _raw_ids(raw: list[Any]) -> list[Any]:
         return list(map(dict.get, raw, repeat("id")))
     except TypeError:  # message objects, tuples, text
         return [_raw_id(x) for x in raw]
-
-
-def _message_dicts(raw: list[Any]) -> list[dict[str, Any]]:
-    """A state's messages as message dicts; what is not a message left out."""
-    return [m for m in (message_dict(x) for x in raw) if m]
 
 
 class StateMapper:
@@ -211,7 +206,7 @@ class StateMapper:
             # The last state's messages, then new ones (a thread's usual step): none
             # left, and those before were seen. Only the new ones are converted, so a
             # step costs its own messages, not the thread's whole history.
-            messages = _message_dicts(raw[len(previous_ids) :])
+            messages = records.message_dicts(raw[len(previous_ids) :])
             history = previous_history + message_ids(messages)
             self._last_summaries |= summary_ids(messages)
         elif self._seen is None:
@@ -224,13 +219,13 @@ class StateMapper:
                 history = message_ids(raw)
                 self._last_summaries = summary_ids(raw)
             else:
-                messages = _message_dicts(raw)
+                messages = records.message_dicts(raw)
                 before = messages[: self._input_at(messages)]
                 self._seen = {str(m["id"]) for m in before if m.get("id")}
                 history = message_ids(messages)
                 self._last_summaries = summary_ids(messages)
         else:
-            messages = _message_dicts(raw)
+            messages = records.message_dicts(raw)
             # A compaction comes before the messages new in the state that shows it.
             compaction = (
                 self._compactions.from_states(previous_rest, previous_history, self._last_summaries, state, messages)

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -172,6 +172,11 @@ def message_dict(message: Any) -> dict[str, Any] | None:
     except Exception:  # noqa: BLE001 - anything unconvertible is not a message
         return None
     return converted.model_dump(mode="json")
+
+
+def message_dicts(messages: Iterable[Any]) -> list[dict[str, Any]]:
+    """`message_dict` of each of `messages`; what is not a message left out."""
+    return [m for m in map(message_dict, messages) if m]
 
 
 def all_message_dicts(messages: list[Any]) -> bool:

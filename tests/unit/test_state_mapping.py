@@ -131,11 +131,11 @@ def _message(kind: str, index: int, **extra: Any) -> dict[str, Any]:
 
 
 def test_a_step_of_a_long_thread_converts_its_new_messages_only(monkeypatch):
-    import journal_bridge.mapping.state_mapper as state_mapper
+    from journal_bridge.model import records
 
     converted: list[Any] = []
-    real = state_mapper.message_dict
-    monkeypatch.setattr(state_mapper, "message_dict", lambda m: converted.append(m) or real(m))
+    real = records.message_dicts
+    monkeypatch.setattr(records, "message_dicts", lambda ms: real(converted.extend(ms := list(ms)) or ms))
     history = [_message("human" if i % 2 == 0 else "ai", i) for i in range(400)]
     mapper = StateMapper("t", "r")
     mapper.start("agent", None, {"messages": [{"role": "user", "content": "human 400"}]})
