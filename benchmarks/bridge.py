@@ -246,7 +246,7 @@ class Cell:
         self.turn = 0
         # Per measured round: (median wall s, server CPU s per run, the same
         # without the server's full collections in the round).
-        self.rounds: list[tuple[float, float, float]] = []
+        self.rounds: list[tuple[float, ...]] = []
 
     async def serve(self, server: LanggraphDevServer) -> None:
         """Drive `server` from now on: another process of the same setting (`setup` again)."""
@@ -303,9 +303,10 @@ class Cell:
         self.durations.extend(durations)
         self.cpu += cpu
         self.loop_cpu += loop_cpu
-        self.rounds.append(
-            (statistics.median(durations), cpu / len(durations), (cpu - during.seconds) / len(durations))
-        )
+        self.rounds.append((
+            statistics.median(durations), cpu / len(durations), (cpu - during.seconds) / len(durations),
+            (during.middle + during.full) / len(durations),
+        ))
 
     async def _task_totals(self) -> Counter[str] | None:
         """The task clock's sums once what ran before is surely in them (None without one)."""
@@ -445,8 +446,10 @@ def per_round(cells: dict[tuple[str, str], Cell], kind: str, capture: str, index
 
 
 # `Cell.rounds` positions of the pooled figures: the round's median wall, the
-# server's CPU, and that CPU less the full collections in the round.
-WALL, CPU, CPU_BESIDE_COLLECTIONS = 0, 1, 2
+# server's CPU, and that CPU less the full collections in the round; then the
+# collections of the middle and oldest generations in the round (each full
+# collection is in place of a middle one), all per run.
+WALL, CPU, CPU_BESIDE_COLLECTIONS, COLLECTIONS = 0, 1, 2, 3
 
 
 def pooled_ratio(

@@ -20,18 +20,21 @@ PROBE = Path(__file__).resolve().with_name("server_probe")
 @dataclass(frozen=True)
 class Collections:
     """Full collections so far, over a server's processes: how many, and their CPU
-    seconds; and the objects moved into the oldest generation (counted only when
-    the probe was asked to, else 0)."""
+    seconds; the collections of the middle generation; and the objects moved into
+    the oldest generation (counted only when the probe was asked to, else 0)."""
 
     full: int = 0
     seconds: float = 0.0
     promoted: int = 0
+    middle: int = 0
 
     def __sub__(self, other: Collections) -> Collections:
-        return Collections(self.full - other.full, self.seconds - other.seconds, self.promoted - other.promoted)
+        return Collections(self.full - other.full, self.seconds - other.seconds, self.promoted - other.promoted,
+                           self.middle - other.middle)
 
     def __add__(self, other: Collections) -> Collections:
-        return Collections(self.full + other.full, self.seconds + other.seconds, self.promoted + other.promoted)
+        return Collections(self.full + other.full, self.seconds + other.seconds, self.promoted + other.promoted,
+                           self.middle + other.middle)
 
 
 class ProbeDirectory:
@@ -75,7 +78,7 @@ class FullCollections(ProbeDirectory):
             try:
                 data = json.loads(path.read_text())
                 reports[int(path.stem)] = Collections(
-                    int(data["full"]), float(data["seconds"]), int(data.get("promoted", 0))
+                    int(data["full"]), float(data["seconds"]), int(data.get("promoted", 0)), int(data.get("middle", 0))
                 )
             except (OSError, ValueError, KeyError):
                 continue  # unreadable now (reports are written whole, then renamed): the next reading has it

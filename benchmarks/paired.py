@@ -19,8 +19,10 @@ A client that streams tokens is measured by the matrix.
 Printed: the excess per round and per server (median, min, max), and pooled
 over every server and round, (journal CPU - floor CPU) / off CPU, with its
 5-95% interval with the servers drawn again and then their rounds; the same
-without the rounds' full collections, and how many full collections came in
-each cell's rounds. With `--twin`, a second floor cell on every server gives
+without the rounds' full collections; the same with the full collections
+shared by the collections that bring them on (`spread_collections`); and how
+many full collections came in each cell's rounds. The cells' order in each
+round is drawn from `--seed` (random unless given, and printed). With `--twin`, a second floor cell on every server gives
 the method's own zero: floor against floor. With `--store memory` the journal
 writes to the in-memory store instead of the embedded SQLite file: the
 difference between the two figures is what storing on SQLite costs.
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import secrets
 import signal
 import statistics
 import time
@@ -43,6 +46,7 @@ from typing import Any
 
 from benchmarks.bridge import (
     CLIENTS,
+    COLLECTIONS,
     CPU,
     CPU_BESIDE_COLLECTIONS,
     WALL,
@@ -66,6 +70,8 @@ PAIRED_APP = Path(__file__).resolve().with_name("paired_app.py")
 # Where `auto` and `lean` read runs as the floor does (see the module docstring).
 PAIRED_CLIENTS = ("runs.wait", "create+join", "values stream")
 JOURNAL, FLOOR, TWIN = "journal", "floor", "floor twin"
+# The position `spread_collections` adds to a cell's rounds (after `Cell.rounds`' own).
+CPU_COLLECTIONS_SPREAD = COLLECTIONS + 1
 
 
 # The journal's store on a paired server, as the environment it adds: `sqlite`
@@ -85,6 +91,25 @@ def start_paired(capture: str, collections: FullCollections, store: str = "sqlit
         **{key: value for probe in probes for key, value in probe.env.items()},
     }
     return quiet_dev_server(env=env, http={"app": f"{PAIRED_APP}:app"})
+
+
+def spread_collections(cells: list[Cell]) -> list[list[tuple[float, ...]]]:
+    """The rounds of one server's cells, each with its CPU less the full collections
+    that fell in it plus its share of them all: the server's full collections' CPU
+    in the measured rounds, shared by the middle and full collections each round
+    made (`COLLECTIONS`).
+
+    A full collection comes in place of every eleventh collection of the middle
+    generation (`benchmarks/server_probe`), so it falls in whichever cell's
+    round makes that one; the rounds that made the ten before brought it on as
+    much. Where it fell is a matter of phase: three or four of them, a tenth of
+    a second each, decide which cell seems to cost more. Shared by the
+    collections that bring them on, a cell pays for them as often as it makes
+    those: a cell that allocates more still pays more."""
+    collections = sum(cell.during.middle + cell.during.full for cell in cells)
+    per_collection = sum(cell.during.seconds for cell in cells) / collections if collections else 0.0
+    return [[(*r, r[CPU_BESIDE_COLLECTIONS] + r[COLLECTIONS] * per_collection) for r in cell.rounds]
+            for cell in cells]
 
 
 def excess_by_round(mine: list[tuple[float, ...]], floor: list[tuple[float, ...]], off: list[tuple[float, ...]],
@@ -119,6 +144,7 @@ def _spread(values: list[float]) -> str:
 def report(name: str, pairs: list[tuple[list[tuple[float, ...]], list[tuple[float, ...]]]],
            off: list[tuple[float, ...]]) -> None:
     for figure, label in ((CPU, "CPU"), (CPU_BESIDE_COLLECTIONS, "CPU without full collections"),
+                          (CPU_COLLECTIONS_SPREAD, "CPU, full collections shared by the collections bringing them on"),
                           (WALL, "wall (round medians)")):
         whole, low, high = pooled_interval(pairs, off, figure, seed=f"{name}/{figure}")
         rounds = [x for mine, floor in pairs for x in excess_by_round(mine, floor, off, figure)]
@@ -129,7 +155,7 @@ def report(name: str, pairs: list[tuple[list[tuple[float, ...]], list[tuple[floa
 
 
 async def measure(client: str, capture: str, servers: int, rounds: int, runs: int, threads: int, twin: bool,
-                  store: str = "sqlite", promoted: bool = False, split: bool = False) -> None:
+                  store: str = "sqlite", promoted: bool = False, split: bool = False, seed: str = "0") -> None:
     run = CLIENTS[client]
     collections = {"off": FullCollections(),
                    **{f"paired {i}": FullCollections(promoted=promoted) for i in range(servers)}}
@@ -156,13 +182,17 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
             await cell.round(runs, measured=False)
         order = list(cells)
         for index in range(rounds):
-            random.Random(index).shuffle(order)
+            random.Random(f"{seed}/{index}").shuffle(order)
             for key in order:
                 await cells[key].round(runs)
-        off = cells["off", "off"].rounds
+        (off,) = spread_collections([cells["off", "off"]])
+        spread = {}
+        for i in range(servers):
+            for kind, mine in zip(kinds, spread_collections([cells[f"paired {i}", kind] for kind in kinds])):
+                spread[i, kind] = mine
         minutes = (time.monotonic() - began) / 60
         print(f"\n{client}, `{capture}` on {servers} paired servers, journal store {store}: {rounds} interleaved"
-              f" rounds of {runs} runs per cell over {threads} threads ({minutes:.1f} min)")
+              f" rounds of {runs} runs per cell over {threads} threads ({minutes:.1f} min, round order {seed})")
         print("excess over the floor in the same process: (cell - floor) / off, per run; pooled (5%-95%, servers"
               " and their rounds drawn again), and per round: median, quartiles, [min max]")
         off_cpu = statistics.mean(r[CPU] for r in off) * 1000
@@ -173,15 +203,12 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
                 during = cells[f"paired {i}", kind].during
                 print(f"  server {i + 1} {kind}: {statistics.mean(r[CPU] for r in mine) * 1000:.2f} ms per run,"
                       f" {sum(r[CPU] for r in mine) / sum(r[CPU] for r in off):.3f}x off;"
-                      f" {during.full} full collections in its rounds ({during.seconds * 1000:.0f} ms)"
+                      f" {during.full} full collections in its rounds ({during.seconds * 1000:.0f} ms),"
+                      f" {statistics.mean(r[COLLECTIONS] for r in mine):.3f} middle and full ones per run"
                       + (f", {during.promoted / len(mine) / runs:.0f} objects promoted per run" if promoted else ""))
-        report(f"`{capture}` against the floor", [
-            (cells[f"paired {i}", JOURNAL].rounds, cells[f"paired {i}", FLOOR].rounds) for i in range(servers)
-        ], off)
+        report(f"`{capture}` against the floor", [(spread[i, JOURNAL], spread[i, FLOOR]) for i in range(servers)], off)
         if twin:
-            report("floor twin against the floor", [
-                (cells[f"paired {i}", TWIN].rounds, cells[f"paired {i}", FLOOR].rounds) for i in range(servers)
-            ], off)
+            report("floor twin against the floor", [(spread[i, TWIN], spread[i, FLOOR]) for i in range(servers)], off)
         if split:
             print_split(client, capture, [[cells[f"paired {i}", kind] for i in range(servers)] for kind in kinds])
         for cell in cells.values():
@@ -221,7 +248,7 @@ async def main(args: argparse.Namespace) -> None:
     print_probe("at the start")
     for client in args.client or ["runs.wait"]:
         await measure(client, args.capture, args.servers, args.rounds, args.runs, args.threads, args.twin, args.store,
-                      args.promoted, args.split)
+                      args.promoted, args.split, args.seed)
     print()
     print_probe("at the end")
 
@@ -237,6 +264,8 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--runs", type=int, default=24, help="runs per cell per round")
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--seed", default=secrets.token_hex(4),
+                        help="orders the cells in each round (random by default; printed, to run the same order again)")
     parser.add_argument("--twin", action="store_true", help="a second floor cell on every server: floor against floor")
     parser.add_argument("--promoted", action="store_true",
                         help="count the objects each cell's rounds move into the oldest generation (costs CPU)")

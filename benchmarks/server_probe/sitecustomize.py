@@ -7,8 +7,14 @@ directory:
 
 - `JOURNAL_BRIDGE_BENCH_GC_DIR`: it changes nothing of what the server does: it
   counts the process's full (generation 2) collections and the CPU they took,
-  and a thread of its own writes both to `<dir>/<pid>.json` after each one (a
-  few a minute; not the collecting thread, which may be the event loop's).
+  and its collections of the middle generation (generation 1), and a thread of
+  its own writes them to `<dir>/<pid>.json` once they change, at most every
+  `REPORT_SECONDS` (not the collecting thread, which may be the event loop's).
+  The interpreter collects the oldest generation in place of every
+  (threshold + 1)th collection of the middle one once enough has been moved
+  there; on a dev server that second condition always holds by then, so full
+  collections come at a fixed count of middle ones: 10 between two, the 11th
+  is the full one.
   With `JOURNAL_BRIDGE_BENCH_GC_PROMOTED=1` it also counts the objects each
   collection of the middle generation moves into the oldest one (the young
   generations' sizes when it starts less what it frees): a full collection
@@ -55,12 +61,12 @@ _THREADS_DIR = os.environ.get("JOURNAL_BRIDGE_BENCH_THREADS_DIR")
 _PROMOTED = os.environ.get("JOURNAL_BRIDGE_BENCH_GC_PROMOTED") == "1"
 TASK_REPORT_SECONDS = 0.02
 THREAD_NAMES_SECONDS = 0.5
-PROMOTED_REPORT_SECONDS = 0.02
+REPORT_SECONDS = 0.02
 
 
 def _install(directory: str) -> None:
     path = os.path.join(directory, f"{os.getpid()}.json")
-    totals = {"full": 0, "seconds": 0.0, "promoted": 0}
+    totals = {"full": 0, "seconds": 0.0, "middle": 0, "promoted": 0}
     # Collections never overlap (the interpreter runs one at a time, whichever
     # thread triggers it): one start time is enough.
     began: list[float] = []
@@ -73,15 +79,12 @@ def _install(directory: str) -> None:
         os.replace(tmp, path)
 
     def writer() -> None:
-        written = dict(totals)
         while True:
-            # Promotions come with every collection of the middle generation (many a
-            # second): counted, they are written at most every `PROMOTED_REPORT_SECONDS`.
-            changed.wait(PROMOTED_REPORT_SECONDS if _PROMOTED else None)
+            # Middle collections come several times a second under load: what
+            # changed meanwhile is written together.
+            changed.wait()
+            time.sleep(REPORT_SECONDS)
             changed.clear()
-            if totals == written:
-                continue
-            written = dict(totals)
             try:
                 write()
             except OSError:
@@ -91,12 +94,15 @@ def _install(directory: str) -> None:
 
     def on_collection(phase: str, info: dict) -> None:
         generation = info.get("generation")
-        if generation == 1 and _PROMOTED:
+        if generation == 1:
             # A collection runs to its end once started: its stop follows this start.
-            if phase == "start":
+            if phase == "start" and _PROMOTED:
                 young[:] = [len(gc.get_objects(0)) + len(gc.get_objects(1))]
-            elif young:
-                totals["promoted"] += young.pop() - info.get("collected", 0)
+            elif phase == "stop":
+                totals["middle"] += 1
+                if young:
+                    totals["promoted"] += young.pop() - info.get("collected", 0)
+                changed.set()
             return
         if generation != 2:
             return

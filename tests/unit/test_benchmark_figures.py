@@ -14,13 +14,14 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import psutil
 import pytest
 
 from benchmarks import bridge, paired, process_cpu, server_threads, task_clock
-from benchmarks.full_collections import PROBE, FullCollections, ProbeDirectory
+from benchmarks.full_collections import PROBE, Collections, FullCollections, ProbeDirectory
 from benchmarks.task_clock import SETTLED, TaskClock, grouped
 from benchmarks.process_cpu import process_seconds, threads_seconds, tree_seconds
 from benchmarks.server_threads import EXECUTOR, LOOP, PROBE as PROBE_THREADS, REMAINDER, SQLITE, ThreadNames
@@ -229,6 +230,31 @@ def test_the_paired_excess_is_each_rounds_difference_in_one_process_over_off():
     assert high - low > 0.02
 
 
+def test_full_collections_are_shared_by_the_collections_that_bring_them_on():
+    def cell(rounds: list[tuple[float, ...]], during: Collections) -> SimpleNamespace:
+        return SimpleNamespace(rounds=rounds, during=during)
+
+    # Two rounds of 10 runs each: the journal's rounds made 12 middle collections and
+    # the floor's 8 plus 2 full ones that took 0.2 s in all, both in the floor's rounds.
+    journal = cell([(0.1, 0.011, 0.011, 0.6), (0.1, 0.011, 0.011, 0.6)], Collections(middle=12))
+    floor = cell([(0.1, 0.030, 0.010, 0.6), (0.1, 0.010, 0.010, 0.4)], Collections(full=2, seconds=0.2, middle=8))
+    (mine, theirs) = paired.spread_collections([journal, floor])
+    # 0.2 s over the 22 collections, then per run as each round made them.
+    share = 0.2 / 22
+    assert [r[paired.CPU_COLLECTIONS_SPREAD] for r in mine] == pytest.approx([0.011 + 0.6 * share] * 2)
+    assert [r[paired.CPU_COLLECTIONS_SPREAD] for r in theirs] == pytest.approx([0.010 + 0.6 * share, 0.010 + 0.4 * share])
+    # The journal made more of the collections that bring full ones on: it pays more of them,
+    # though none fell in its rounds; and the CPU spent is the CPU measured.
+    assert mine[0][paired.CPU_COLLECTIONS_SPREAD] - theirs[0][paired.CPU_COLLECTIONS_SPREAD] == pytest.approx(0.001)
+    total = sum(r[paired.CPU] for c in (journal, floor) for r in c.rounds)
+    assert sum(r[paired.CPU_COLLECTIONS_SPREAD] for c in (mine, theirs) for r in c) == pytest.approx(total)
+    # The figures `Cell.rounds` holds are kept as they were, in their places.
+    assert [r[:4] for r in mine] == journal.rounds
+    # Without any collection nothing is shared.
+    (alone,) = paired.spread_collections([cell([(0.1, 0.02, 0.02, 0.0)], Collections())])
+    assert alone[0][paired.CPU_COLLECTIONS_SPREAD] == 0.02
+
+
 def test_the_paired_interval_draws_the_servers_and_then_their_rounds():
     off = _rounds([0.02] * 4)
     steady = [
@@ -284,7 +310,7 @@ def test_soak_ratios_pool_the_sets_of_servers_and_read_each_set_alone():
 _COLLECTING = """
 import gc, sys
 for line in sys.stdin:
-    gc.collect(2 if line.strip() == "full" else 0)
+    gc.collect({"full": 2, "middle": 1}.get(line.strip(), 0))
     print("done", flush=True)
 """
 
@@ -313,7 +339,7 @@ def _probe_module() -> Any:
     return module
 
 
-def test_the_probe_counts_full_collections_and_not_young_ones():
+def test_the_probe_counts_full_collections_and_middle_ones_apart_and_not_the_youngest():
     probe = FullCollections()
     with _probed(probe, _COLLECTING) as child:
         assert child.stdin is not None and child.stdout is not None
@@ -340,6 +366,14 @@ def test_the_probe_counts_full_collections_and_not_young_ones():
         ask("full")
         reported(seen.full + 2)
         assert probe.totals().seconds > seen.seconds
+        assert probe.totals().middle == seen.middle
+        for count in (1, 2, 3):
+            ask("middle")
+            deadline = time.monotonic() + 10
+            while probe.totals().middle != seen.middle + count:
+                assert time.monotonic() < deadline, f"the probe reported {probe.totals()}"
+                time.sleep(0.01)
+        assert probe.totals().full == seen.full + 2
 
 
 _PROMOTING = """
