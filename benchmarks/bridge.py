@@ -245,7 +245,8 @@ class Cell:
         self.loop_cpu = 0.0
         self.turn = 0
         # Per measured round: (median wall s, server CPU s per run, the same
-        # without the server's full collections in the round).
+        # without the server's full collections in the round, its middle and
+        # full collections per run); see `WALL` and the positions after it.
         self.rounds: list[tuple[float, ...]] = []
 
     async def serve(self, server: LanggraphDevServer) -> None:

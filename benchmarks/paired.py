@@ -22,8 +22,9 @@ over every server and round, (journal CPU - floor CPU) / off CPU, with its
 without the rounds' full collections; the same with the full collections
 shared by the collections that bring them on (`spread_collections`); and how
 many full collections came in each cell's rounds. The cells' order in each
-round is drawn from `--seed` (random unless given, and printed). With `--twin`, a second floor cell on every server gives
-the method's own zero: floor against floor. With `--store memory` the journal
+round is drawn from `--seed` (random unless given, and printed). With
+`--twin`, a second floor cell on every server gives the method's own zero:
+floor against floor. With `--store memory` the journal
 writes to the in-memory store instead of the embedded SQLite file: the
 difference between the two figures is what storing on SQLite costs.
 
