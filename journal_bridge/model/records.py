@@ -197,8 +197,7 @@ def input_messages(run_input: Any) -> list[dict[str, Any]]:
         messages = [messages]
     if not isinstance(messages, (list, tuple)):
         return []
-    converted = (message_dict(m) for m in messages)
-    return [m for m in converted if m and m.get("type") in _CONVERSATION_EVENT_TYPES]
+    return [m for m in message_dicts(messages) if m.get("type") in _CONVERSATION_EVENT_TYPES]
 
 
 # -- records ----------------------------------------------------------------------

@@ -349,10 +349,10 @@ def test_the_probe_counts_full_collections_and_middle_ones_apart_and_not_the_you
             child.stdin.flush()
             assert child.stdout.readline().strip() == "done"
 
-        def reported(full: int) -> None:
+        def reported(full: int, middle: int) -> None:
             deadline = time.monotonic() + 10
-            while probe.totals().full != full:  # written by the probe's own thread
-                assert time.monotonic() < deadline, f"the probe reported {probe.totals()}, not {full}"
+            while (probe.totals().full, probe.totals().middle) != (full, middle):  # written by the probe's own thread
+                assert time.monotonic() < deadline, f"the probe reported {probe.totals()}, not {full} and {middle}"
                 time.sleep(0.01)
 
         ask("young")
@@ -362,18 +362,13 @@ def test_the_probe_counts_full_collections_and_middle_ones_apart_and_not_the_you
         time.sleep(0.2)
         assert probe.totals() == seen
         ask("full")
-        reported(seen.full + 1)
+        reported(seen.full + 1, seen.middle)
         ask("full")
-        reported(seen.full + 2)
+        reported(seen.full + 2, seen.middle)
         assert probe.totals().seconds > seen.seconds
-        assert probe.totals().middle == seen.middle
         for count in (1, 2, 3):
             ask("middle")
-            deadline = time.monotonic() + 10
-            while probe.totals().middle != seen.middle + count:
-                assert time.monotonic() < deadline, f"the probe reported {probe.totals()}"
-                time.sleep(0.01)
-        assert probe.totals().full == seen.full + 2
+            reported(seen.full + 2, seen.middle + count)
 
 
 _PROMOTING = """

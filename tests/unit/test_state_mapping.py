@@ -139,6 +139,9 @@ def test_a_step_of_a_long_thread_converts_its_new_messages_only(monkeypatch):
     history = [_message("human" if i % 2 == 0 else "ai", i) for i in range(400)]
     mapper = StateMapper("t", "r")
     mapper.start("agent", None, {"messages": [{"role": "user", "content": "human 400"}]})
+    # The run's input is converted once, when the run starts; the states come next.
+    assert converted == [{"role": "user", "content": "human 400"}]
+    converted.clear()
     state = [*history, _message("human", 400)]
     first = mapper.feed("values", {"messages": list(state)})
     assert [r.content["id"] for r in first] == ["human-400"]
