@@ -9,6 +9,11 @@ JOURNAL_BRIDGE_TEST_POSTGRES_URL is set; memory):
   inserting the same rows (`executemany` in one transaction per batch, into a
   table of the same shape; on Postgres also `COPY`, the fastest the driver
   can write). Target at batch 500: store >= 0.7x raw.
+* a run's append on SQLite: one run's records (a new thread each, one
+  transaction) cost the writer connection's thread, in CPU per run, next to
+  the raw driver inserting the same rows in one transaction from its own
+  thread; and the process's CPU per run, the caller's side included (what a
+  server pays per journaled run for storing it).
 * p50 latency of `count_messages` and of a 50-record page (`list_messages`,
   `list_timeline`; the newest page and a page in the middle) in a thread of
   1,000 events vs one of 100,000 events. Target: ratio <= 1.5 (a count must
@@ -43,8 +48,10 @@ from journal_bridge.model.envelope import (
     make_event,
 )
 from journal_bridge.store import RunEventStore, open_store
+from journal_bridge.store.sqlite import SqliteRunEventStore, run_in_connection_thread
 
 BATCH_SIZES = {1: 900, 20: 6_000, 500: 30_000}  # batch size -> events appended
+RUN_APPENDS = 600  # runs appended per round of the run-append figure
 ROUNDS = 3
 SMALL_THREAD, LARGE_THREAD = 1_000, 100_000
 PAGE, CALLS = 50, 200
@@ -144,6 +151,19 @@ class RawSqlite:
 
     encode_time = staticmethod(datetime.isoformat)
 
+    async def insert_in_thread(self, rows: list[tuple[Any, ...]]) -> None:
+        """`insert`, the transaction in one call to the connection's thread (as the store's is)."""
+
+        def transaction(raw: Any) -> None:
+            raw.execute("BEGIN")
+            raw.executemany(
+                f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            raw.execute("COMMIT")
+
+        await run_in_connection_thread(self.conn, transaction)
+
     async def insert(self, rows: list[tuple[Any, ...]]) -> None:
         await self.conn.execute("BEGIN")
         await self.conn.executemany(
@@ -217,6 +237,53 @@ async def raw_throughput(
             raw_rows(events[start : start + size], start + 1, raw.encode_time)
         )
     return total / (time.perf_counter() - started)
+
+
+def one_run(thread_id: str) -> list[RunEvent]:
+    """A short run's records (start, messages, end), as a run nobody streams writes them at once."""
+    events = conversation(thread_id, 5, tag=f"{thread_id}-")
+    end = make_event(
+        thread_id=thread_id,
+        run_id=events[0].run_id,
+        event_type=RUN_END,
+        content={"status": "success"},
+        source_key=f"{thread_id}-end",
+    )
+    return [*events, end]
+
+
+async def _thread_cpu(conn: Any) -> float:
+    """CPU seconds an aiosqlite connection's own thread has used so far."""
+    return await run_in_connection_thread(conn, lambda _raw: time.thread_time())
+
+
+async def run_appends(writer: Any, append: Callable[[list[RunEvent]], Awaitable[Any]]) -> tuple[float, float]:
+    """Append `RUN_APPENDS` runs, each on a new thread: the writer thread's and the process's CPU ms per run."""
+    runs = [one_run(f"run-append-{uuid.uuid4().hex[:12]}") for _ in range(RUN_APPENDS)]
+    thread_before, process_before = await _thread_cpu(writer), time.process_time()
+    for events in runs:
+        await append(events)
+    thread_after, process_after = await _thread_cpu(writer), time.process_time()
+    return (thread_after - thread_before) * 1000 / RUN_APPENDS, (process_after - process_before) * 1000 / RUN_APPENDS
+
+
+async def sqlite_run_appends(store_path: Path, raw_path: Path) -> list[tuple[str, float, float]]:
+    """`(writer, thread ms, process ms)` per run for the store and the raw driver, best of alternating rounds."""
+    best: dict[str, tuple[float, float]] = {}
+    async with open_store(f"sqlite:///{store_path}") as store, RawSqlite(str(raw_path)) as raw:
+        assert isinstance(store, SqliteRunEventStore)
+
+        async def raw_append(events: list[RunEvent]) -> None:
+            await raw.insert_in_thread(raw_rows(events, encode_time=raw.encode_time))
+
+        for _ in range(ROUNDS):
+            for name, writer, append in (
+                ("store", store._writer, store.put_batch),  # noqa: SLF001 - the thread to clock
+                ("raw", raw.conn, raw_append),
+            ):
+                figures = await run_appends(writer, append)
+                best[name] = min(best.get(name, figures), figures)
+    return [(name, *figures) for name, figures in best.items()]
 
 
 async def p50_ms(call: Callable[[], Awaitable[Any]]) -> float:
@@ -309,6 +376,7 @@ async def main() -> int:
         )
         appends += a
         pages += p
+        run_costs = await sqlite_run_appends(store_path, raw_path)
 
     pg_url = os.environ.get("JOURNAL_BRIDGE_BENCH_POSTGRES_URL") or os.environ.get(
         "JOURNAL_BRIDGE_TEST_POSTGRES_URL"
@@ -366,6 +434,17 @@ async def main() -> int:
             tail = f"{'-':>10}{'-':>11}{'-':>10}{'-':>15}"
         print(f"{name:<9}{driver:<12}{size:>6}{store_rate:10,.0f}{tail}")
     print("  target: store/raw+enc >= 0.70x at batch 500")
+
+    print(
+        f"\nA run's append on SQLite ({len(one_run('x'))} records, a new thread, one transaction; CPU ms per run,"
+        f" best of {ROUNDS} alternating rounds of {RUN_APPENDS} runs)"
+        "\n  writer thread: the connection's own thread; process: the whole process, the caller's side included"
+    )
+    print(f"{'writer':<10}{'thread ms':>11}{'process ms':>12}")
+    for name, thread_ms, process_ms in run_costs:
+        print(f"{name:<10}{thread_ms:11.3f}{process_ms:12.3f}")
+    (_, store_thread, store_process), (_, raw_thread, raw_process) = run_costs
+    print(f"{'store/raw':<10}{store_thread / raw_thread:10.2f}x{store_process / raw_process:11.2f}x")
 
     print(
         f"\nPage latency, p50 of {CALLS} calls, page of {PAGE}:"

@@ -558,3 +558,27 @@ def test_a_paired_split_merges_each_kind_of_cell_over_the_servers():
     assert both.cpu_per_run == pytest.approx(0.6 / 40) and both.loop_cpu_per_run == pytest.approx(0.45 / 40)
     assert dict(both.by_thread) == pytest.approx({"event loop": 0.45, "SQLite connections": 0.01, "executor pool": 0.02})
     assert both.tasks["journal_bridge/a"] == pytest.approx(0.03)
+
+
+async def test_the_run_append_figure_stores_every_run_once_and_clocks_the_writers_thread(tmp_path, monkeypatch):
+    from benchmarks import store as store_bench
+    from journal_bridge.store import open_store
+
+    monkeypatch.setattr(store_bench, "RUN_APPENDS", 4)
+    monkeypatch.setattr(store_bench, "ROUNDS", 2)
+    store_path, raw_path = tmp_path / "store.db", tmp_path / "raw.db"
+    async with open_store(f"sqlite:///{raw_path}"):
+        pass  # the raw driver writes into the store's table shape
+    run = store_bench.one_run("t")
+    assert [e.event_type for e in (run[0], run[-1])] == ["run.start", "run.end"]
+    assert len({e.run_id for e in run}) == 1 and len({e.source_key for e in run}) == len(run)
+
+    figures = await store_bench.sqlite_run_appends(store_path, raw_path)
+
+    assert [name for name, _, _ in figures] == ["store", "raw"]
+    for _, thread_ms, process_ms in figures:
+        assert 0 < thread_ms <= process_ms + 0.05  # the writer's thread is part of the process
+    async with open_store(f"sqlite:///{store_path}") as journal:
+        threads = [t for t in await journal.list_threads(limit=100) if t["thread_id"].startswith("run-append-")]
+    assert len(threads) == 4 * 2
+    assert {t["event_count"] for t in threads} == {len(run)}
