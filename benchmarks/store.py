@@ -268,7 +268,8 @@ async def run_appends(writer: Any, append: Callable[[list[RunEvent]], Awaitable[
 
 
 async def sqlite_run_appends(store_path: Path, raw_path: Path) -> list[tuple[str, float, float]]:
-    """`(writer, thread ms, process ms)` per run for the store and the raw driver, best of alternating rounds."""
+    """`(writer, thread ms, process ms)` per run for the store and the raw driver: of alternating
+    rounds, each one's round whose writer thread took the least."""
     best: dict[str, tuple[float, float]] = {}
     async with open_store(f"sqlite:///{store_path}") as store, RawSqlite(str(raw_path)) as raw:
         assert isinstance(store, SqliteRunEventStore)
