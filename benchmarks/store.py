@@ -150,26 +150,21 @@ class RawSqlite:
         await self.conn.close()
 
     encode_time = staticmethod(datetime.isoformat)
+    INSERT = f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
     async def insert_in_thread(self, rows: list[tuple[Any, ...]]) -> None:
         """`insert`, the transaction in one call to the connection's thread (as the store's is)."""
 
         def transaction(raw: Any) -> None:
             raw.execute("BEGIN")
-            raw.executemany(
-                f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            raw.executemany(self.INSERT, rows)
             raw.execute("COMMIT")
 
         await run_in_connection_thread(self.conn, transaction)
 
     async def insert(self, rows: list[tuple[Any, ...]]) -> None:
         await self.conn.execute("BEGIN")
-        await self.conn.executemany(
-            f"INSERT INTO journal_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
+        await self.conn.executemany(self.INSERT, rows)
         await self.conn.execute("COMMIT")
 
 
