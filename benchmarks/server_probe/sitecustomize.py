@@ -19,8 +19,8 @@ directory:
   collection of the middle generation moves into the oldest one (the young
   generations' sizes when it starts less what it frees): the other condition
   of a full collection is that a quarter of the oldest generation's size has
-  been moved there since the last. Counting them lists the young generations at each such collection: a
-  little CPU, the same in every cell of a process;
+  been moved there since the last. Counting them lists the young generations
+  at each such collection: a little CPU, the same in every cell of a process;
 - `JOURNAL_BRIDGE_BENCH_TASKS_DIR`: every asyncio task made on the main thread
   (the event loop's) is a `ClockedTask`, whose coroutine is clocked at each of
   its steps with the thread's CPU clock; the CPU is summed per kind of task

@@ -21,10 +21,12 @@ import psutil
 import pytest
 
 from benchmarks import bridge, paired, process_cpu, server_threads, task_clock
+from benchmarks import store as store_bench
 from benchmarks.full_collections import PROBE, Collections, FullCollections, ProbeDirectory
 from benchmarks.task_clock import SETTLED, TaskClock, grouped
 from benchmarks.process_cpu import process_seconds, threads_seconds, tree_seconds
 from benchmarks.server_threads import EXECUTOR, LOOP, PROBE as PROBE_THREADS, REMAINDER, SQLITE, ThreadNames
+from journal_bridge.store import open_store
 
 # A child's function that takes `seconds` of its thread's CPU.
 _SPIN = """
@@ -561,9 +563,6 @@ def test_a_paired_split_merges_each_kind_of_cell_over_the_servers():
 
 
 async def test_the_run_append_figure_stores_every_run_once_and_clocks_the_writers_thread(tmp_path, monkeypatch):
-    from benchmarks import store as store_bench
-    from journal_bridge.store import open_store
-
     monkeypatch.setattr(store_bench, "RUN_APPENDS", 4)
     monkeypatch.setattr(store_bench, "ROUNDS", 2)
     store_path, raw_path = tmp_path / "store.db", tmp_path / "raw.db"
