@@ -911,9 +911,9 @@ async def soak(turns: int, threads: int, instances: int = 1, resumable: bool = F
             row = (f"  auto/{base} {what}: {early:.3f} at the first turns, {late:.3f} at the last;"
                    f" last/first {late / early:.3f}")
             if len(sets) > 1:
-                each = [soak_ratio([one], "auto", base, what, last) / soak_ratio([one], "auto", base, what, first)
+                each = [(soak_ratio([one], "auto", base, what, first), soak_ratio([one], "auto", base, what, last))
                         for one in sets]
-                row += "  (per set " + " ".join(f"{e:.3f}" for e in each) + ")"
+                row += "  (per set, first -> last: " + " ".join(f"{a:.3f}->{b:.3f}" for a, b in each) + ")"
             print(row + "   target within 10%")
     # Over the whole soak, and over its second half: what a bounded cache takes
     # (the store's page cache, the journal's per-thread caches) shows in the

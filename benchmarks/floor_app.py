@@ -52,6 +52,10 @@ _ERROR_MODE = "error"
 # On a paired server (`benchmarks/paired_app.py`), a request with this header
 # is read by the floor, not journaled.
 FLOOR_HEADER = "x-journal-bridge-bench-floor"
+# On a paired server, a request with this header is neither journaled nor read
+# by the floor: the plugin's middleware forwards it untouched, as a server
+# without the plugin's capture would serve it.
+PLAIN_HEADER = "x-journal-bridge-bench-plain"
 
 
 class _Discard:

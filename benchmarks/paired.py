@@ -14,7 +14,14 @@ would read the floor's runs); its cost is not in the figure.
 Clients: those whose run the journal reads the way the floor does, where the
 capture settings `auto` and `lean` take the same path (the journal's own join
 of a `runs.wait` run; the client's join of a created run; a values stream).
-A client that streams tokens is measured by the matrix.
+And `useStream` (`values`, `messages-tuple`, `custom`: a client that streams
+tokens), which `auto` captures from `events`: its reference is not the floor's
+join but the same client asking for `events` itself, which the plugin
+forwards untouched (`PLAIN_HEADER`). Printed for it: the journal's CPU over
+that reference's, less one, in the same rounds of the same process. With
+`--first-turns` every round starts new threads, each with one turn that is not
+measured (as the matrix's soak starts), so the rounds measure the first turns
+of conversations: where the journal's fixed cost per run weighs most.
 
 Printed: the excess per round and per server (median, min, max), and pooled
 over every server and round, (journal CPU - floor CPU) / off CPU, with its
@@ -29,6 +36,7 @@ writes to the in-memory store instead of the embedded SQLite file: the
 difference between the two figures is what storing on SQLite costs.
 
     python3 tasks.py bench paired --client runs.wait --servers 2 --rounds 12 --runs 24
+    python3 tasks.py bench paired --client useStream --first-turns --servers 2 --rounds 12 --runs 20
 """
 
 from __future__ import annotations
@@ -60,17 +68,20 @@ from benchmarks.bridge import (
     print_threads,
     quiet_dev_server,
     start_server,
+    use_stream_events,
 )
 from benchmarks.full_collections import FullCollections, ProbeDirectory
 from benchmarks.server_threads import ThreadNames
 from benchmarks.task_clock import TaskClock
-from benchmarks.floor_app import FLOOR_HEADER
+from benchmarks.floor_app import FLOOR_HEADER, PLAIN_HEADER
 from tests.harness.langgraph_server import LanggraphDevServer
 
 PAIRED_APP = Path(__file__).resolve().with_name("paired_app.py")
 # Where `auto` and `lean` read runs as the floor does (see the module docstring).
-PAIRED_CLIENTS = ("runs.wait", "create+join", "values stream")
-JOURNAL, FLOOR, TWIN = "journal", "floor", "floor twin"
+PAIRED_CLIENTS = ("runs.wait", "create+join", "values stream", "useStream")
+# The client measured against itself asking for `events` (see the module docstring).
+AGAINST_EVENTS = "useStream"
+JOURNAL, FLOOR, TWIN, EVENTS = "journal", "floor", "floor twin", "events itself"
 # The position `spread_collections` adds to a cell's rounds (after `Cell.rounds`' own).
 CPU_COLLECTIONS_SPREAD = COLLECTIONS + 1
 
@@ -121,14 +132,16 @@ def excess_by_round(mine: list[tuple[float, ...]], floor: list[tuple[float, ...]
 
 def pooled_interval(pairs: list[tuple[list[tuple[float, ...]], list[tuple[float, ...]]]],
                     off: list[tuple[float, ...]], figure: int = CPU, resamples: int = 2000,
-                    seed: str = "paired") -> tuple[float, float, float]:
+                    seed: str = "paired", bases: list[list[tuple[float, ...]]] | None = None,
+                    ) -> tuple[float, float, float]:
     """The pooled excess, (sum of cell - sum of floor) / sum of off over every server
     and round, and its 5th-95th percentile when the servers are drawn again with
     replacement, then the rounds of each: the matrix's `pooled_with_interval`, each
-    server's rounds one set, `off`'s rounds beside every server's."""
+    server's rounds one set, `off`'s rounds beside every server's, or with
+    `bases` each server's own (its rounds in step with the pair's)."""
     count = len(off)
     cells = {
-        (seed, "off"): SimpleNamespace(rounds=off * len(pairs)),
+        (seed, "off"): SimpleNamespace(rounds=[r for base in bases for r in base] if bases else off * len(pairs)),
         (seed, "floor"): SimpleNamespace(rounds=[r for _, floor in pairs for r in floor]),
         (seed, "cell"): SimpleNamespace(rounds=[r for mine, _ in pairs for r in mine]),
     }
@@ -143,21 +156,37 @@ def _spread(values: list[float]) -> str:
 
 
 def report(name: str, pairs: list[tuple[list[tuple[float, ...]], list[tuple[float, ...]]]],
-           off: list[tuple[float, ...]]) -> None:
+           off: list[tuple[float, ...]], against_floor: bool = True) -> None:
+    """The excess of each pair's cell over its floor, pooled and per round: over
+    `off`'s figure, or (`against_floor` False) over the floor's own, each server's
+    (the cell's ratio to its reference, less one)."""
+    bases = None if against_floor else [floor for _, floor in pairs]
     for figure, label in ((CPU, "CPU"), (CPU_BESIDE_COLLECTIONS, "CPU without full collections"),
                           (CPU_COLLECTIONS_SPREAD, "CPU, full collections shared by the collections bringing them on"),
                           (WALL, "wall (round medians)")):
-        whole, low, high = pooled_interval(pairs, off, figure, seed=f"{name}/{figure}")
-        rounds = [x for mine, floor in pairs for x in excess_by_round(mine, floor, off, figure)]
+        whole, low, high = pooled_interval(pairs, off, figure, seed=f"{name}/{figure}", bases=bases)
+        per_server = [excess_by_round(mine, floor, floor if bases else off, figure) for mine, floor in pairs]
+        rounds = [x for server in per_server for x in server]
         print(f"  {name}, {label}: pooled {whole:6.3f} ({low:6.3f} {high:6.3f})  per round {_spread(rounds)}")
         if figure == CPU:
-            for index, (mine, floor) in enumerate(pairs):
-                print(f"      server {index + 1}: per round {_spread(excess_by_round(mine, floor, off, figure))}")
+            for index, server in enumerate(per_server):
+                print(f"      server {index + 1}: per round {_spread(server)}")
+
+
+async def fresh_threads(cell: Cell, threads: int) -> None:
+    """New threads for `cell`, each given one turn that is not measured."""
+    cell.threads = [(await cell.client.threads.create())["thread_id"] for _ in range(threads)]
+    cell.turn = 0
+    await cell.round(threads, measured=False)
 
 
 async def measure(client: str, capture: str, servers: int, rounds: int, runs: int, threads: int, twin: bool,
-                  store: str = "sqlite", promoted: bool = False, split: bool = False, seed: str = "0") -> None:
+                  store: str = "sqlite", promoted: bool = False, split: bool = False, seed: str = "0",
+                  first_turns: bool = False) -> None:
     run = CLIENTS[client]
+    against_events = client == AGAINST_EVENTS
+    # The second kind of cell is the floor, or for useStream that client asking for `events` itself.
+    base = EVENTS if against_events else FLOOR
     collections = {"off": FullCollections(),
                    **{f"paired {i}": FullCollections(promoted=promoted) for i in range(servers)}}
     clocks = [TaskClock() for _ in range(servers)] if split else []
@@ -170,12 +199,17 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
             probes = (clocks[i], names[i]) if split else ()
             started[f"paired {i}"] = start_paired(capture, collections[f"paired {i}"], store, probes)
         cells: dict[tuple[str, str], Cell] = {("off", "off"): Cell(started["off"], run, False, collections["off"])}
-        kinds = (JOURNAL, FLOOR, TWIN) if twin else (JOURNAL, FLOOR)
+        kinds = (JOURNAL, base, TWIN) if twin else (JOURNAL, base)
         for i in range(servers):
             server, probe = started[f"paired {i}"], collections[f"paired {i}"]
             for kind in kinds:
-                headers = None if kind == JOURNAL else {FLOOR_HEADER: "1"}
-                cells[f"paired {i}", kind] = Cell(server, run, True, probe, headers=headers,
+                # The floor's cells carry its header; for useStream they are the client
+                # asking for `events` itself, which the plugin forwards untouched.
+                runs_as, headers = run, None
+                if kind != JOURNAL:
+                    runs_as = use_stream_events if against_events else run
+                    headers = {PLAIN_HEADER if against_events else FLOOR_HEADER: "1"}
+                cells[f"paired {i}", kind] = Cell(server, runs_as, True, probe, headers=headers,
                                                   clock=clocks[i] if split else None,
                                                   thread_names=names[i] if split else None)
         for cell in cells.values():
@@ -184,6 +218,9 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
         order = list(cells)
         for index in range(rounds):
             random.Random(f"{seed}/{index}").shuffle(order)
+            if first_turns:
+                for key in order:
+                    await fresh_threads(cells[key], threads)
             for key in order:
                 await cells[key].round(runs)
         (off,) = spread_collections([cells["off", "off"]])
@@ -192,10 +229,16 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
             for kind, mine in zip(kinds, spread_collections([cells[f"paired {i}", kind] for kind in kinds])):
                 spread[i, kind] = mine
         minutes = (time.monotonic() - began) / 60
+        turns = f", new threads every round (turns 1-{-(-runs // threads)} after one)" if first_turns else ""
         print(f"\n{client}, `{capture}` on {servers} paired servers, journal store {store}: {rounds} interleaved"
-              f" rounds of {runs} runs per cell over {threads} threads ({minutes:.1f} min, round order {seed})")
-        print("excess over the floor in the same process: (cell - floor) / off, per run; pooled (5%-95%, servers"
-              " and their rounds drawn again), and per round: median, quartiles, [min max]")
+              f" rounds of {runs} runs per cell over {threads} threads{turns} ({minutes:.1f} min, round order {seed})")
+        if against_events:
+            print("excess over the same client asking for `events` itself in the same process: (cell - events)"
+                  " / events, per run; pooled (5%-95%, servers and their rounds drawn again), and per round:"
+                  " median, quartiles, [min max]")
+        else:
+            print("excess over the floor in the same process: (cell - floor) / off, per run; pooled (5%-95%, servers"
+                  " and their rounds drawn again), and per round: median, quartiles, [min max]")
         off_cpu = statistics.mean(r[CPU] for r in off) * 1000
         print(f"  off: {off_cpu:.2f} ms of server CPU per run")
         for i in range(servers):
@@ -207,11 +250,15 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
                       f" {during.full} full collections in its rounds ({during.seconds * 1000:.0f} ms),"
                       f" {statistics.mean(r[COLLECTIONS] for r in mine):.3f} middle and full ones per run"
                       + (f", {during.promoted / len(mine) / runs:.0f} objects promoted per run" if promoted else ""))
-        report(f"`{capture}` against the floor", [(spread[i, JOURNAL], spread[i, FLOOR]) for i in range(servers)], off)
+        against = "`events` itself" if against_events else "the floor"
+        report(f"`{capture}` against {against}", [(spread[i, JOURNAL], spread[i, base]) for i in range(servers)], off,
+               against_floor=not against_events)
         if twin:
-            report("floor twin against the floor", [(spread[i, TWIN], spread[i, FLOOR]) for i in range(servers)], off)
+            report(f"{base} twin against {against}", [(spread[i, TWIN], spread[i, base]) for i in range(servers)], off,
+                   against_floor=not against_events)
         if split:
-            print_split(client, capture, [[cells[f"paired {i}", kind] for i in range(servers)] for kind in kinds])
+            print_split(client, capture, [[cells[f"paired {i}", kind] for i in range(servers)] for kind in kinds],
+                        base)
         for cell in cells.values():
             await cell.client.aclose()
     finally:
@@ -233,12 +280,13 @@ def merged(cells: list[Cell]) -> SimpleNamespace:
     )
 
 
-def print_split(client: str, capture: str, kinds: list[list[Cell]]) -> None:
-    """The journal's and the floor's cells over every server, split by thread and by
-    kind of task, the journal's beside the floor's (a twin as a setting of its own)."""
-    names = [capture, "floor", "floor twin"]
+def print_split(client: str, capture: str, kinds: list[list[Cell]], base: str = FLOOR) -> None:
+    """The journal's and the floor's (or reference's) cells over every server, split
+    by thread and by kind of task, the journal's beside the floor's (a twin as a
+    setting of its own)."""
+    names = [capture, base, f"{base} twin"]
     view: dict[tuple[str, str], Any] = {(client, name): merged(cells) for name, cells in zip(names, kinds)}
-    order = ("floor", capture, "floor twin")
+    order = (base, capture, f"{base} twin")
     print()
     print_loop_threads(view, [client], order)
     print_threads(view, [client], order)
@@ -249,7 +297,7 @@ async def main(args: argparse.Namespace) -> None:
     print_probe("at the start")
     for client in args.client or ["runs.wait"]:
         await measure(client, args.capture, args.servers, args.rounds, args.runs, args.threads, args.twin, args.store,
-                      args.promoted, args.split, args.seed)
+                      args.promoted, args.split, args.seed, args.first_turns)
     print()
     print_probe("at the end")
 
@@ -267,7 +315,10 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seed", default=secrets.token_hex(4),
                         help="orders the cells in each round (random by default; printed, to run the same order again)")
-    parser.add_argument("--twin", action="store_true", help="a second floor cell on every server: floor against floor")
+    parser.add_argument("--twin", action="store_true",
+                        help="a second floor (or reference) cell on every server: floor against floor")
+    parser.add_argument("--first-turns", action="store_true",
+                        help="new threads every round, each with one unmeasured turn: the first turns of conversations")
     parser.add_argument("--promoted", action="store_true",
                         help="count the objects each cell's rounds move into the oldest generation (costs CPU)")
     parser.add_argument("--split", action="store_true",

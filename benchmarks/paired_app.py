@@ -5,7 +5,9 @@ Not the plugin: a server `benchmarks/paired.py` starts with this file as its
 with the environment's settings), except that a run-creating request that
 carries the floor's header (`FLOOR_HEADER` of `floor_app.py`) is handed to
 the floor's sink (one SDK join of the run, frames discarded) instead of the
-journal. The two readers then share one process: its interpreter, its heap
+journal, and one that carries `PLAIN_HEADER` to neither: the server runs it
+as without the plugin's capture (the reference of a client that asks for
+`events` itself). The two readers then share one process: its interpreter, its heap
 and its full collections, the runtime's state, the machine's moment. The
 difference between rounds of the two kinds of requests is the journal's cost
 above the floor without the luck of two processes in it. The plugin's other
@@ -53,10 +55,15 @@ def _floor_module() -> Any:
 
 _FLOOR = _floor_module()
 _FLOOR_HEADER_KEY = _FLOOR.FLOOR_HEADER.encode("latin-1")
+_PLAIN_HEADER_KEY = _FLOOR.PLAIN_HEADER.encode("latin-1")
 
 
 def asks_for_floor(scope: Scope) -> bool:
     return any(name == _FLOOR_HEADER_KEY for name, _ in scope.get("headers", ()))
+
+
+def asks_for_plain(scope: Scope) -> bool:
+    return any(name == _PLAIN_HEADER_KEY for name, _ in scope.get("headers", ()))
 
 
 def paired_health(journal: dict[str, Any], floor: dict[str, Any]) -> dict[str, Any]:
@@ -76,6 +83,8 @@ def create_paired_app() -> Starlette:
     floor = _FLOOR.FloorSink()
 
     def sink_for(scope: Scope) -> Any:
+        if asks_for_plain(scope):
+            return None  # forwarded untouched: the middleware stays out
         return floor if asks_for_floor(scope) else journal.sink_for(scope)
 
     replaced = 0

@@ -272,6 +272,20 @@ def test_the_paired_interval_draws_the_servers_and_then_their_rounds():
     assert paired.pooled_interval(together, _rounds([0.02] * 4), resamples=200)[1:] == pytest.approx((0.5, 0.5))
 
 
+def test_against_its_own_reference_each_server_is_measured_over_that_reference():
+    # useStream against the same client asking for `events` itself: two servers, one
+    # twice as fast as the other, each journal 10% above its own reference.
+    fast = (_rounds([0.011, 0.0132, 0.011]), _rounds([0.010, 0.012, 0.010]))
+    slow = (_rounds([0.022, 0.0264, 0.022]), _rounds([0.020, 0.024, 0.020]))
+    pairs = [fast, slow]
+    unused_off = _rounds([1.0] * 3)
+    whole, low, high = paired.pooled_interval(pairs, unused_off, resamples=300, bases=[fast[1], slow[1]])
+    assert (whole, low, high) == pytest.approx((0.1, 0.1, 0.1))
+    # Over a shared `off` the same rounds give another figure: `bases` is what is divided by.
+    assert paired.pooled_interval(pairs, unused_off, resamples=50)[0] == pytest.approx(0.0096 / 6.0)
+    assert paired.excess_by_round(*slow, slow[1]) == pytest.approx([0.1, 0.1, 0.1])
+
+
 def test_a_paired_server_journals_to_the_store_asked_for(monkeypatch):
     started: list[dict[str, str]] = []
     monkeypatch.setattr(paired, "quiet_dev_server", lambda *, env, **config: started.append(env) or config)
