@@ -287,7 +287,8 @@ class Journal:
 
 class _ReleasedWhenHeld:
     """A run's client stream whose frames the server retains only until the
-    journal's reader holds them (`frames_releaser`)."""
+    journal's reader holds them (`frames_releaser`). A frame the stream passes
+    over unparsed (`ClientStream.passes_over`) is one it holds all it needs of."""
 
     def __init__(self, stream: ClientStream, release: Callable[[str], int], journal: Journal) -> None:
         self._stream = stream
@@ -296,10 +297,20 @@ class _ReleasedWhenHeld:
 
     def feed(self, frame: Frame) -> None:
         self._stream.feed(frame)
-        if frame.id is None or self._release is None:
+        if frame.id is not None:
+            self._released(frame.id)
+
+    def passes_over(self, body: bytes, start: int, end: int) -> bool:
+        passed, frame_id = self._stream.pass_over(body, start, end)
+        if frame_id is not None:
+            self._released(frame_id)
+        return passed
+
+    def _released(self, frame_id: str) -> None:
+        if self._release is None:
             return
         try:
-            self._journal.frames_released += self._release(frame.id)
+            self._journal.frames_released += self._release(frame_id)
         except Exception:  # noqa: BLE001 - the client's stream never depends on it; the rest goes at the run's end
             logger.exception("journal-bridge: could not release the retained frames of a run; they go when it is read")
             self._release = None

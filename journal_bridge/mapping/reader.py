@@ -282,13 +282,17 @@ class ClientStream:
         """Whether the unparsed frame `body[start:end]` is one `feed` would keep
         nothing of but its id (`unmapped_callback_bytes`): noted as `feed` would
         note it, and not to be parsed. A frame this answers False for goes to `feed`."""
+        return self.pass_over(body, start, end)[0]
+
+    def pass_over(self, body: bytes, start: int, end: int) -> tuple[bool, str | None]:
+        """`passes_over`, and the id of a frame passed over (None when it has none)."""
         passed, frame_id = unmapped_callback_bytes(body, start, end)
         if not passed:
-            return False
+            return False, None
         self.fed = True
         if frame_id is not None:
             self.last_id = frame_id
-        return True
+        return True, frame_id
 
     def discard(self) -> None:
         """Nobody here reads the run (another process does): keep no frame from now on."""

@@ -168,3 +168,42 @@ async def test_frames_of_the_added_modes_after_the_held_one_stay_for_a_join_afte
     assert _modes_and_ids(stored) == [sent[1], sent[2], sent[3]]
     replayed = [m.id.decode() for m in manager.restore_messages(run_id, thread_id, sent[1][1])]
     assert replayed == [sent[2][1], sent[3][1]]
+
+
+async def test_a_token_frame_passed_over_unparsed_lets_its_retained_frames_go(manager, codec):
+    """A streamed run the plugin made resumable: the token frames only the journal
+    asked for are dropped from their bytes, never parsed, and go from the runtime too."""
+    from journal_bridge.host.sse import SSEFrames
+    from journal_bridge.mapping.capture_setting import CaptureSetting, plan_capture
+    from journal_bridge.mapping.reader import ClientStream
+    from journal_bridge.server import _ReleasedWhenHeld
+
+    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    sent = await _publish(manager, codec, thread_id, run_id, ["events", "events"])
+    await asyncio.sleep(0.002)  # the next frame in another millisecond
+    sent += await _publish(manager, codec, thread_id, run_id, ["events"])
+    modes = ("values", "messages-tuple", "custom")
+    stream = ClientStream(plan_capture(modes, CaptureSetting.AUTO), modes)
+    journal = type("JournalStandIn", (), {"frames_released": 0})()
+    reader = _ReleasedWhenHeld(stream, retained_frames.frames_releaser(thread_id, run_id), journal)
+    parsed = []
+
+    def on_frame(frame):
+        parsed.append(frame.id)
+        reader.feed(frame)
+        return b"" if frame.mode == "events" else None
+
+    # As the middleware builds it: the reader's own `passes_over`, when it offers one.
+    frames = SSEFrames(on_frame, getattr(reader, "passes_over", None))
+    token = b'event: events\r\ndata: {"event":"on_chat_model_stream","data":{"chunk":"a"}}\r\nid: %s\r\n\r\n'
+    assert frames.feed(token % sent[1][1].encode(), final=False) == b""
+    assert parsed == [] and not stream.ready() and stream.fed
+    assert stream.last_id == sent[1][1]
+    stored = manager.message_stores[uuid.UUID(thread_id)][uuid.UUID(run_id)]
+    assert [m.id.decode() for m in stored] == [sent[2][1]]
+    assert journal.frames_released == 2
+    # A frame the journal reads is parsed and fed as before, and its retained copy goes.
+    tool_end = b'event: events\r\ndata: {"event":"on_tool_end","data":{}}\r\nid: %s\r\n\r\n' % sent[2][1].encode()
+    assert frames.feed(tool_end, final=False) == b""
+    assert parsed == [sent[2][1]] and stream.ready()
+    assert list(stored) == [] and journal.frames_released == 3
