@@ -7,10 +7,11 @@ carries the floor's header (`FLOOR_HEADER` of `floor_app.py`) is handed to
 the floor's sink (one SDK join of the run, frames discarded) instead of the
 journal, and one that carries `PLAIN_HEADER` to neither: the server runs it
 as without the plugin's capture (the reference of a client that asks for
-`events` itself). The two readers then share one process: its interpreter, its heap
-and its full collections, the runtime's state, the machine's moment. The
-difference between rounds of the two kinds of requests is the journal's cost
-above the floor without the luck of two processes in it. The plugin's other
+`events` itself). The two kinds of requests a paired benchmark sends then
+share one process: its interpreter, its heap and its full collections, the
+runtime's state, the machine's moment. The difference between their rounds
+is the journal's cost above the floor (or above that reference) without the
+luck of two processes in it. The plugin's other
 middleware sees both kinds of requests, so what it costs per request is on
 both sides of the difference.
 
