@@ -59,12 +59,8 @@ _FLOOR_HEADER_KEY = _FLOOR.FLOOR_HEADER.encode("latin-1")
 _PLAIN_HEADER_KEY = _FLOOR.PLAIN_HEADER.encode("latin-1")
 
 
-def asks_for_floor(scope: Scope) -> bool:
-    return any(name == _FLOOR_HEADER_KEY for name, _ in scope.get("headers", ()))
-
-
-def asks_for_plain(scope: Scope) -> bool:
-    return any(name == _PLAIN_HEADER_KEY for name, _ in scope.get("headers", ()))
+def _carries(scope: Scope, header: bytes) -> bool:
+    return any(name == header for name, _ in scope.get("headers", ()))
 
 
 def paired_health(journal: dict[str, Any], floor: dict[str, Any]) -> dict[str, Any]:
@@ -84,9 +80,9 @@ def create_paired_app() -> Starlette:
     floor = _FLOOR.FloorSink()
 
     def sink_for(scope: Scope) -> Any:
-        if asks_for_plain(scope):
+        if _carries(scope, _PLAIN_HEADER_KEY):
             return None  # forwarded untouched: the middleware stays out
-        return floor if asks_for_floor(scope) else journal.sink_for(scope)
+        return floor if _carries(scope, _FLOOR_HEADER_KEY) else journal.sink_for(scope)
 
     replaced = 0
     middleware = []
