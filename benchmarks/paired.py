@@ -245,7 +245,7 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
             for kind in kinds:
                 mine = cells[f"paired {i}", kind].rounds
                 during = cells[f"paired {i}", kind].during
-                print(f"  server {i + 1} {kind}: {statistics.mean(r[CPU] for r in mine) * 1000:.2f} ms per run,"
+                print(f"  server {i + 1} {f'{base} twin' if kind == TWIN else kind}: {statistics.mean(r[CPU] for r in mine) * 1000:.2f} ms per run,"
                       f" {sum(r[CPU] for r in mine) / sum(r[CPU] for r in off):.3f}x off;"
                       f" {during.full} full collections in its rounds ({during.seconds * 1000:.0f} ms),"
                       f" {statistics.mean(r[COLLECTIONS] for r in mine):.3f} middle and full ones per run"
