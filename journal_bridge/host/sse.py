@@ -38,6 +38,32 @@ _LONGEST_NAME = max(len(name) for name in _FIELDS)
 _SMALL_FRAME = 2048
 
 
+def _blank_line(data: bytes, pos: int) -> tuple[int, bytes]:
+    """Where the first blank line at or after `pos` begins, `\r\n\r\n` or `\n\n`
+    (the one never occurs inside the other), and which; `(-1, b"")` if none.
+
+    Found from the line feeds: a frame has a few lines, and one byte is found
+    at memory speed where a search for the pair compares every byte."""
+    size = len(data)
+    newline = data.find(b"\n", pos)
+    while newline >= 0:
+        after = newline + 1
+        if after < size:
+            following = data[after]
+            if following == 0x0A:
+                return newline, _LF_END
+            if (
+                following == 0x0D
+                and after + 1 < size
+                and data[after + 1] == 0x0A
+                and newline > pos
+                and data[newline - 1] == 0x0D
+            ):
+                return newline - 1, _CRLF_END
+        newline = data.find(b"\n", after)
+    return -1, b""
+
+
 def _split_fields(raw: bytes) -> list[tuple[bytes, bytes]]:
     """The `(name, value)` of each line of a small frame, split at once.
 
@@ -166,39 +192,21 @@ class SSEFrames:
         out: list[bytes] = []
         start = 0
         kept = -1  # where the frames sent as they came, not yet in `out`, begin
-
-        def pass_on(end: int, terminator: bytes) -> None:
-            """The frame from `start` to `end`: kept in place, or its bytes after those kept."""
-            nonlocal kept
+        end, terminator = _blank_line(data, max(0, held - 3))
+        while end >= 0 or (final and start < len(data)):
+            if end < 0:  # the body's end ends its last frame
+                end, terminator = len(data), b""
+            # The frame from `start` to `end`: kept in place, or its bytes after those kept.
             sent = self._frame(data, start, end, terminator)
             if sent is None:
                 kept = start if kept < 0 else kept
-                return
-            if kept >= 0:
-                out.append(data[kept:start])
-                kept = -1
-            out.append(sent)
-
-        # A frame ends at the first blank line, `\r\n\r\n` or `\n\n` (the one
-        # never occurs inside the other). Literal searches, each looked up again
-        # only once the frames passed it: one scan of the chunk per terminator.
-        since = max(0, held - 3)
-        crlf = data.find(_CRLF_END, since)
-        lf = data.find(_LF_END, since)
-        while crlf >= 0 or lf >= 0:
-            if lf < 0 or 0 <= crlf < lf:
-                end, terminator = crlf, _CRLF_END
             else:
-                end, terminator = lf, _LF_END
-            pass_on(end, terminator)
+                if kept >= 0:
+                    out.append(data[kept:start])
+                    kept = -1
+                out.append(sent)
             start = end + len(terminator)
-            if crlf >= 0 and crlf < start:
-                crlf = data.find(_CRLF_END, start)
-            if lf >= 0 and lf < start:
-                lf = data.find(_LF_END, start)
-        if final and start < len(data):
-            pass_on(len(data), b"")
-            start = len(data)
+            end, terminator = _blank_line(data, start) if terminator else (-1, b"")
         if kept >= 0:
             out.append(data[kept:start])  # the whole of `data` is `data` itself
         self._buffer = data[start:] if start < len(data) else b""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from journal_bridge.host.sse import Frame, SSEFrames
@@ -94,6 +96,40 @@ def test_frames_end_at_the_first_blank_line_of_either_kind_wherever_the_body_is_
         (b": ping", b"\r\n\r\n"),
         (b"event: values\r\ndata: 4", b""),
     ]
+
+
+def _frames_by_definition(body: bytes) -> list[tuple[bytes, bytes]]:
+    """A body's frames by the definition: each ends at the earliest `\r\n\r\n` or `\n\n`."""
+    found, start = [], 0
+    while True:
+        ends = [(at, end) for end in (b"\r\n\r\n", b"\n\n") if (at := body.find(end, start)) >= 0]
+        if not ends:
+            break
+        at, end = min(ends)
+        found.append((body[start:at], end))
+        start = at + len(end)
+    if start < len(body):
+        found.append((body[start:], b""))
+    return found
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_frames_are_cut_as_the_definition_cuts_them_in_any_chunks(seed):
+    """Bodies of line breaks of both kinds, cut into chunks anywhere."""
+    rng = random.Random(seed)
+    for _ in range(50):
+        body = bytes(rng.choice(b"\r\n\r\na:") for _ in range(rng.randint(0, 60)))
+        cuts = sorted(rng.sample(range(len(body) + 1), min(len(body) + 1, rng.randint(0, 6))))
+        chunks = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)])]
+        seen: list[tuple[bytes, bytes]] = []
+
+        def keep(frame: Frame) -> None:
+            seen.append((bytes(frame.raw), frame.terminator))
+
+        frames = SSEFrames(keep)
+        out = b"".join(frames.feed(chunk, final=i == len(chunks) - 1) for i, chunk in enumerate(chunks))
+        assert out == body
+        assert seen == _frames_by_definition(body), (body, chunks)
 
 
 def test_a_frame_in_many_chunks_is_scanned_once_not_once_per_chunk():
