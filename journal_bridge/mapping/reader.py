@@ -30,7 +30,7 @@ import contextlib
 import dataclasses
 import logging
 import re
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +71,11 @@ _GATHER_SECONDS = 0.05
 # runtime's queue); a run still queued behind another shows as running once
 # this has passed.
 _START_HOLD_SECONDS = 2.0
+# A streamed run's reader is woken this long after the first frame it keeps
+# came, not at every frame: the frames that came meanwhile are read in one
+# go, a few wake-ups per run instead of one per frame. Short beside the
+# gathering of its records (`_GATHER_SECONDS`); the stream's end wakes it at once.
+_READ_AFTER_SECONDS = 0.01
 # Once the run's stream has ended, what is left to read (its outcome) comes
 # within this: the records kept meanwhile wait for the run's last ones and go
 # in one transaction with them, not in one of their own just before.
@@ -254,7 +259,11 @@ class ClientStream:
 
     def __init__(self, capture: Capture, client_modes: tuple[str, ...] = ()) -> None:
         self._wanted = frozenset(capture.modes) | _ALWAYS_READ
-        self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
+        self._frames: deque[Frame] = deque()
+        self._closed = False
+        # The reader waiting for frames, and the wake-up it is due (`_READ_AFTER_SECONDS`).
+        self._waiter: asyncio.Future[None] | None = None
+        self._wake: asyncio.TimerHandle | None = None
         self.complete: bool | None = None
         self.last_id: str | None = None
         # Whether a frame of the run came after its opening `metadata` one.
@@ -276,7 +285,9 @@ class ClientStream:
         if self.watches_interrupts and frame.mode in _INTERRUPT_MODES and frame.data and _INTERRUPT_KEY in frame.data:
             self.saw_interrupt = True
         if frame.event is not None and self.wants(frame.mode) and not _unmapped_callback(frame):
-            self._queue.put_nowait(frame)
+            self._frames.append(frame)
+            if self._waiter is not None and self._wake is None:
+                self._wake = self._waiter.get_loop().call_later(_READ_AFTER_SECONDS, self._woken)
 
     def passes_over(self, body: bytes, start: int, end: int) -> bool:
         """Whether the unparsed frame `body[start:end]` is one `feed` would keep
@@ -297,17 +308,38 @@ class ClientStream:
     def discard(self) -> None:
         """Nobody here reads the run (another process does): keep no frame from now on."""
         self._wanted = frozenset()
-        while not self._queue.empty():
-            self._queue.get_nowait()
+        self._frames.clear()
 
     def ready(self) -> bool:
         """Whether another frame (or the end) is waiting to be read."""
-        return not self._queue.empty()
+        return bool(self._frames) or self._closed
 
     def close(self, *, complete: bool) -> None:
         if self.complete is None:
             self.complete = complete
-            self._queue.put_nowait(None)
+            self._closed = True
+            self._woken()  # the end is not held back
+
+    def _woken(self) -> None:
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _more(self) -> None:
+        """Wait until frames have come and `_READ_AFTER_SECONDS` passed since the
+        first of them, or the stream closed."""
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            if self._waiter is waiter:
+                self._waiter = None
+            if self._wake is not None:
+                self._wake.cancel()
+                self._wake = None
 
     async def parts(self, needs: Callable[[bytes], bool] | None = None) -> AsyncIterator[Part | None]:
         """The frames kept, parsed, in order.
@@ -316,12 +348,16 @@ class ClientStream:
         read) is passed over unparsed; when no other frame is waiting then, None
         comes instead: the reader is not to wait on the next frame for what it keeps.
         """
+        frames = self._frames
         while True:
-            frame = await self._queue.get()
-            if frame is None:
-                return
+            if not frames:
+                if self._closed:
+                    return
+                await self._more()
+                continue
+            frame = frames.popleft()
             if needs is not None and frame.mode == EVENTS_MODE and frame.data and not needs(frame.data):
-                if self._queue.empty():
+                if not self.ready():
                     yield None
                 continue
             try:

@@ -249,11 +249,7 @@ def _through_client_stream(
 
 
 def _kept(stream: reader.ClientStream) -> list[tuple]:
-    kept = []
-    while not stream._queue.empty():
-        frame = stream._queue.get_nowait()
-        kept.append((frame.event, frame.data, frame.id))
-    return kept
+    return [(frame.event, frame.data, frame.id) for frame in stream._frames]
 
 
 @pytest.mark.parametrize("resumable", [False, True], ids=["plain", "with ids"])
