@@ -55,6 +55,7 @@ from journal_bridge.host.compat import (
     in_process_client,
     runtime_edition,
 )
+from journal_bridge.host import retained_frames
 from journal_bridge.host.retained_frames import frames_releaser, release_run_frames, retained_frame_count
 from journal_bridge.host.sse import Frame
 from journal_bridge.settings import ENV, Settings
@@ -287,27 +288,38 @@ class Journal:
 
 class _ReleasedWhenHeld:
     """A run's client stream whose frames the server retains only until the
-    journal's reader holds them (`frames_releaser`). A frame the stream passes
-    over unparsed (`ClientStream.passes_over`) is one it holds all it needs of."""
+    journal's reader holds them (`frames_releaser`): released every
+    `retained_frames.RELEASE_EVERY` frames held, and when the response ends. A
+    frame the stream passes over unparsed (`ClientStream.passes_over`) is one
+    it holds all it needs of."""
 
     def __init__(self, stream: ClientStream, release: Callable[[str], int], journal: Journal) -> None:
         self._stream = stream
         self._release: Callable[[str], int] | None = release
         self._journal = journal
+        self._held_id: str | None = None  # the last frame held and not released yet
+        self._held = 0  # how many frames since the last release
 
     def feed(self, frame: Frame) -> None:
         self._stream.feed(frame)
         if frame.id is not None:
-            self._released(frame.id)
+            self._hold(frame.id)
 
     def passes_over(self, body: bytes, start: int, end: int) -> bool:
         passed, frame_id = self._stream.pass_over(body, start, end)
         if frame_id is not None:
-            self._released(frame_id)
+            self._hold(frame_id)
         return passed
 
-    def _released(self, frame_id: str) -> None:
-        if self._release is None:
+    def _hold(self, frame_id: str) -> None:
+        self._held_id = frame_id
+        self._held += 1
+        if self._held >= retained_frames.RELEASE_EVERY:
+            self._released()
+
+    def _released(self) -> None:
+        frame_id, self._held_id, self._held = self._held_id, None, 0
+        if self._release is None or frame_id is None:
             return
         try:
             self._journal.frames_released += self._release(frame_id)
@@ -316,6 +328,7 @@ class _ReleasedWhenHeld:
             self._release = None
 
     def close(self, *, complete: bool) -> None:
+        self._released()
         self._stream.close(complete=complete)
 
 

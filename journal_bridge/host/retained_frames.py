@@ -32,7 +32,13 @@ from journal_bridge.host.compat import frame_mode, inmem_frame_stores
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["frames_releaser", "release_run_frames", "retained_frame_count"]
+__all__ = ["RELEASE_EVERY", "frames_releaser", "release_run_frames", "retained_frame_count"]
+
+# A streamed run's frames go once the journal holds this many more of them (and
+# when its response ends): one release per few frames, not one per frame (a
+# late turn streams hundreds of token frames). At most this many frames more
+# are kept meanwhile.
+RELEASE_EVERY = 16
 
 
 def _uuid(value: str | UUID) -> UUID | str:

@@ -91,8 +91,10 @@ def test_other_runtimes_keep_no_frames_to_release(monkeypatch):
     assert retained_frames.frames_releaser(str(uuid.uuid4()), str(uuid.uuid4())) is None
 
 
-def test_a_release_that_fails_leaves_the_client_stream_and_the_reader_as_they_were(caplog):
+def test_a_release_that_fails_leaves_the_client_stream_and_the_reader_as_they_were(caplog, monkeypatch):
     from journal_bridge.host.sse import Frame
+
+    monkeypatch.setattr(retained_frames, "RELEASE_EVERY", 1)
     from journal_bridge.mapping.capture_setting import CaptureSetting, plan_capture
     from journal_bridge.mapping.reader import ClientStream
     from journal_bridge.server import _ReleasedWhenHeld
@@ -170,9 +172,10 @@ async def test_frames_of_the_added_modes_after_the_held_one_stay_for_a_join_afte
     assert replayed == [sent[2][1], sent[3][1]]
 
 
-async def test_a_token_frame_passed_over_unparsed_lets_its_retained_frames_go(manager, codec):
+async def test_a_token_frame_passed_over_unparsed_lets_its_retained_frames_go(manager, codec, monkeypatch):
     """A streamed run the plugin made resumable: the token frames only the journal
     asked for are dropped from their bytes, never parsed, and go from the runtime too."""
+    monkeypatch.setattr(retained_frames, "RELEASE_EVERY", 1)
     from journal_bridge.host.sse import SSEFrames
     from journal_bridge.mapping.capture_setting import CaptureSetting, plan_capture
     from journal_bridge.mapping.reader import ClientStream
@@ -207,3 +210,48 @@ async def test_a_token_frame_passed_over_unparsed_lets_its_retained_frames_go(ma
     assert frames.feed(tool_end, final=False) == b""
     assert parsed == [sent[2][1]] and stream.ready()
     assert list(stored) == [] and journal.frames_released == 3
+
+
+async def test_retained_frames_go_a_few_dozen_at_a_time_and_the_rest_when_the_response_ends(manager, codec, monkeypatch):
+    """One release per `retained_frames.RELEASE_EVERY` frames the journal holds, passed over or fed;
+    what is held since the last one goes when the client's response ends."""
+    from journal_bridge import server
+    from journal_bridge.host.sse import SSEFrames
+    from journal_bridge.mapping.capture_setting import CaptureSetting, plan_capture
+    from journal_bridge.mapping.reader import ClientStream
+
+    monkeypatch.setattr(retained_frames, "RELEASE_EVERY", 3)
+    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    sent = []
+    for _ in range(5):  # each frame in a millisecond of its own
+        sent += await _publish(manager, codec, thread_id, run_id, ["events"])
+        await asyncio.sleep(0.002)
+    modes = ("values", "messages-tuple", "custom")
+    stream = ClientStream(plan_capture(modes, CaptureSetting.AUTO), modes)
+    journal = type("JournalStandIn", (), {"frames_released": 0})()
+    calls = []
+    release = retained_frames.frames_releaser(thread_id, run_id)
+
+    def counted(frame_id: str) -> int:
+        calls.append(frame_id)
+        return release(frame_id)
+
+    reader = server._ReleasedWhenHeld(stream, counted, journal)
+    frames = SSEFrames(lambda frame: reader.feed(frame) or b"", reader.passes_over)
+    token = b'event: events\r\ndata: {"event":"on_chat_model_stream","data":{"chunk":"a"}}\r\nid: %s\r\n\r\n'
+    tool_end = b'event: events\r\ndata: {"event":"on_tool_end","data":{}}\r\nid: %s\r\n\r\n'
+    stored = manager.message_stores[uuid.UUID(thread_id)][uuid.UUID(run_id)]
+    frames.feed(token % sent[0][1].encode(), final=False)
+    frames.feed(token % sent[1][1].encode(), final=False)
+    # Held, not yet released: the runtime keeps them a little longer.
+    assert calls == [] and len(stored) == 5 and stream.last_id == sent[1][1]
+    frames.feed(tool_end % sent[2][1].encode(), final=False)  # the third: a frame fed, not passed over
+    assert calls == [sent[2][1]] and [m.id.decode() for m in stored] == [sent[3][1], sent[4][1]]
+    frames.feed(token % sent[3][1].encode(), final=False)
+    assert len(calls) == 1
+    reader.close(complete=True)
+    # The response ended: what the journal held goes; the frame it never got stays for its join.
+    assert calls == [sent[2][1], sent[3][1]] and [m.id.decode() for m in stored] == [sent[4][1]]
+    assert journal.frames_released == 4 and stream.complete is True
+    reader.close(complete=True)
+    assert len(calls) == 2
