@@ -31,7 +31,9 @@ shared by the collections that bring them on (`spread_collections`); and how
 many full collections came in each cell's rounds. The cells' order in each
 round is drawn from `--seed` (random unless given, and printed). With
 `--twin`, a second floor cell on every server gives the method's own zero:
-floor against floor. With `--store memory` the journal
+floor against floor; with `--twin-resumable` (useStream) the twin asks for
+resumable streams, as the plugin makes the journal's runs: what the runtime
+keeping their frames costs, beside the journal's excess. With `--store memory` the journal
 writes to the in-memory store instead of the embedded SQLite file: the
 difference between the two figures is what storing on SQLite costs.
 
@@ -69,6 +71,7 @@ from benchmarks.bridge import (
     quiet_dev_server,
     start_server,
     use_stream_events,
+    use_stream_resumable_events,
 )
 from benchmarks.full_collections import FullCollections, ProbeDirectory
 from benchmarks.server_threads import ThreadNames
@@ -182,7 +185,7 @@ async def fresh_threads(cell: Cell, threads: int) -> None:
 
 async def measure(client: str, capture: str, servers: int, rounds: int, runs: int, threads: int, twin: bool,
                   store: str = "sqlite", promoted: bool = False, split: bool = False, seed: str = "0",
-                  first_turns: bool = False) -> None:
+                  first_turns: bool = False, twin_resumable: bool = False) -> None:
     run = CLIENTS[client]
     against_events = client == AGAINST_EVENTS
     # The second kind of cell is the floor, or for useStream that client asking for `events` itself.
@@ -199,7 +202,9 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
             probes = (clocks[i], names[i]) if split else ()
             started[f"paired {i}"] = start_paired(capture, collections[f"paired {i}"], store, probes)
         cells: dict[tuple[str, str], Cell] = {("off", "off"): Cell(started["off"], run, False, collections["off"])}
+        twin = twin or twin_resumable
         kinds = (JOURNAL, base, TWIN) if twin else (JOURNAL, base)
+        twin_name = f"{base} twin" + (", resumable" if twin_resumable and against_events else "")
         for i in range(servers):
             server, probe = started[f"paired {i}"], collections[f"paired {i}"]
             for kind in kinds:
@@ -208,6 +213,8 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
                 runs_as, headers = run, None
                 if kind != JOURNAL:
                     runs_as = use_stream_events if against_events else run
+                    if kind == TWIN and against_events and twin_resumable:
+                        runs_as = use_stream_resumable_events
                     headers = {PLAIN_HEADER if against_events else FLOOR_HEADER: "1"}
                 cells[f"paired {i}", kind] = Cell(server, runs_as, True, probe, headers=headers,
                                                   clock=clocks[i] if split else None,
@@ -245,7 +252,7 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
             for kind in kinds:
                 mine = cells[f"paired {i}", kind].rounds
                 during = cells[f"paired {i}", kind].during
-                print(f"  server {i + 1} {f'{base} twin' if kind == TWIN else kind}: {statistics.mean(r[CPU] for r in mine) * 1000:.2f} ms per run,"
+                print(f"  server {i + 1} {twin_name if kind == TWIN else kind}: {statistics.mean(r[CPU] for r in mine) * 1000:.2f} ms per run,"
                       f" {sum(r[CPU] for r in mine) / sum(r[CPU] for r in off):.3f}x off;"
                       f" {during.full} full collections in its rounds ({during.seconds * 1000:.0f} ms),"
                       f" {statistics.mean(r[COLLECTIONS] for r in mine):.3f} middle and full ones per run"
@@ -254,7 +261,7 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
         report(f"`{capture}` against {against}", [(spread[i, JOURNAL], spread[i, base]) for i in range(servers)], off,
                against_floor=not against_events)
         if twin:
-            report(f"{base} twin against {against}", [(spread[i, TWIN], spread[i, base]) for i in range(servers)], off,
+            report(f"{twin_name} against {against}", [(spread[i, TWIN], spread[i, base]) for i in range(servers)], off,
                    against_floor=not against_events)
         if split:
             print_split(client, capture, [[cells[f"paired {i}", kind] for i in range(servers)] for kind in kinds],
@@ -297,7 +304,7 @@ async def main(args: argparse.Namespace) -> None:
     print_probe("at the start")
     for client in args.client or ["runs.wait"]:
         await measure(client, args.capture, args.servers, args.rounds, args.runs, args.threads, args.twin, args.store,
-                      args.promoted, args.split, args.seed, args.first_turns)
+                      args.promoted, args.split, args.seed, args.first_turns, args.twin_resumable)
     print()
     print_probe("at the end")
 
@@ -317,6 +324,8 @@ if __name__ == "__main__":
                         help="orders the cells in each round (random by default; printed, to run the same order again)")
     parser.add_argument("--twin", action="store_true",
                         help="a second floor (or reference) cell on every server: floor against floor")
+    parser.add_argument("--twin-resumable", action="store_true",
+                        help="useStream: the twin (implied) asks for resumable streams, as the journal's runs are made")
     parser.add_argument("--first-turns", action="store_true",
                         help="new threads every round, each with one unmeasured turn: the first turns of conversations")
     parser.add_argument("--promoted", action="store_true",
