@@ -335,11 +335,7 @@ class ClientStream:
         try:
             await waiter
         finally:
-            if self._waiter is waiter:
-                self._waiter = None
-            if self._wake is not None:
-                self._wake.cancel()
-                self._wake = None
+            self._woken()  # a reader cancelled meanwhile leaves no wake-up behind
 
     async def parts(self, needs: Callable[[bytes], bool] | None = None) -> AsyncIterator[Part | None]:
         """The frames kept, parsed, in order.
