@@ -56,7 +56,6 @@ from journal_bridge.host.compat import (
     runtime_edition,
 )
 from journal_bridge.host import retained_frames
-from journal_bridge.host.retained_frames import frames_releaser, release_run_frames, retained_frame_count
 from journal_bridge.host.sse import Frame
 from journal_bridge.settings import ENV, Settings
 from journal_bridge.store import (
@@ -222,7 +221,7 @@ class Journal:
         # all of a run the plugin made resumable, the added modes' of one its client did.
         release = None
         if thread_id is not None and plan.changed:
-            release = frames_releaser(thread_id, run_id, modes=plan.journal_modes)
+            release = retained_frames.frames_releaser(thread_id, run_id, modes=plan.journal_modes)
         return stream if release is None else _ReleasedWhenHeld(stream, release, self)
 
     def unplanned(self, reason: str) -> None:
@@ -272,13 +271,13 @@ class Journal:
         if plan is None:
             return
         if plan.changed:
-            self.frames_released += release_run_frames(thread_id, run_id, modes=plan.journal_modes)
+            self.frames_released += retained_frames.release_run_frames(thread_id, run_id, modes=plan.journal_modes)
 
     def health(self) -> dict[str, Any]:
         report: dict[str, Any] = {"enabled": True, "store_url": redact_url(self.store_url)}
         if self.bridge is not None:
             report.update(self.bridge.health())
-        report["retained_frames"] = retained_frame_count()
+        report["retained_frames"] = retained_frames.retained_frame_count()
         report["frames_released"] = self.frames_released
         report["unplanned_requests"] = self.unplanned_requests
         if self.reconciler is not None:
@@ -288,7 +287,7 @@ class Journal:
 
 class _ReleasedWhenHeld:
     """A run's client stream whose frames the server retains only until the
-    journal's reader holds them (`frames_releaser`): released every
+    journal's reader holds them (`retained_frames.frames_releaser`): released every
     `retained_frames.RELEASE_EVERY` frames held, and when the response ends. A
     frame the stream passes over unparsed (`ClientStream.passes_over`) is one
     it holds all it needs of."""
