@@ -33,7 +33,11 @@ round is drawn from `--seed` (random unless given, and printed). With
 `--twin`, a second floor cell on every server gives the method's own zero:
 floor against floor; with `--twin-resumable` (useStream) the twin asks for
 resumable streams, as the plugin makes the journal's runs: what the runtime
-keeping their frames costs, beside the journal's excess. With `--store memory` the journal
+keeping their frames costs, beside the journal's excess. With `--pin` every
+server's threads share one CPU and the benchmark (the clients) the others:
+the scheduler then never moves the event loop between CPUs nor lets it go
+idle while the client runs, so the figure is the servers' work without what
+waking a cold loop costs (see `pin_apart`). With `--store memory` the journal
 writes to the in-memory store instead of the embedded SQLite file: the
 difference between the two figures is what storing on SQLite costs.
 
@@ -45,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import secrets
 import signal
@@ -176,6 +181,30 @@ def report(name: str, pairs: list[tuple[list[tuple[float, ...]], list[tuple[floa
                 print(f"      server {index + 1}: per round {_spread(server)}")
 
 
+def pin_apart(pids: list[int]) -> str:
+    """Every thread of the processes `pids` on the last CPU this benchmark may
+    use, the benchmark itself on the others; what it did, as printed.
+
+    On a small machine the servers' event loop and the clients share the CPUs:
+    a loop that waits for its client sleeps, wakes on another CPU with cold
+    caches, and the same server code then costs more CPU per run the more often
+    it wakes. Pinned, that cost is the same in every cell; unpinned, it is
+    part of each cell's figure. A thread a server starts later inherits the
+    CPU of the thread that starts it."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit(f"--pin needs two CPUs; this benchmark may use {len(cpus)}")
+    server_cpu, client_cpus = cpus[-1], set(cpus[:-1])
+    for pid in pids:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                os.sched_setaffinity(int(tid), {server_cpu})
+            except (ProcessLookupError, FileNotFoundError):
+                pass  # a thread that ended meanwhile
+    os.sched_setaffinity(0, client_cpus)
+    return f"servers pinned to CPU {server_cpu}, clients to CPU {', '.join(map(str, sorted(client_cpus)))}"
+
+
 async def fresh_threads(cell: Cell, threads: int) -> None:
     """New threads for `cell`, each given one turn that is not measured."""
     cell.threads = [(await cell.client.threads.create())["thread_id"] for _ in range(threads)]
@@ -185,7 +214,7 @@ async def fresh_threads(cell: Cell, threads: int) -> None:
 
 async def measure(client: str, capture: str, servers: int, rounds: int, runs: int, threads: int, twin: bool,
                   store: str = "sqlite", promoted: bool = False, split: bool = False, seed: str = "0",
-                  first_turns: bool = False, twin_resumable: bool = False) -> None:
+                  first_turns: bool = False, twin_resumable: bool = False, pin: bool = False) -> None:
     run = CLIENTS[client]
     against_events = client == AGAINST_EVENTS
     # The second kind of cell is the floor, or for useStream that client asking for `events` itself.
@@ -201,6 +230,7 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
         for i in range(servers):
             probes = (clocks[i], names[i]) if split else ()
             started[f"paired {i}"] = start_paired(capture, collections[f"paired {i}"], store, probes)
+        pinned = pin_apart([server.process.pid for server in started.values()]) if pin else ""
         cells: dict[tuple[str, str], Cell] = {("off", "off"): Cell(started["off"], run, False, collections["off"])}
         twin = twin or twin_resumable
         kinds = (JOURNAL, base, TWIN) if twin else (JOURNAL, base)
@@ -238,7 +268,8 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
         minutes = (time.monotonic() - began) / 60
         turns = f", new threads every round (turns 1-{-(-runs // threads)} after one)" if first_turns else ""
         print(f"\n{client}, `{capture}` on {servers} paired servers, journal store {store}: {rounds} interleaved"
-              f" rounds of {runs} runs per cell over {threads} threads{turns} ({minutes:.1f} min, round order {seed})")
+              f" rounds of {runs} runs per cell over {threads} threads{turns} ({minutes:.1f} min, round order {seed})"
+              + (f"; {pinned}" if pinned else ""))
         if against_events:
             print("excess over the same client asking for `events` itself in the same process: (cell - events)"
                   " / events, per run; pooled (5%-95%, servers and their rounds drawn again), and per round:"
@@ -304,7 +335,7 @@ async def main(args: argparse.Namespace) -> None:
     print_probe("at the start")
     for client in args.client or ["runs.wait"]:
         await measure(client, args.capture, args.servers, args.rounds, args.runs, args.threads, args.twin, args.store,
-                      args.promoted, args.split, args.seed, args.first_turns, args.twin_resumable)
+                      args.promoted, args.split, args.seed, args.first_turns, args.twin_resumable, args.pin)
     print()
     print_probe("at the end")
 
@@ -332,6 +363,8 @@ if __name__ == "__main__":
                         help="count the objects each cell's rounds move into the oldest generation (costs CPU)")
     parser.add_argument("--split", action="store_true",
                         help="split each kind of cell's CPU by thread and by kind of task (a clocked server is slower)")
+    parser.add_argument("--pin", action="store_true",
+                        help="every server on one CPU, the clients on the others (needs two CPUs; see `pin_apart`)")
     # A stopped benchmark stops the servers it started: SIGTERM unwinds like Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     asyncio.run(main(parser.parse_args()))

@@ -595,3 +595,40 @@ async def test_the_run_append_figure_stores_every_run_once_and_clocks_the_writer
         threads = [t for t in await journal.list_threads(limit=100) if t["thread_id"].startswith("run-append-")]
     assert len(threads) == 4 * 2
     assert {t["event_count"] for t in threads} == {len(run)}
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning apart needs two CPUs")
+def test_pinning_apart_puts_every_server_thread_on_one_cpu_and_the_clients_on_the_others():
+    mine = os.sched_getaffinity(0)
+    # A server stand-in with a second thread started before the pinning, and one after.
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys, threading, time\n"
+         "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+         "print('ready', flush=True); sys.stdin.readline()\n"
+         "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+         "print('started', flush=True); time.sleep(30)"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout.readline().strip() == "ready"
+        said = paired.pin_apart([child.pid])
+        server_cpu = max(mine)
+        assert os.sched_getaffinity(0) == mine - {server_cpu}
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "started"
+        tids = os.listdir(f"/proc/{child.pid}/task")
+        assert len(tids) == 3
+        assert {frozenset(os.sched_getaffinity(int(tid))) for tid in tids} == {frozenset({server_cpu})}
+        assert f"CPU {server_cpu}" in said
+    finally:
+        os.sched_setaffinity(0, mine)
+        child.kill()
+        child.wait()
+
+
+def test_pinning_apart_on_one_cpu_says_it_cannot(monkeypatch):
+    monkeypatch.setattr(paired.os, "sched_getaffinity", lambda pid: {0})
+    with pytest.raises(SystemExit, match="--pin needs two CPUs; this benchmark may use 1"):
+        paired.pin_apart([os.getpid()])
