@@ -61,6 +61,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import psutil
+
 from benchmarks.bridge import (
     CLIENTS,
     COLLECTIONS,
@@ -80,6 +82,7 @@ from benchmarks.bridge import (
     use_stream_resumable_events,
 )
 from benchmarks.full_collections import FullCollections, ProbeDirectory
+from benchmarks.process_cpu import tree
 from benchmarks.server_threads import ThreadNames
 from benchmarks.task_clock import TaskClock
 from benchmarks.floor_app import FLOOR_HEADER, PLAIN_HEADER
@@ -183,8 +186,9 @@ def report(name: str, pairs: list[tuple[list[tuple[float, ...]], list[tuple[floa
 
 
 def pin_apart(pids: list[int]) -> str:
-    """Every thread of the processes `pids` on the last CPU this benchmark may
-    use, the benchmark itself on the others; what it did, as printed.
+    """Every thread of the processes `pids` and of their descendants (whose CPU
+    a server's figure counts, `process_cpu.tree`) on the last CPU this
+    benchmark may use, the benchmark itself on the others; what it did, as printed.
 
     On a small machine the servers' event loop and the clients share the CPUs:
     a loop that waits for its client sleeps, wakes on another CPU with cold
@@ -196,11 +200,15 @@ def pin_apart(pids: list[int]) -> str:
     if len(cpus) < 2:
         raise SystemExit(f"--pin needs two CPUs; this benchmark may use {len(cpus)}")
     server_cpu, client_cpus = cpus[-1], set(cpus[:-1])
-    for pid in pids:
-        for tid in os.listdir(f"/proc/{pid}/task"):
+    for process in (process for pid in pids for process in tree(pid)):
+        try:
+            tids = [thread.id for thread in process.threads()]
+        except psutil.NoSuchProcess:
+            continue  # a process that ended meanwhile
+        for tid in tids:
             try:
-                os.sched_setaffinity(int(tid), {server_cpu})
-            except (ProcessLookupError, FileNotFoundError):
+                os.sched_setaffinity(tid, {server_cpu})
+            except ProcessLookupError:
                 pass  # a thread that ended meanwhile
     os.sched_setaffinity(0, client_cpus)
     return f"servers pinned to CPU {server_cpu}, clients to CPU {', '.join(map(str, sorted(client_cpus)))}"

@@ -600,10 +600,12 @@ async def test_the_run_append_figure_stores_every_run_once_and_clocks_the_writer
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning apart needs two CPUs")
 def test_pinning_apart_puts_every_server_thread_on_one_cpu_and_the_clients_on_the_others():
     mine = os.sched_getaffinity(0)
-    # A server stand-in with a second thread started before the pinning, and one after.
+    # A server stand-in with a second thread and a child process started before
+    # the pinning, and a third thread after.
     child = subprocess.Popen(
-        [sys.executable, "-c", "import sys, threading, time\n"
+        [sys.executable, "-c", "import subprocess, sys, threading, time\n"
          "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+         "grandchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
          "print('ready', flush=True); sys.stdin.readline()\n"
          "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
          "print('started', flush=True); time.sleep(30)"],
@@ -620,10 +622,14 @@ def test_pinning_apart_puts_every_server_thread_on_one_cpu_and_the_clients_on_th
         assert child.stdout.readline().strip() == "started"
         tids = os.listdir(f"/proc/{child.pid}/task")
         assert len(tids) == 3
+        (grandchild,) = psutil.Process(child.pid).children()
+        tids += [str(thread.id) for thread in grandchild.threads()]
         assert {frozenset(os.sched_getaffinity(int(tid))) for tid in tids} == {frozenset({server_cpu})}
         assert f"CPU {server_cpu}" in said
     finally:
         os.sched_setaffinity(0, mine)
+        for process in psutil.Process(child.pid).children():
+            process.kill()
         child.kill()
         child.wait()
 
