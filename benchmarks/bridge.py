@@ -115,11 +115,23 @@ from langgraph_sdk.client import LangGraphClient
 
 from benchmarks.compaction_lag import turn_compaction_lags
 from benchmarks.full_collections import Collections, FullCollections
-from benchmarks.task_clock import JOURNAL, SETTLED, TaskClock, grouped
-from benchmarks.process_cpu import probe_seconds, thread_seconds, threads_seconds, tree, tree_seconds
+from benchmarks.pinning import CpuSplit
+from benchmarks.process_cpu import (
+    probe_seconds,
+    thread_seconds,
+    threads_seconds,
+    tree,
+    tree_seconds,
+)
 from benchmarks.server_threads import LOOP, ThreadNames, split
+from benchmarks.task_clock import JOURNAL, SETTLED, TaskClock, grouped
 from journal_bridge.store import open_store
-from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
+from tests.harness.conversation import (
+    EARLY_SUMMARIZATION,
+    TURNS,
+    human,
+    wait_journal_idle,
+)
 from tests.harness.langgraph_server import LanggraphDevServer, project_config
 
 CAPTURES = ("off", "floor", "auto", "lean", "events", "floor-twin")
@@ -643,6 +655,7 @@ async def matrix(
     warm: int = 0,
     instances: int = 1,
     tasks: bool = False,
+    pin: CpuSplit | None = None,
 ) -> None:
     """Every client kind against every server, the cells interleaved round by round.
 
@@ -666,7 +679,9 @@ async def matrix(
     turn: the figure of a server serving without pause, not one whose turn
     comes after the other servers' turns have run through the machine's caches.
     With `tasks`, every server's event-loop tasks are clocked
-    (`benchmarks/task_clock.py`) and their CPU per run printed by kind.
+    (`benchmarks/task_clock.py`) and their CPU per run printed by kind. With
+    `pin`, every set's servers run on one CPU and the clients on the others
+    (`benchmarks/pinning.py`).
     """
     captures = tuple(c for c in CAPTURES if c in ("off", "floor") or c in captures)
     collections = {capture: FullCollections() for capture in captures}
@@ -684,6 +699,10 @@ async def matrix(
         instances = max(1, instances)
         for instance in range(instances):
             servers = start_servers(pace, collections, tuple(start_order(captures, instance)), clocks, thread_names)
+            if pin is not None:
+                pinned = pin.pin([server.process.pid for server in servers.values()])
+                if instance == 0:
+                    print(f"{label}: {pinned}")
             try:
                 plan = [(kind, capture, CLIENTS[kind]) for kind in clients for capture in captures]
                 if "useStream" in clients:
@@ -818,10 +837,13 @@ async def matrix(
               f"{during.seconds / max(during.full, 1) * 1000:.0f} ms each)")
 
 
-async def _soak_set(turns: int, threads: int, resumable: bool = False, instance: int = 0) -> dict[str, Any]:
+async def _soak_set(
+    turns: int, threads: int, resumable: bool = False, instance: int = 0, pin: CpuSplit | None = None
+) -> dict[str, Any]:
     """One set of soak servers, started afresh: per server, each turn's walls and
     CPU per run, and its RSS at the start, half way, the end and after every turn.
-    The servers start in an order shuffled per set, as the matrix's do."""
+    The servers start in an order shuffled per set, as the matrix's do; with
+    `pin`, they run on one CPU and the clients on the others."""
     env = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0"}
     settings = {
         "off": (False, env),
@@ -832,6 +854,7 @@ async def _soak_set(turns: int, threads: int, resumable: bool = False, instance:
     try:
         for name in start_order(settings, instance):
             servers[name] = quiet_dev_server(plugin=settings[name][0], env=settings[name][1])
+        pinned = pin.pin([server.process.pid for server in servers.values()]) if pin is not None else ""
         plain, events = (use_stream_resumable, use_stream_resumable_events) if resumable else (use_stream, use_stream_events)
         cells = {
             "off": Cell(servers["off"], plain, False),
@@ -863,7 +886,7 @@ async def _soak_set(turns: int, threads: int, resumable: bool = False, instance:
         for server in servers.values():
             server.stop()
     return {"walls": walls, "cpus": cpus, "rss_start": rss_start, "rss_half": rss_half, "rss_end": rss_end,
-            "rss_turns": rss_turns}
+            "rss_turns": rss_turns, "pinned": pinned}
 
 
 def soak_figure(sets: list[dict[str, Any]], server: str, what: str, turns_: slice) -> float:
@@ -879,7 +902,9 @@ def soak_ratio(sets: list[dict[str, Any]], name: str, base: str, what: str, turn
     return soak_figure(sets, name, what, turns_) / soak_figure(sets, base, what, turns_)
 
 
-async def soak(turns: int, threads: int, instances: int = 1, resumable: bool = False) -> None:
+async def soak(
+    turns: int, threads: int, instances: int = 1, resumable: bool = False, pin: CpuSplit | None = None
+) -> None:
     """Long conversations: does journaling cost grow with the thread?
 
     Three servers side by side: the useStream client without the plugin
@@ -892,14 +917,16 @@ async def soak(turns: int, threads: int, instances: int = 1, resumable: bool = F
     server's first turns move by a tenth from one process to the next).
     With `resumable`, the client asks for resumable streams, as useStream
     with `reconnectOnMount` does: the server keeps every frame of its runs.
+    With `pin`, the servers run on one CPU and the clients on the others.
     """
-    sets = [await _soak_set(turns, threads, resumable, instance) for instance in range(max(1, instances))]
+    sets = [await _soak_set(turns, threads, resumable, instance, pin) for instance in range(max(1, instances))]
     servers = ("off", "off+events", "auto")
     first, last = slice(0, 5), slice(turns - 5, turns)
     print()
     client = "useStream client with resumable streams" if resumable else "useStream client"
     print(f"soak: {turns} turns in each of {threads} threads after a warm-up turn, {client}, instant model"
-          + (f"; {len(sets)} sets of servers, started afresh, pooled" if len(sets) > 1 else ""))
+          + (f"; {len(sets)} sets of servers, started afresh, pooled" if len(sets) > 1 else "")
+          + (f"; {sets[0]['pinned']}" if sets[0]["pinned"] else ""))
     for label, turns_ in (("turns 1-5", first), (f"turns {turns - 4}-{turns}", last)):
         print(f"  {label:12} median wall s / server CPU ms per run: " + ", ".join(
             f"{n} {soak_figure(sets, n, 'wall', turns_):.3f} / {soak_figure(sets, n, 'CPU', turns_) * 1000:.1f}"
@@ -980,6 +1007,7 @@ def print_probe(when: str) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     parts = set(args.only or PARTS)
+    pin = CpuSplit() if args.pin else None
     print_probe("at the start")
     narrowed = {
         "clients": tuple(args.client or CLIENTS),
@@ -987,6 +1015,7 @@ async def main(args: argparse.Namespace) -> None:
         "warm": args.warm,
         "instances": args.instances,
         "tasks": args.tasks,
+        "pin": pin,
     }
     if "instant" in parts:
         await matrix("instant model (server CPU-bound)", 0.0, args.runs, args.threads, args.rounds, args.minutes,
@@ -995,7 +1024,7 @@ async def main(args: argparse.Namespace) -> None:
         await matrix(f"model paced at {args.pace * 1000:g} ms per token", args.pace, args.runs, args.threads,
                      args.rounds, args.minutes, **narrowed)
     if "soak" in parts:
-        await soak(args.soak_turns, args.soak_threads, args.instances, args.soak_resumable)
+        await soak(args.soak_turns, args.soak_threads, args.instances, args.soak_resumable, pin)
     if "lag" in parts:
         print()
         await measure_lag(args.compactions)
@@ -1031,6 +1060,9 @@ if __name__ == "__main__":
     parser.add_argument("--soak-resumable", action="store_true",
                         help="the soak's client asks for resumable streams (useStream's reconnectOnMount)")
     parser.add_argument("--compactions", type=int, default=20)
+    parser.add_argument("--pin", action="store_true",
+                        help="the matrices' and the soak's servers on one CPU, the clients on the others"
+                             " (needs two CPUs; see benchmarks/pinning.py)")
     # A stopped benchmark stops the servers it started: SIGTERM unwinds like Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     asyncio.run(main(parser.parse_args()))

@@ -38,7 +38,7 @@ server's threads share one CPU and the benchmark (the clients) the others:
 the event loop then stays on its CPU and seldom sleeps (about 20 voluntary
 switches per late-turn useStream run, against 100 to 235 unpinned), so the
 figure is the servers' work with little of what waking a cold loop costs
-(see `pin_apart`). With `--store memory` the journal
+(see `benchmarks/pinning.py`). With `--store memory` the journal
 writes to the in-memory store instead of the embedded SQLite file: the
 difference between the two figures is what storing on SQLite costs.
 
@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import secrets
 import signal
@@ -60,8 +59,6 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-
-import psutil
 
 from benchmarks.bridge import (
     CLIENTS,
@@ -81,11 +78,11 @@ from benchmarks.bridge import (
     use_stream_events,
     use_stream_resumable_events,
 )
+from benchmarks.floor_app import FLOOR_HEADER, PLAIN_HEADER
 from benchmarks.full_collections import FullCollections, ProbeDirectory
-from benchmarks.process_cpu import tree
+from benchmarks.pinning import CpuSplit
 from benchmarks.server_threads import ThreadNames
 from benchmarks.task_clock import TaskClock
-from benchmarks.floor_app import FLOOR_HEADER, PLAIN_HEADER
 from tests.harness.langgraph_server import LanggraphDevServer
 
 PAIRED_APP = Path(__file__).resolve().with_name("paired_app.py")
@@ -185,35 +182,6 @@ def report(name: str, pairs: list[tuple[list[tuple[float, ...]], list[tuple[floa
                 print(f"      server {index + 1}: per round {_spread(server)}")
 
 
-def pin_apart(pids: list[int]) -> str:
-    """Every thread of the processes `pids` and of their descendants (whose CPU
-    a server's figure counts, `process_cpu.tree`) on the last CPU this
-    benchmark may use, the benchmark itself on the others; what it did, as printed.
-
-    On a small machine the servers' event loop and the clients share the CPUs:
-    a loop that waits for its client sleeps, wakes on another CPU with cold
-    caches, and the same server code then costs more CPU per run the more often
-    it wakes. Pinned, that cost is the same in every cell; unpinned, it is
-    part of each cell's figure. A thread a server starts later inherits the
-    CPU of the thread that starts it."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        raise SystemExit(f"--pin needs two CPUs; this benchmark may use {len(cpus)}")
-    server_cpu, client_cpus = cpus[-1], set(cpus[:-1])
-    for process in (process for pid in pids for process in tree(pid)):
-        try:
-            tids = [thread.id for thread in process.threads()]
-        except psutil.NoSuchProcess:
-            continue  # a process that ended meanwhile
-        for tid in tids:
-            try:
-                os.sched_setaffinity(tid, {server_cpu})
-            except ProcessLookupError:
-                pass  # a thread that ended meanwhile
-    os.sched_setaffinity(0, client_cpus)
-    return f"servers pinned to CPU {server_cpu}, clients to CPU {', '.join(map(str, sorted(client_cpus)))}"
-
-
 async def fresh_threads(cell: Cell, threads: int) -> None:
     """New threads for `cell`, each given one turn that is not measured."""
     cell.threads = [(await cell.client.threads.create())["thread_id"] for _ in range(threads)]
@@ -239,7 +207,7 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
         for i in range(servers):
             probes = (clocks[i], names[i]) if split else ()
             started[f"paired {i}"] = start_paired(capture, collections[f"paired {i}"], store, probes)
-        pinned = pin_apart([server.process.pid for server in started.values()]) if pin else ""
+        pinned = CpuSplit().pin([server.process.pid for server in started.values()]) if pin else ""
         cells: dict[tuple[str, str], Cell] = {("off", "off"): Cell(started["off"], run, False, collections["off"])}
         twin = twin or twin_resumable
         kinds = (JOURNAL, base, TWIN) if twin else (JOURNAL, base)
@@ -373,7 +341,7 @@ if __name__ == "__main__":
     parser.add_argument("--split", action="store_true",
                         help="split each kind of cell's CPU by thread and by kind of task (a clocked server is slower)")
     parser.add_argument("--pin", action="store_true",
-                        help="every server on one CPU, the clients on the others (needs two CPUs; see `pin_apart`)")
+                        help="every server on one CPU, the clients on the others (needs two CPUs; see benchmarks/pinning.py)")
     # A stopped benchmark stops the servers it started: SIGTERM unwinds like Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     asyncio.run(main(parser.parse_args()))

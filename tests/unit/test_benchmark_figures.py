@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
-from benchmarks import bridge, paired, process_cpu, server_threads, task_clock
+from benchmarks import bridge, paired, pinning, process_cpu, server_threads, task_clock
 from benchmarks import store as store_bench
 from benchmarks.full_collections import PROBE, Collections, FullCollections, ProbeDirectory
 from benchmarks.task_clock import SETTLED, TaskClock, grouped
@@ -614,7 +614,8 @@ def test_pinning_apart_puts_every_server_thread_on_one_cpu_and_the_clients_on_th
     try:
         assert child.stdout is not None and child.stdin is not None
         assert child.stdout.readline().strip() == "ready"
-        said = paired.pin_apart([child.pid])
+        split = pinning.CpuSplit()
+        said = split.pin([child.pid])
         server_cpu = max(mine)
         assert os.sched_getaffinity(0) == mine - {server_cpu}
         child.stdin.write("go\n")
@@ -626,6 +627,18 @@ def test_pinning_apart_puts_every_server_thread_on_one_cpu_and_the_clients_on_th
         tids += [str(thread.id) for thread in grandchild.threads()]
         assert {frozenset(os.sched_getaffinity(int(tid))) for tid in tids} == {frozenset({server_cpu})}
         assert f"CPU {server_cpu}" in said
+        # A server started after the pinning (the soak's next set) starts on the
+        # clients' CPUs, as the benchmark now runs there; the same split still
+        # sends it to the servers' CPU.
+        later = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            assert os.sched_getaffinity(later.pid) == mine - {server_cpu}
+            split.pin([later.pid])
+            assert os.sched_getaffinity(later.pid) == {server_cpu}
+            assert os.sched_getaffinity(0) == mine - {server_cpu}
+        finally:
+            later.kill()
+            later.wait()
     finally:
         os.sched_setaffinity(0, mine)
         for process in psutil.Process(child.pid).children():
@@ -635,6 +648,6 @@ def test_pinning_apart_puts_every_server_thread_on_one_cpu_and_the_clients_on_th
 
 
 def test_pinning_apart_on_one_cpu_says_it_cannot(monkeypatch):
-    monkeypatch.setattr(paired.os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(pinning.os, "sched_getaffinity", lambda pid: {0})
     with pytest.raises(SystemExit, match="--pin needs two CPUs; this benchmark may use 1"):
-        paired.pin_apart([os.getpid()])
+        pinning.CpuSplit()
