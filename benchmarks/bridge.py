@@ -699,11 +699,11 @@ async def matrix(
         instances = max(1, instances)
         for instance in range(instances):
             servers = start_servers(pace, collections, tuple(start_order(captures, instance)), clocks, thread_names)
-            if pin is not None:
-                pinned = pin.pin([server.process.pid for server in servers.values()])
-                if instance == 0:
-                    print(f"{label}: {pinned}")
             try:
+                if pin is not None:
+                    pinned = pin.pin([server.process.pid for server in servers.values()])
+                    if instance == 0:
+                        print(f"{label}: {pinned}")
                 plan = [(kind, capture, CLIENTS[kind]) for kind in clients for capture in captures]
                 if "useStream" in clients:
                     plan.append(("useStream + events", "off", use_stream_events))
@@ -1026,6 +1026,8 @@ async def main(args: argparse.Namespace) -> None:
     if "soak" in parts:
         await soak(args.soak_turns, args.soak_threads, args.instances, args.soak_resumable, pin)
     if "lag" in parts:
+        if pin is not None:
+            pin.release()  # the lag is not a comparison of servers: not pinned
         print()
         await measure_lag(args.compactions)
     print()

@@ -27,6 +27,7 @@ class CpuSplit:
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) < 2:
             raise SystemExit(f"--pin needs two CPUs; this benchmark may use {len(cpus)}")
+        self.cpus = set(cpus)
         self.server_cpu = cpus[-1]
         self.client_cpus = set(cpus[:-1])
 
@@ -54,3 +55,7 @@ class CpuSplit:
         os.sched_setaffinity(0, self.client_cpus)
         clients = ", ".join(map(str, sorted(self.client_cpus)))
         return f"servers pinned to CPU {self.server_cpu}, clients to CPU {clients}"
+
+    def release(self) -> None:
+        """The benchmark back on every CPU it had: what it starts next is not pinned."""
+        os.sched_setaffinity(0, self.cpus)

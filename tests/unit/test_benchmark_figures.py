@@ -639,6 +639,8 @@ def test_pinning_apart_puts_every_server_thread_on_one_cpu_and_the_clients_on_th
         finally:
             later.kill()
             later.wait()
+        split.release()
+        assert os.sched_getaffinity(0) == mine
     finally:
         os.sched_setaffinity(0, mine)
         for process in psutil.Process(child.pid).children():
