@@ -27,7 +27,6 @@ class CpuSplit:
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) < 2:
             raise SystemExit(f"--pin needs two CPUs; this benchmark may use {len(cpus)}")
-        self.cpus = set(cpus)
         self.server_cpu = cpus[-1]
         self.client_cpus = set(cpus[:-1])
 
@@ -58,4 +57,4 @@ class CpuSplit:
 
     def release(self) -> None:
         """The benchmark back on every CPU it had: what it starts next is not pinned."""
-        os.sched_setaffinity(0, self.cpus)
+        os.sched_setaffinity(0, self.client_cpus | {self.server_cpu})
