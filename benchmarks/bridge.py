@@ -117,10 +117,12 @@ from benchmarks.compaction_lag import turn_compaction_lags
 from benchmarks.full_collections import Collections, FullCollections
 from benchmarks.pinning import CpuSplit
 from benchmarks.process_cpu import (
+    Scheduling,
     probe_seconds,
     thread_seconds,
     threads_seconds,
     tree,
+    tree_scheduling,
     tree_seconds,
 )
 from benchmarks.server_threads import LOOP, ThreadNames, split
@@ -252,6 +254,11 @@ class Cell:
         self.threads: list[str] = []
         self.durations: list[float] = []
         self.cpu = 0.0
+        # The benchmark's own CPU while the cell's runs ran: its clients' (the
+        # cells of a round run one after another).
+        self.client_cpu = 0.0
+        # The server's context switches and CPU migrations during the measured rounds.
+        self.scheduling = Scheduling()
         # CPU of the server's main thread, its event loop: where requests are served
         # and the journal's reader maps and queues (NaN where it cannot be read).
         self.loop_cpu = 0.0
@@ -284,6 +291,7 @@ class Cell:
         before = tree_seconds(pid)
         loop_before = _loop_seconds(self.server)
         collected = self.collections.totals() if self.collections else None
+        scheduled = tree_scheduling(pid)
         durations: list[float] = []
 
         async def drive(thread_id: str, count: int) -> None:
@@ -292,12 +300,15 @@ class Cell:
                 await self.run(self.client, thread_id, self.assistant_id, TURNS[(start + k) % len(TURNS)])
                 durations.append(time.perf_counter() - began)
 
+        client_before = time.process_time()
         await asyncio.gather(*(drive(t, n) for t, n in zip(self.threads, per_thread, strict=True)))
+        client_cpu = time.process_time() - client_before
         if self.journaled:
             await wait_journal_idle(self.server.url, timeout=300)
         else:
             await control_request(self.server.url)
         cpu = tree_seconds(pid) - before
+        scheduling = tree_scheduling(pid) - scheduled
         loop_cpu = _loop_seconds(self.server) - loop_before
         threads_after = threads_seconds(pid) if self.thread_names else {}
         tasks_after = await self._task_totals()
@@ -315,6 +326,8 @@ class Cell:
             self.during += during
         self.durations.extend(durations)
         self.cpu += cpu
+        self.client_cpu += client_cpu
+        self.scheduling += scheduling
         self.loop_cpu += loop_cpu
         self.rounds.append((
             statistics.median(durations), cpu / len(durations), (cpu - during.seconds) / len(durations),

@@ -27,8 +27,12 @@ Printed: the excess per round and per server (median, min, max), and pooled
 over every server and round, (journal CPU - floor CPU) / off CPU, with its
 5-95% interval with the servers drawn again and then their rounds; the same
 without the rounds' full collections; the same with the full collections
-shared by the collections that bring them on (`spread_collections`); and how
-many full collections came in each cell's rounds. The cells' order in each
+shared by the collections that bring them on (`spread_collections`); how
+many full collections came in each cell's rounds; and per cell, its clients'
+CPU (the benchmark's own while the cell's runs ran) and how often the server's
+threads slept, were preempted and moved to another CPU per run: on a machine
+the clients share with the servers, a cell whose clients work less leaves the
+servers a CPU to spread over. The cells' order in each
 round is drawn from `--seed` (random unless given, and printed). With
 `--twin`, a second floor cell on every server gives the method's own zero:
 floor against floor; with `--twin-resumable` (useStream) the twin asks for
@@ -265,6 +269,12 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
                       f" {during.full} full collections in its rounds ({during.seconds * 1000:.0f} ms),"
                       f" {statistics.mean(r[COLLECTIONS] for r in mine):.3f} middle and full ones per run"
                       + (f", {during.promoted / len(mine) / runs:.0f} objects promoted per run" if promoted else ""))
+                cell = cells[f"paired {i}", kind]
+                per_run = len(cell.durations) or 1
+                print(f"      its clients {cell.client_cpu / per_run * 1000:.2f} ms of the benchmark's CPU per run;"
+                      f" the server's threads per run: {cell.scheduling.voluntary / per_run:.1f} sleeps,"
+                      f" {cell.scheduling.involuntary / per_run:.1f} preemptions,"
+                      f" {cell.scheduling.migrations / per_run:.1f} moves to another CPU")
         against = "`events` itself" if against_events else "the floor"
         report(f"`{capture}` against {against}", [(spread[i, JOURNAL], spread[i, base]) for i in range(servers)], off,
                against_floor=not against_events)

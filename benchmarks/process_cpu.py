@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
 import psutil
 
@@ -75,6 +76,59 @@ def threads_seconds(pid: int) -> dict[int, float]:
         return {}
     readings = ((tid, thread_seconds(pid, tid)) for tid in tids)
     return {tid: seconds for tid, seconds in readings if seconds is not None}
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """How often the kernel took a process tree's threads off their CPU (they
+    slept: `voluntary`; they were preempted: `involuntary`) and moved them to
+    another CPU (`migrations`), summed over its live threads."""
+
+    voluntary: int = 0
+    involuntary: int = 0
+    migrations: int = 0
+
+    def __sub__(self, other: Scheduling) -> Scheduling:
+        return Scheduling(self.voluntary - other.voluntary, self.involuntary - other.involuntary,
+                          self.migrations - other.migrations)
+
+    def __add__(self, other: Scheduling) -> Scheduling:
+        return Scheduling(self.voluntary + other.voluntary, self.involuntary + other.involuntary,
+                          self.migrations + other.migrations)
+
+
+def _thread_scheduling(pid: int, tid: int) -> Scheduling:
+    counts = {"voluntary_ctxt_switches": 0, "nonvoluntary_ctxt_switches": 0, "se.nr_migrations": 0}
+    for name in ("status", "sched"):  # `sched` only on kernels keeping scheduler statistics
+        try:
+            with open(f"/proc/{pid}/task/{tid}/{name}") as lines:
+                for line in lines:
+                    key, _, value = line.partition(":")
+                    key = key.strip()
+                    if key in counts:
+                        counts[key] = int(value.split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return Scheduling(counts["voluntary_ctxt_switches"], counts["nonvoluntary_ctxt_switches"],
+                      counts["se.nr_migrations"])
+
+
+def tree_scheduling(pid: int) -> Scheduling:
+    """Context switches and CPU migrations so far of a process's and its live
+    descendants' live threads (a thread that has exited takes its counts along)."""
+    total = Scheduling()
+    try:
+        processes = tree(pid)
+    except psutil.NoSuchProcess:
+        return total
+    for process in processes:
+        try:
+            tids = [int(tid) for tid in os.listdir(f"/proc/{process.pid}/task")]
+        except (OSError, ValueError, psutil.NoSuchProcess):
+            continue
+        for tid in tids:
+            total += _thread_scheduling(process.pid, tid)
+    return total
 
 
 # The probe's fixed work: about 0.7 s of CPU on the machine this was written on.

@@ -146,6 +146,41 @@ def test_the_event_loop_figure_is_the_main_threads_cpu_alone():
     assert process_cpu.thread_seconds(child.pid, child.pid) is None  # gone: no figure, not a stale one
 
 
+_SLEEPER = """
+import sys, threading, time
+print("ready", flush=True)
+sys.stdin.readline()
+napped, forever = threading.Event(), threading.Event()
+def naps():
+    for _ in range(200):
+        time.sleep(0.001)
+    napped.set()
+    forever.wait()
+threading.Thread(target=naps, daemon=True).start()
+napped.wait()
+print("done", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_scheduling_counts_add_up_every_live_thread_s_sleeps():
+    child = subprocess.Popen([sys.executable, "-c", _SLEEPER], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        before = process_cpu.tree_scheduling(child.pid)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "done"
+        after = process_cpu.tree_scheduling(child.pid)
+    finally:
+        child.stdin.close()
+        child.wait(10)
+    # The worker's 200 naps are 200 sleeps of its own, counted while it lives.
+    assert 200 <= (after - before).voluntary < 400
+    assert process_cpu.tree_scheduling(child.pid) == process_cpu.Scheduling()  # gone: nothing to read
+
+
 def test_the_figure_beside_full_collections_pools_the_cpu_less_the_collections():
     cells = {
         # Off's second round took a full collection of 0.010 s per run.
