@@ -40,9 +40,11 @@ resumable streams, as the plugin makes the journal's runs: what the runtime
 keeping their frames costs, beside the journal's excess. With `--pin` every
 server's threads share one CPU and the benchmark (the clients) the others:
 the event loop then stays on its CPU and seldom sleeps (about 20 voluntary
-switches per late-turn useStream run, against 100 to 235 unpinned), so the
-figure is the servers' work with little of what waking a cold loop costs
-(see `benchmarks/pinning.py`). With `--store memory` the journal
+switches of the loop's thread per late-turn useStream run, against 100 to 235
+unpinned), no server thread changes CPU (unpinned, useStream's `auto` cell
+makes about 177 such changes per run, its `events` reference 16: that
+client's own parsing keeps the other CPU busy), and the figure is the
+servers' work alike in both cells (see `benchmarks/pinning.py`). With `--store memory` the journal
 writes to the in-memory store instead of the embedded SQLite file: the
 difference between the two figures is what storing on SQLite costs.
 
