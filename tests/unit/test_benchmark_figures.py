@@ -129,16 +129,23 @@ sys.stdin.read()
 """
 
 
-def test_the_event_loop_figure_is_the_main_threads_cpu_alone():
-    child = subprocess.Popen([sys.executable, "-c", _MAIN_AND_WORKER], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+@contextlib.contextmanager
+def _python_child(script: str) -> Iterator[subprocess.Popen[str]]:
+    """`script` in a Python process of its own, talked to through its stdin and
+    stdout; on leaving, its stdin is closed and it is waited for."""
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        assert child.stdout.readline().strip() == "done"
-        main = process_cpu.thread_seconds(child.pid, child.pid)
-        whole = process_seconds(psutil.Process(child.pid))
+        yield child
     finally:
         child.stdin.close()
         child.wait(10)
+
+
+def test_the_event_loop_figure_is_the_main_threads_cpu_alone():
+    with _python_child(_MAIN_AND_WORKER) as child:
+        assert child.stdout.readline().strip() == "done"
+        main = process_cpu.thread_seconds(child.pid, child.pid)
+        whole = process_seconds(psutil.Process(child.pid))
     assert main is not None
     # The main thread spun 0.1 s (plus the interpreter's start); the worker's 0.4 s is not in it.
     assert 0.09 < main < 0.3
@@ -164,18 +171,13 @@ sys.stdin.read()
 
 
 def test_the_scheduling_counts_add_up_every_live_thread_s_sleeps():
-    child = subprocess.Popen([sys.executable, "-c", _SLEEPER], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    try:
+    with _python_child(_SLEEPER) as child:
         assert child.stdout.readline().strip() == "ready"
         before = process_cpu.tree_scheduling(child.pid)
         child.stdin.write("go\n")
         child.stdin.flush()
         assert child.stdout.readline().strip() == "done"
         after = process_cpu.tree_scheduling(child.pid)
-    finally:
-        child.stdin.close()
-        child.wait(10)
     # The worker's 200 naps are 200 sleeps of its own, counted while it lives.
     assert 200 <= (after - before).voluntary < 400
     assert process_cpu.tree_scheduling(child.pid) == process_cpu.Scheduling()  # gone: nothing to read
