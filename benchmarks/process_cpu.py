@@ -67,14 +67,18 @@ def thread_seconds(pid: int, tid: int) -> float | None:
         return None
 
 
+def _thread_ids(pid: int) -> list[int]:
+    """The kernel ids of another process's live threads (none once it is gone)."""
+    try:
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    except (OSError, ValueError):
+        return []
+
+
 def threads_seconds(pid: int) -> dict[int, float]:
     """CPU seconds so far of each live thread of another process, by kernel
     thread id (empty where the kernel keeps no scheduler statistics)."""
-    try:
-        tids = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
-    except (OSError, ValueError):
-        return {}
-    readings = ((tid, thread_seconds(pid, tid)) for tid in tids)
+    readings = ((tid, thread_seconds(pid, tid)) for tid in _thread_ids(pid))
     return {tid: seconds for tid, seconds in readings if seconds is not None}
 
 
@@ -122,11 +126,7 @@ def tree_scheduling(pid: int) -> Scheduling:
     except psutil.NoSuchProcess:
         return total
     for process in processes:
-        try:
-            tids = [int(tid) for tid in os.listdir(f"/proc/{process.pid}/task")]
-        except (OSError, ValueError, psutil.NoSuchProcess):
-            continue
-        for tid in tids:
+        for tid in _thread_ids(process.pid):
             total += _thread_scheduling(process.pid, tid)
     return total
 
