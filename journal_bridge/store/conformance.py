@@ -207,6 +207,25 @@ class RunEventStoreConformance:
         assert [e.content for e in stored] == ["x0", "y0", "x1"]
         assert seqs(stored) == [1, 1, 2]
 
+    async def test_a_large_batch_over_two_threads_is_stored_whole_in_order(self, store):
+        # 250 records of 10 columns: more parameters than SQLite before 3.32
+        # takes in one statement.
+        batch = [
+            event(thread_id=t, content=f"{t}{i}", source_key=f"{t}-{i}")
+            for i in range(125)
+            for t in ("x", "y")
+        ]
+        stored = await store.put_batch(batch)
+        assert [e.content for e in stored] == [e.content for e in batch]
+        for thread_id in ("x", "y"):
+            events = await store.list_events(thread_id, "run-1", limit=500)
+            assert [e.seq for e in events] == list(range(1, 126))
+            assert [e.content for e in events] == [f"{thread_id}{i}" for i in range(125)]
+            assert await store.last_seq(thread_id) == 125
+        again = await store.put_batch(batch[:3])
+        assert [(e.thread_id, e.seq) for e in again] == [("x", 1), ("y", 1), ("x", 2)]
+        assert await store.last_seq("x") == 125
+
     async def test_empty_batch_writes_nothing(self, store):
         assert await store.put_batch([]) == []
         assert await store.list_threads() == []
