@@ -88,7 +88,10 @@ async def test_the_wheel_serves_a_users_graph_with_the_plugin(dists, tmp_path):
         "graphs": {"agent": "./my_agent.py:graph"},
         "http": {"app": "journal_bridge.server:app"},
     }
-    server = LanggraphDevServer(config=config, workdir=project, program=[str(env_dir / "bin" / "langgraph")])
+    # The installed wheel is what serves, not this checkout.
+    server = LanggraphDevServer(
+        config=config, workdir=project, program=[str(env_dir / "bin" / "langgraph")], imports_checkout=False
+    )
     # `langgraph dev` reads dependencies relative to its config file: keep it in the project.
     with server:
         from langgraph_sdk import get_client

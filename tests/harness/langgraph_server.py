@@ -17,9 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.harness.server_process import ServerProcess, answers_ok
+from tests.harness.server_process import PROJECT_ROOT, ServerProcess, answers_ok
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # Graphs, apps, auth handlers and scripts the tests give the servers they start.
 HARNESS = Path(__file__).resolve().parent
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
@@ -100,13 +99,14 @@ class LanggraphDevServer(ServerProcess):
         n_jobs_per_worker: int = 4,
         startup_timeout: float = 90.0,
         program: list[str] | None = None,
+        imports_checkout: bool = True,
     ) -> None:
         if workdir is None:
             # A directory of its own, gone when this process ends (the server may be
             # stopped and started again on it, or its journal read after it stopped).
             workdir = Path(tempfile.mkdtemp(prefix="journal-bridge-dev-"))
             atexit.register(shutil.rmtree, workdir, ignore_errors=True)
-        super().__init__(workdir, startup_timeout=startup_timeout)
+        super().__init__(workdir, startup_timeout=startup_timeout, imports_checkout=imports_checkout)
         # What runs `dev`: this environment's `langgraph` CLI, another one, or a
         # launcher that ends in it.
         self.program = program if program is not None else [str(LANGGRAPH)]

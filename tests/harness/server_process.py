@@ -19,6 +19,10 @@ from typing import Any
 
 import httpx
 
+# The checkout these tests belong to: its package is the one a server imports,
+# whichever checkout the environment's editable install points at.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -40,8 +44,10 @@ class ServerProcess:
     name = "server"
     stop_timeout = 20.0
 
-    def __init__(self, workdir: Path, *, startup_timeout: float) -> None:
+    def __init__(self, workdir: Path, *, startup_timeout: float, imports_checkout: bool = True) -> None:
         self.workdir = workdir
+        # The server imports this checkout's package, ahead of any installed copy.
+        self.imports_checkout = imports_checkout
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen[bytes] | None = None
@@ -63,6 +69,8 @@ class ServerProcess:
         port = free_port()
         cmd = [*program, "--config", str(config_path), "--host", "127.0.0.1", "--port", str(port), *options]
         env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false", **env}
+        if self.imports_checkout:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(PROJECT_ROOT)]))
         with open(self.log_path, "ab" if append_log else "wb") as log:
             self.process = subprocess.Popen(
                 cmd,
