@@ -578,6 +578,20 @@ def print_loop_threads(cells: dict[tuple[str, str], Cell], kinds: list[str], cap
         print(row)
 
 
+def print_scheduling(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: tuple[str, ...]) -> None:
+    """Per cell and per run, the benchmark's CPU while the cell's runs ran (its
+    clients') and the server's threads' sleeps, preemptions and moves to another
+    CPU: unpinned, a cell whose clients leave a CPU idle has the server's
+    threads woken there, which costs the server CPU the other cells do not pay."""
+    print("per run: the cell's clients' CPU (the benchmark's), and the server's threads' sleeps, preemptions "
+          "and moves to another CPU")
+    for kind, capture, cell in cell_rows(cells, kinds, captures):
+        runs = len(cell.durations)
+        print(f"  {kind:20}{capture:12}clients {cell.client_cpu / runs * 1000:6.2f} ms   "
+              f"sleeps {cell.scheduling.voluntary / runs:7.1f}   preemptions {cell.scheduling.involuntary / runs:6.1f}"
+              f"   moves {cell.scheduling.migrations / runs:6.1f}")
+
+
 def print_threads(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: tuple[str, ...]) -> None:
     """Per cell, the server's CPU per run split by thread (`benchmarks/server_threads.py`):
     the event loop, the SQLite connections, the executor pool, and the rest by
@@ -831,6 +845,7 @@ async def matrix(
                     print(row + per_set(kind, capture, figure, BOTH_FLOORS))
         print()
     print_loop_threads(cells, kinds, captures)
+    print_scheduling(cells, kinds, captures)
     print_threads(cells, kinds, captures)
     if tasks:
         print_tasks(cells, kinds, captures)

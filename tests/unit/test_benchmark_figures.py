@@ -183,6 +183,22 @@ def test_the_scheduling_counts_add_up_every_live_thread_s_sleeps():
     assert process_cpu.tree_scheduling(child.pid) == process_cpu.Scheduling()  # gone: nothing to read
 
 
+def test_the_matrix_prints_each_cells_clients_cpu_and_scheduling_per_run(capsys):
+    def cell(runs: int, client_cpu: float, sleeps: int, moves: int) -> SimpleNamespace:
+        return SimpleNamespace(durations=[0.1] * runs, client_cpu=client_cpu,
+                               scheduling=process_cpu.Scheduling(voluntary=sleeps, involuntary=runs, migrations=moves))
+
+    cells = {("useStream", "auto"): cell(20, 0.24, 20_000, 3540), ("useStream", "events"): cell(10, 0.6, 8300, 160),
+             ("useStream", "lean"): cell(0, 0.0, 0, 0)}
+    bridge.print_scheduling(cells, ["useStream"], ("events", "auto", "lean"))
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert len(lines) == 2  # a cell without runs has no row
+    assert lines[0].split() == ["useStream", "events", "clients", "60.00", "ms", "sleeps", "830.0",
+                                "preemptions", "1.0", "moves", "16.0"]
+    assert lines[1].split() == ["useStream", "auto", "clients", "12.00", "ms", "sleeps", "1000.0",
+                                "preemptions", "1.0", "moves", "177.0"]
+
+
 def test_the_figure_beside_full_collections_pools_the_cpu_less_the_collections():
     cells = {
         # Off's second round took a full collection of 0.010 s per run.
