@@ -44,7 +44,11 @@ switches of the loop's thread per late-turn useStream run, against 100 to 235
 unpinned), no server thread changes CPU (unpinned, useStream's `auto` cell
 makes about 177 such changes per run, its `events` reference 16: that
 client's own parsing keeps the other CPU busy), and the figure is the
-servers' work alike in both cells (see `benchmarks/pinning.py`). With `--store memory` the journal
+servers' work alike in both cells (see `benchmarks/pinning.py`). With
+`--busy-beside-journal`, unpinned, a process spins on a CPU while the
+journal's cell runs, as the `events` reference's parsing does in its own:
+both cells then leave the servers the same room, and the figure is their
+work alike without pinning. With `--store memory` the journal
 writes to the in-memory store instead of the embedded SQLite file: the
 difference between the two figures is what storing on SQLite costs.
 
@@ -56,12 +60,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
 import secrets
 import signal
 import statistics
+import subprocess
+import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -118,6 +126,20 @@ def start_paired(capture: str, collections: FullCollections, store: str = "sqlit
         **{key: value for probe in probes for key, value in probe.env.items()},
     }
     return quiet_dev_server(env=env, http={"app": f"{PAIRED_APP}:app"})
+
+
+@contextlib.contextmanager
+def busy_process(on: bool = True) -> Iterator[None]:
+    """With `on`, a process spinning on a CPU while the block runs (stopped after it)."""
+    if not on:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def spread_collections(cells: list[Cell]) -> list[list[tuple[float, ...]]]:
@@ -197,7 +219,8 @@ async def fresh_threads(cell: Cell, threads: int) -> None:
 
 async def measure(client: str, capture: str, servers: int, rounds: int, runs: int, threads: int, twin: bool,
                   store: str = "sqlite", promoted: bool = False, split: bool = False, seed: str = "0",
-                  first_turns: bool = False, twin_resumable: bool = False, pin: CpuSplit | None = None) -> None:
+                  first_turns: bool = False, twin_resumable: bool = False, pin: CpuSplit | None = None,
+                  busy_beside_journal: bool = False) -> None:
     run = CLIENTS[client]
     against_events = client == AGAINST_EVENTS
     # The second kind of cell is the floor, or for useStream that client asking for `events` itself.
@@ -242,7 +265,8 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
                 for key in order:
                     await fresh_threads(cells[key], threads)
             for key in order:
-                await cells[key].round(runs)
+                with busy_process(busy_beside_journal and key[1] == JOURNAL):
+                    await cells[key].round(runs)
         (off,) = spread_collections([cells["off", "off"]])
         spread = {}
         for i in range(servers):
@@ -252,7 +276,8 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
         turns = f", new threads every round (turns 1-{-(-runs // threads)} after one)" if first_turns else ""
         print(f"\n{client}, `{capture}` on {servers} paired servers, journal store {store}: {rounds} interleaved"
               f" rounds of {runs} runs per cell over {threads} threads{turns} ({minutes:.1f} min, round order {seed})"
-              + (f"; {pinned}" if pinned else ""))
+              + (f"; {pinned}" if pinned else "")
+              + ("; a busy process beside the journal cell's clients" if busy_beside_journal else ""))
         if against_events:
             print("excess over the same client asking for `events` itself in the same process: (cell - events)"
                   " / events, per run; pooled (5%-95%, servers and their rounds drawn again), and per round:"
@@ -326,7 +351,8 @@ async def main(args: argparse.Namespace) -> None:
     print_probe("at the start")
     for client in args.client or ["runs.wait"]:
         await measure(client, args.capture, args.servers, args.rounds, args.runs, args.threads, args.twin, args.store,
-                      args.promoted, args.split, args.seed, args.first_turns, args.twin_resumable, pin)
+                      args.promoted, args.split, args.seed, args.first_turns, args.twin_resumable, pin,
+                      args.busy_beside_journal)
     print()
     print_probe("at the end")
 
@@ -356,6 +382,9 @@ if __name__ == "__main__":
                         help="split each kind of cell's CPU by thread and by kind of task (a clocked server is slower)")
     parser.add_argument("--pin", action="store_true",
                         help="every server on one CPU, the clients on the others (needs two CPUs; see benchmarks/pinning.py)")
+    parser.add_argument("--busy-beside-journal", action="store_true",
+                        help="a process spinning on a CPU while the journal's cell runs: unpinned, the room the"
+                             " `events` reference's clients take in their own rounds")
     # A stopped benchmark stops the servers it started: SIGTERM unwinds like Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     asyncio.run(main(parser.parse_args()))

@@ -199,6 +199,22 @@ def test_the_matrix_prints_each_cells_clients_cpu_and_scheduling_per_run(capsys)
                                 "preemptions", "1.0", "moves", "177.0"]
 
 
+def test_the_busy_process_spins_only_while_its_block_runs():
+    me = psutil.Process()
+    with paired.busy_process(False):
+        assert me.children() == []
+    with paired.busy_process():
+        (spinner,) = me.children()
+        for _ in range(200):  # it spins: its CPU grows while this process sleeps
+            time.sleep(0.05)
+            times = spinner.cpu_times()
+            if times.user + times.system >= 0.05:
+                break
+        assert times.user + times.system >= 0.05
+    assert not spinner.is_running()
+    assert me.children() == []
+
+
 def test_the_figure_beside_full_collections_pools_the_cpu_less_the_collections():
     cells = {
         # Off's second round took a full collection of 0.010 s per run.
