@@ -578,6 +578,14 @@ def print_loop_threads(cells: dict[tuple[str, str], Cell], kinds: list[str], cap
         print(row)
 
 
+def room_per_run(cell: Cell) -> tuple[float, float, float, float]:
+    """Per measured run of `cell`: its clients' CPU in ms (the benchmark's), and
+    its server's threads' sleeps, preemptions and moves to another CPU."""
+    runs = len(cell.durations) or 1
+    counts = cell.scheduling
+    return cell.client_cpu / runs * 1000, counts.voluntary / runs, counts.involuntary / runs, counts.migrations / runs
+
+
 def print_scheduling(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: tuple[str, ...]) -> None:
     """Per cell and per run, the benchmark's CPU while the cell's runs ran (its
     clients') and the server's threads' sleeps, preemptions and moves to another
@@ -586,10 +594,9 @@ def print_scheduling(cells: dict[tuple[str, str], Cell], kinds: list[str], captu
     print("per run: the cell's clients' CPU (the benchmark's), and the server's threads' sleeps, preemptions "
           "and moves to another CPU")
     for kind, capture, cell in cell_rows(cells, kinds, captures):
-        runs = len(cell.durations)
-        print(f"  {kind:20}{capture:12}clients {cell.client_cpu / runs * 1000:6.2f} ms   "
-              f"sleeps {cell.scheduling.voluntary / runs:7.1f}   preemptions {cell.scheduling.involuntary / runs:6.1f}"
-              f"   moves {cell.scheduling.migrations / runs:6.1f}")
+        clients, sleeps, preemptions, moves = room_per_run(cell)
+        print(f"  {kind:20}{capture:12}clients {clients:6.2f} ms   sleeps {sleeps:7.1f}   "
+              f"preemptions {preemptions:6.1f}   moves {moves:6.1f}")
 
 
 def print_threads(cells: dict[tuple[str, str], Cell], kinds: list[str], captures: tuple[str, ...]) -> None:

@@ -88,6 +88,7 @@ from benchmarks.bridge import (
     print_tasks,
     print_threads,
     quiet_dev_server,
+    room_per_run,
     start_server,
     use_stream_events,
     use_stream_resumable_events,
@@ -296,12 +297,9 @@ async def measure(client: str, capture: str, servers: int, rounds: int, runs: in
                       f" {during.full} full collections in its rounds ({during.seconds * 1000:.0f} ms),"
                       f" {statistics.mean(r[COLLECTIONS] for r in mine):.3f} middle and full ones per run"
                       + (f", {during.promoted / len(mine) / runs:.0f} objects promoted per run" if promoted else ""))
-                cell = cells[f"paired {i}", kind]
-                per_run = len(cell.durations) or 1
-                print(f"      its clients {cell.client_cpu / per_run * 1000:.2f} ms of the benchmark's CPU per run;"
-                      f" the server's threads per run: {cell.scheduling.voluntary / per_run:.1f} sleeps,"
-                      f" {cell.scheduling.involuntary / per_run:.1f} preemptions,"
-                      f" {cell.scheduling.migrations / per_run:.1f} moves to another CPU")
+                clients, sleeps, preemptions, moves = room_per_run(cells[f"paired {i}", kind])
+                print(f"      its clients {clients:.2f} ms of the benchmark's CPU per run; the server's threads per"
+                      f" run: {sleeps:.1f} sleeps, {preemptions:.1f} preemptions, {moves:.1f} moves to another CPU")
         against = "`events` itself" if against_events else "the floor"
         report(f"`{capture}` against {against}", [(spread[i, JOURNAL], spread[i, base]) for i in range(servers)], off,
                against_floor=not against_events)
