@@ -71,7 +71,7 @@ from journal_bridge.delivery.spool import spool_path
 from journal_bridge.host.modes import EVENTS_MODE, requested_modes
 from journal_bridge.host.run_objects import run_checkpoint
 from journal_bridge.host.sdk import SdkClient, SdkRuns
-from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.mapping.capture_setting import EVENTS_PATH_MODES, Capture
 from journal_bridge.mapping.reader import RunSource
 from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
 from journal_bridge.model.timestamps import parse_time
@@ -105,7 +105,7 @@ _CURSOR_VERSION = 1
 def _capture_of(modes: list[str]) -> Capture | None:
     """How a run created with `modes` is read: from `events`, else from `values` (+ `custom`)."""
     if EVENTS_MODE in modes:
-        return Capture("events", (EVENTS_MODE,), ())
+        return Capture("events", EVENTS_PATH_MODES, ())
     if "values" in modes:
         return Capture("state", tuple(m for m in _STATE_MODES if m in modes), ())
     return None

@@ -39,7 +39,7 @@ from journal_bridge.delivery.queue import DeliveryQueue, DeliveryStats
 from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import CANCELLED, ERRORED, INTERRUPTED
 from journal_bridge.host.sdk import SdkClient
-from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.mapping.capture_setting import EVENTS_PATH_MODES, Capture
 from journal_bridge.mapping.events_mapper import RunMapper
 from journal_bridge.mapping.reader import (
     OWNERS,
@@ -66,8 +66,9 @@ _RECENT_RUNS = 4096
 # How many runs found read by another process the bridge remembers.
 _ELSEWHERE_RUNS = 4096
 
-# A run its client created with `events` (and resumable): read from that mode alone.
-EVENTS_CAPTURE = Capture("events", (EVENTS_MODE,), ())
+# A run its client created with `events` (and resumable): read from its callbacks and
+# states (a run created without `values` shows its states in its root's end alone).
+EVENTS_CAPTURE = Capture("events", EVENTS_PATH_MODES, ())
 
 
 @dataclass

@@ -3,16 +3,18 @@
 The setting (`JOURNAL_BRIDGE_CAPTURE`, `journal_bridge.settings`) chooses:
 
 - `auto` (default): a run whose client already streams tokens (`messages`,
-  `messages-tuple` or `events`) is captured from `events` -- its model calls
-  stream anyway, so adding `events` changes nothing about how they run; any
-  other run from `values` + `custom`, which leave execution untouched;
-- `events`: always from `events` (the only mode that carries custom events a
+  `messages-tuple` or `events`) is captured from `events` and `values` -- its
+  model calls stream anyway, so adding `events` changes nothing about how they
+  run; any other run from `values` + `custom`, which leave execution untouched;
+- `events`: always from `events` and `values` (`events` is the only mode that carries custom events a
   middleware sends through `adispatch_custom_event` alone); every model call
   of every run is then streamed instead of invoked;
 - `lean`: never `events`.
 
-Both paths yield the same message, marker and outputs records (see
-`journal_bridge.model.records`).
+Both paths read the conversation from `values` -- what the run committed to
+the thread's messages -- and yield the same message, marker and outputs
+records (see `journal_bridge.model.records`); `events` adds the calls that
+never reached the conversation, as hidden records.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from journal_bridge.host.modes import EVENTS_MODE
 
 __all__ = [
+    "EVENTS_PATH_MODES",
     "TOKEN_MODES",
     "Capture",
     "CaptureSetting",
@@ -35,6 +38,8 @@ __all__ = [
 TOKEN_MODES = frozenset({"messages", "messages-tuple", EVENTS_MODE})
 
 _STATE_MODES = ("values", "custom")
+# The events path: the callbacks, and the states that say what the run committed.
+EVENTS_PATH_MODES = (EVENTS_MODE, "values")
 
 
 class CaptureSetting(enum.StrEnum):
@@ -80,7 +85,7 @@ def _plan_capture(client_modes: tuple[str, ...], setting: CaptureSetting) -> Cap
         setting is CaptureSetting.AUTO and any(mode in TOKEN_MODES for mode in asked)
     )
     if use_events:
-        modes: tuple[str, ...] = (EVENTS_MODE,)
+        modes: tuple[str, ...] = EVENTS_PATH_MODES
     else:
         modes = _STATE_MODES
     added = tuple(mode for mode in modes if mode not in asked)

@@ -21,15 +21,17 @@ run journals one marker per compaction in every case:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from journal_bridge.model import records
 from journal_bridge.model.records import Draft
 
-__all__ = ["Compactions", "is_removal", "message_ids", "summary_ids", "summary_text"]
+__all__ = ["Compactions", "condensed_view", "is_removal", "message_ids", "summary_ids", "summary_text"]
 
 REMOVE_ALL = "__remove_all__"
+SYSTEM = "system"
 
 
 def _summary_prefix() -> tuple[str, str]:
@@ -69,23 +71,75 @@ def message_ids(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def summary_ids(messages: Sequence[Mapping[str, Any]]) -> set[str]:
-    """The ids of the summaries a compaction put among `messages` (marked in their
-    `additional_kwargs`, empty on most messages: looked at first)."""
+    """The ids of the messages among `messages` that are state rather than
+    conversation: summaries a compaction put there (`records.is_summary_message`)
+    and system messages (a summarizer node's running summary, a prompt); a
+    compaction that replaces only these condenses nothing."""
     return {
         str(m["id"]) for m in messages
-        if m.get("additional_kwargs") and m.get("id") and records.is_summary_message(m)
+        if m.get("id") and (m.get("type") == SYSTEM or records.is_summary_message(m))
     }
 
 
 def _summary_key(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, str] | None:
-    """A state key other than `messages` that now holds new text: where the summary went
-    (a key named for it first)."""
-    changed = [
-        (key, value) for key, value in after.items()
-        if key != "messages" and isinstance(value, str) and value and before.get(key) != value
-    ]
+    """A state key other than `messages` that holds the summary: one that now holds
+    new text (a key named for it first), else a key named for it whose text a
+    later compaction wrote again unchanged."""
+    texts = [(key, value) for key, value in after.items() if key != "messages" and isinstance(value, str) and value]
+    changed = [(key, value) for key, value in texts if before.get(key) != value]
     changed.sort(key=lambda kv: "summary" not in kv[0].lower())
-    return changed[0] if changed else None
+    if changed:
+        return changed[0]
+    return next(((key, value) for key, value in texts if "summary" in key.lower()), None)
+
+
+_SUMMARY_TAGS = re.compile(r"<summary>\s*(.*?)\s*</summary>", re.DOTALL)
+
+
+def _view_summary(value: Any) -> str | None:
+    """The text of a condensed view's summary (a message, or text)."""
+    if isinstance(value, Mapping):
+        text = summary_text(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        return None
+    # A summary wrapped in a template that names the summary part.
+    inner = _SUMMARY_TAGS.search(text)
+    return inner.group(1) if inner else text
+
+
+def _view_of(value: Any, history: Sequence[str]) -> tuple[frozenset[str], str | None] | None:
+    """What a state value says the model no longer sees, as (message ids, summary), or None.
+
+    Two shapes keep the messages and show the model a summary instead of the
+    oldest ones: an index into the state's messages with the summary message
+    (`cutoff_index`, `summary_message`: deepagents), or the summarized ids
+    with the summary's text (`summarized_message_ids`, `summary`: langmem's
+    running summary)."""
+    if not isinstance(value, Mapping):
+        return None
+    cutoff = value.get("cutoff_index")
+    if isinstance(cutoff, int) and not isinstance(cutoff, bool) and "summary_message" in value:
+        return frozenset(history[: max(cutoff, 0)]), _view_summary(value.get("summary_message"))
+    summarized = value.get("summarized_message_ids")
+    if isinstance(summarized, (list, tuple, set, frozenset)) and "summary" in value:
+        return frozenset(str(i) for i in summarized if i), _view_summary(value.get("summary"))
+    return None
+
+
+def condensed_view(rest: Mapping[str, Any], history: Sequence[str]) -> tuple[frozenset[str], str | None] | None:
+    """The condensed view a state's keys but `messages` hold (`_view_of`), looked
+    for in each key's value and one level inside it; None when there is none."""
+    for value in rest.values():
+        if not isinstance(value, Mapping):
+            continue
+        found = _view_of(value, history)
+        if found is None:
+            found = next((v for v in map(lambda inner: _view_of(inner, history), value.values()) if v), None)
+        if found is not None:
+            return found
+    return None
 
 
 class Compactions:
@@ -95,6 +149,8 @@ class Compactions:
         self._marked: set[str] = set()  # summary message ids marked
         self._replaced: list[frozenset[str]] = []  # the replaced ids of each marker so far
         self._waiting: Mapping[str, Any] | None = None  # an announcement without ids
+        self._view: frozenset[str] | None = None  # the messages the model no longer sees
+        self.summaries: list[str] = []  # the summaries of this run's markers, in order
 
     def announced(self, payload: Mapping[str, Any]) -> Draft | None:
         """A `summarization` custom event: the marker, or None while it waits for the state."""
@@ -109,25 +165,7 @@ class Compactions:
             self._marked.add(str(summary_id))
         if isinstance(replaced, list):
             self._replaced.append(frozenset(str(i) for i in replaced))
-        return records.summarize(payload)
-
-    def from_update(self, before: Mapping[str, Any], update: Mapping[str, Any]) -> Draft | None:
-        """A node's update (`events` path): a compaction when it removes messages.
-
-        `before` is the state the node was given, `update` what it returned.
-        """
-        new = update.get("messages")
-        if not isinstance(new, list) or not any(is_removal(m) for m in new):
-            return None
-        previous = records.message_dicts(before.get("messages") or [])
-        kept = records.message_dicts(x for x in new if not is_removal(x))
-        removed = {str(m.get("id")) for m in new if is_removal(m)}
-        if REMOVE_ALL in removed:
-            after = kept
-        else:
-            kept_ids = set(message_ids(kept))
-            after = [m for m in previous if str(m.get("id")) not in removed and str(m.get("id")) not in kept_ids] + kept
-        return self._compaction(message_ids(previous), summary_ids(previous), after, before, update)
+        return self._marker(payload)
 
     def from_states(
         self,
@@ -137,7 +175,7 @@ class Compactions:
         after: Mapping[str, Any],
         now: list[dict[str, Any]],
     ) -> Draft | None:
-        """Two successive states (`values` path): a compaction when messages left.
+        """Two successive states: a compaction when messages left.
 
         Of the state `before` only what a mapper keeps between states: its keys
         but `messages`, its messages' ids (`message_ids`) and its summaries' ids
@@ -147,10 +185,54 @@ class Compactions:
             return None
         return self._compaction(previous_ids, previous_summaries, now, before, after)
 
+    def from_view(self, rest: Mapping[str, Any], history: Sequence[str], summaries: set[str]) -> Draft | None:
+        """A state's condensed view (`condensed_view`): a compaction when the model
+        now sees fewer of the messages than before, though the state keeps them.
+
+        `rest` are the state's keys but `messages`, `history` its messages' ids,
+        `summaries` the ids among them that are state (`summary_ids`)."""
+        view = condensed_view(rest, history)
+        if view is None:
+            return None
+        condensed_ids, summary = view
+        previous, self._view = self._view or frozenset(), condensed_ids
+        new = [i for i in history if i in condensed_ids and i not in previous and i not in summaries]
+        if not new:
+            return None
+        if any(set(new) <= earlier for earlier in self._replaced):
+            return None  # the same compaction, marked from the messages it removed
+        self._replaced.append(frozenset(new))
+        present = [i for i in history if i not in condensed_ids]
+        payload: dict[str, Any] = {
+            "event": "summarization",
+            "replaced_count": len(new),
+            "condensed_count": len(new),
+            "preserved_count": len(present),
+            "replaced_message_ids": new,
+            "previous_summary_ids": [],
+            "preserved_message_ids": present,
+            "summary_message_id": None,
+            "summary": summary,
+            "kept_in_state": True,
+            "source": "state",
+        }
+        return self._marker(payload)
+
+    def seen_view(self, rest: Mapping[str, Any], history: Sequence[str]) -> None:
+        """The condensed view of a state that was there before the run: not this run's compaction."""
+        view = condensed_view(rest, history)
+        self._view = view[0] if view is not None else frozenset()
+
     def flush(self) -> Draft | None:
         """An announcement the state never showed: its marker alone."""
         waiting, self._waiting = self._waiting, None
-        return records.summarize(waiting) if waiting is not None else None
+        return self._marker(waiting) if waiting is not None else None
+
+    def _marker(self, payload: Mapping[str, Any]) -> Draft:
+        summary = payload.get("summary")
+        if isinstance(summary, str) and summary:
+            self.summaries.append(summary)
+        return records.summarize(payload)
 
     def _compaction(
         self,
@@ -165,7 +247,7 @@ class Compactions:
         if not replaced:
             return None
         summary = next(
-            (m for m in after if m.get("id") and records.is_summary_message(m) and str(m["id"]) not in summaries),
+            (m for m in after if m.get("id") and str(m["id"]) not in summaries and _is_state_summary(m)),
             None,
         )
         if summary is not None and str(summary["id"]) in self._marked:
@@ -173,6 +255,9 @@ class Compactions:
         if any(set(replaced) <= earlier for earlier in self._replaced):
             return None
         earlier = [i for i in replaced if i in summaries]
+        if len(earlier) == len(replaced) and self._waiting is None:
+            # Only summaries left, the same one written again: nothing condensed, no summarizer ran.
+            return None
         payload: dict[str, Any] = {
             "event": "summarization",
             "replaced_count": len(replaced),
@@ -187,6 +272,10 @@ class Compactions:
         }
         if summary is None and (kept := _summary_key(state_before, state_after)) is not None:
             payload["summary_key"], payload["summary"] = kept
+        if summary is None and not payload["summary"]:
+            view = condensed_view({k: v for k, v in state_after.items() if k != "messages"}, list(present))
+            if view is not None and view[1]:
+                payload["summary"] = view[1]
         waiting, self._waiting = self._waiting, None
         if waiting is not None:
             # What the announcement says that the state does not.
@@ -195,4 +284,13 @@ class Compactions:
         if summary is not None:
             self._marked.add(str(summary["id"]))
         self._replaced.append(frozenset(replaced))
-        return records.summarize(payload)
+        # The view it left is this compaction's: a later view is measured from it.
+        view = condensed_view({k: v for k, v in state_after.items() if k != "messages"}, message_ids(after))
+        if view is not None:
+            self._view = view[0]
+        return self._marker(payload)
+
+
+def _is_state_summary(message: Mapping[str, Any]) -> bool:
+    """A message a compaction put in the state to stand for what it replaced."""
+    return message.get("type") == SYSTEM or records.is_summary_message(message)

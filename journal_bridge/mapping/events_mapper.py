@@ -1,21 +1,30 @@
-"""From `astream_events(version="v2")` stream parts to journal records.
+"""From `astream_events(version="v2")` stream parts, with the run's states, to journal records.
 
 A `RunMapper` follows one server run captured through the `events` stream
-mode. It is fed the parts an SDK stream yields (`event` = the stream mode,
-`data` = the payload) in order and returns the records they stand for; what
-each record says is defined once, in `journal_bridge.model.records`:
+mode together with `values`. The conversation is what the run committed to
+its thread's `messages`, whatever wrote it -- a node, an agent run as a
+sub-graph, a handoff, a tool's `Command`, a state update -- so it is read
+from the `values` parts, by the state mapper (`journal_bridge.mapping.state_mapper`),
+exactly as on the `values` + `custom` path. The callbacks add what only they
+can see:
 
 | part                                      | record                              |
 |-------------------------------------------|-------------------------------------|
-| root `on_chain_start`                     | `run.start`, then the input messages |
-| `on_chat_model_end` in a top-level node   | `llm.ai.response` (message)         |
-| `on_chat_model_end` elsewhere             | `llm.ai.response` (message, hidden by its `caller`): the summarizer, models called inside tools or subgraphs |
-| `on_tool_end` in a top-level node         | `llm.tool.result` (message)         |
-| `on_tool_end` inside a tool or subgraph   | `llm.tool.result` (message, hidden by its `caller`) |
-| `on_custom_event` of `records.CUSTOM_EVENTS` | its record: `summarization` is `middleware:summarize` (middleware) |
-| `on_chain_end` of a top-level node whose update removes messages | `middleware:summarize`: a compaction, whatever the middleware announced (`journal_bridge.mapping.compactions`) |
+| root `on_chain_start`                     | `run.start`                         |
+| `values`                                  | the messages new in the state, and a marker for a compaction it shows |
+| `on_chat_model_end` whose message no state of the run holds | `llm.ai.response` (message, hidden by its `caller`): a summarizer, a title generator, an agent run inside a tool, a router |
+| `on_tool_end` whose result no state of the run holds | `llm.tool.result` (message, hidden by its `caller`) |
+| `on_custom_event` of `records.CUSTOM_EVENTS` | its record: `summarization` adds to (or is) the marker of its compaction |
 | root `on_chain_end`                       | `run.end` (outputs), at `flush`     |
 | root `on_chain_error`, an `error` part    | `run.error` (error)                 |
+
+A model or tool call is decided at the first state after it: the server sends
+a step's state once every task of the step has ended, so a call whose output
+the step committed is in that state, and one whose output it is not in never
+reached the conversation. A hidden call's `caller` is what the call says of
+itself: `middleware:summarize` for a summarizer (`lc_source: summarization`,
+or an answer that became a compaction's summary), `middleware:<name>` for a
+call tagged so (deer-flow's `middleware:title`), else `subagent:<node>`.
 
 What the stream cannot say -- that the run was cancelled, a failure whose
 `error` part was missed, the interrupts a paused run waits on -- comes with
@@ -23,16 +32,11 @@ the run's outcome (`journal_bridge.host.outcome`) given to `flush`.
 
 Records carry keys derived from the stream itself, so replaying a stream, or
 receiving a frame twice, yields the same keys and the store keeps one record
-per key. The state mapper (`journal_bridge.mapping.state_mapper`) yields the same
-message, middleware and outputs records from the `values` and `custom` modes;
-only the hidden model calls and tool results above are particular to this one.
-
-Parts the journal does not need are ignored. A part that is not shaped like
-the server's output is counted in `malformed` and skipped; it never raises.
-Most of an `events` stream's bytes are node starts and ends, each carrying the
-whole state: `needs` tells from a part's bytes, before it is parsed, whether
-this mapper would map it to anything, so a reader holding the raw frame need
-not parse the ones it would not.
+per key. Parts the journal does not need are ignored. A part that is not
+shaped like the server's output is counted in `malformed` and skipped; it
+never raises. Most of an `events` stream's bytes are node starts and ends,
+each carrying the whole state: `needs` tells from a part's bytes, before it is
+parsed, whether this mapper would map it to anything, and none of those are.
 """
 
 from __future__ import annotations
@@ -41,19 +45,20 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from journal_bridge.model import records
 from journal_bridge.host.compat import is_cancel_part
-from journal_bridge.mapping.compactions import Compactions
-from journal_bridge.model.envelope import SUMMARIZATION_EVENT, SUMMARIZER_CALLER, RunEvent
 from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
+from journal_bridge.mapping.state_mapper import VALUES_MODE, StateMapper
+from journal_bridge.model import records
+from journal_bridge.model.envelope import SUMMARIZATION_EVENT, SUMMARIZER_CALLER, RunEvent
 from journal_bridge.model.records import Draft, message_dict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RunMapper", "map_parts", "message_dict"]
+__all__ = ["RunMapper", "call_caller", "map_parts", "message_dict"]
 
 # The server writes a callback event's name first and its `parent_ids` last
 # (`{"event":"on_chain_end","data":{...},...,"parent_ids":[...]}`): both are
@@ -63,59 +68,70 @@ __all__ = ["RunMapper", "map_parts", "message_dict"]
 _KIND = re.compile(rb'\s*\{\s*"event"\s*:\s*"(on_[a-z_]+)"')
 _PARENTS_KEY = b'"parent_ids"'
 _NO_PARENTS = re.compile(rb'"parent_ids"\s*:\s*\[\s*\]')
-_REMOVE_MARK = b'"remove"'  # a `RemoveMessage`'s type: how a compaction shows in an update
-# What `_from_callback_event` maps, besides node starts and ends.
-_MAPPED_KINDS = frozenset({b"on_tool_start", b"on_chat_model_end", b"on_tool_end", b"on_custom_event", b"on_chain_error"})
+# What `_from_callback_event` maps, besides the root's start and end.
+_MAPPED_KINDS = frozenset({b"on_chat_model_end", b"on_tool_end", b"on_custom_event", b"on_chain_error"})
+_MIDDLEWARE_TAG = "middleware:"
 
 
-def _is_summarizer_call(event: Mapping[str, Any]) -> bool:
-    # Upstream marks its summarizer calls so; a plain `nostream` tag is not enough,
-    # user graphs tag conversation models that way too.
-    return (event.get("metadata") or {}).get("lc_source") == "summarization"
-
-
-def _in_conversation(event: Mapping[str, Any]) -> bool:
-    """A callback of the graph's own nodes, not of a tool's or a subgraph's insides."""
+def call_caller(event: Mapping[str, Any]) -> str:
+    """The `caller` of a model or tool call outside the conversation, from what the call says of itself."""
     metadata = event.get("metadata") or {}
-    namespace = metadata.get("langgraph_checkpoint_ns") or ""
-    return "|" not in namespace and not _is_summarizer_call(event)
+    if metadata.get("lc_source") == "summarization":
+        return SUMMARIZER_CALLER
+    for tag in event.get("tags") or ():
+        if isinstance(tag, str) and tag.startswith(_MIDDLEWARE_TAG) and len(tag) > len(_MIDDLEWARE_TAG):
+            return tag
+    return records.subagent_caller(metadata.get("langgraph_node") or event.get("name"))
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    return content if isinstance(content, str) else ""
+
+
+@dataclass
+class _Call:
+    """A model or tool call waiting for the state that shows whether it reached the conversation."""
+
+    kind: str  # "ai" or "tool"
+    message: dict[str, Any]
+    key: str
+    caller: str
+    tool_call_ids: tuple[str, ...] = ()
 
 
 class RunMapper:
-    """Maps the `events` parts of one run, in order, to records of that run.
-
-    Message records need the id the message has in the thread's state. Input
-    messages get theirs from the server's input step, a tool's result often
-    from the reducer after `on_tool_end`: neither id is in the event itself.
-    Such records are held back, and every record after them too so the order
-    stays the stream's, until a node's input shows the state that holds them
-    (or the run ends). Ids are matched structurally: a tool result by its
-    `tool_call_id`, an input message by position from the end of the state.
-    """
+    """Maps the `events` and `values` parts of one run, in order, to records of that run."""
 
     def __init__(self, thread_id: str, run_id: str) -> None:
         self.thread_id = str(thread_id)
         self.run_id = str(run_id)
-        self.malformed = 0
-        self._held: list[Draft] = []
-        self._input_count = 0
-        self._calls = 0
+        self._malformed = 0
+        self._state = StateMapper(thread_id, run_id)
+        self._calls: list[_Call] = []
         self._hidden_calls: dict[str, int] = {}  # caller -> model calls outside the conversation
-        # Tool calls in progress: model calls and tools under them are not the conversation.
-        self._tool_runs: set[Any] = set()
         self._end: Draft | None = None
-        self._compactions = Compactions()
         self._failed = False
         self._started = False  # the root's start was mapped
+        self._values_seen = False  # a `values` part came
         # Whether the root's events have no parents (its end is then known by its bytes).
         self._root_unparented = False
         self.ending: str | None = None  # how the journaled run ended (`journal_bridge.host.outcome`)
+
+    @property
+    def malformed(self) -> int:
+        return self._malformed + self._state.malformed
 
     # -- public -----------------------------------------------------------
 
     def feed(self, event: str, data: Any) -> list[RunEvent]:
         """Records for one stream part (`event` is the SSE event name)."""
         try:
+            if event == VALUES_MODE:
+                self._values_seen = True
+                return self._committed(data)
             if event == EVENTS_MODE:
                 return self._from_callback_event(data)
             if event == "error":
@@ -124,7 +140,7 @@ class RunMapper:
                 return self._fail(records.run_error(data))
             return []
         except Exception as exc:  # noqa: BLE001 - a bad part must never stop a run's journal
-            self.malformed += 1
+            self._malformed += 1
             logger.warning(
                 "journal-bridge: skipped a malformed %r part of run %s: %s",
                 event,
@@ -135,11 +151,10 @@ class RunMapper:
 
     def needs(self, data: bytes) -> bool:
         """Whether an `events` part, as its JSON bytes, has to be parsed and fed:
-        False only for one that `feed` would map to nothing now.
+        False only for one that `feed` would map to nothing.
 
-        That is a callback this mapper does not map, a node's start while no
-        record waits for the ids its input shows, and a node's end whose update
-        removes no message (so compacts nothing). Bytes not shaped like the
+        That is a callback this mapper does not map: every node's start and end
+        (the states come as `values`) but the root's. Bytes not shaped like the
         server's events are parsed (and counted as malformed if they are).
         """
         kind = _KIND.match(data)
@@ -147,14 +162,12 @@ class RunMapper:
             return True
         name = kind.group(1)
         if name == b"on_chain_start":
-            return not self._started or bool(self._held)
+            return not self._started
         if name == b"on_chain_end":
             if not self._root_unparented:
                 return True
             parents = data.rfind(_PARENTS_KEY)
-            if parents < 0 or _NO_PARENTS.match(data, parents) is not None:
-                return True  # the root's end, or not shaped like the server's
-            return _REMOVE_MARK in data
+            return parents < 0 or _NO_PARENTS.match(data, parents) is not None
         return name in _MAPPED_KINDS
 
     @property
@@ -167,13 +180,13 @@ class RunMapper:
             return {"status": "success", "interrupts": True}
         return {"interrupts": True}
 
-    def flush(self, outcome: RunOutcome | None = None) -> list[RunEvent]:
-        """Records still held back when the stream ends, with the ids they have,
-        then how the run ended: `run.end` (after `run.interrupt` when the
-        outcome shows interrupts) or, for a stream that just stopped, the
-        `run.error` of a cancelled or failed run."""
-        out = self._release(None, final=True)
-        if (announced := self._compactions.flush()) is not None:
+    def flush(self, outcome: RunOutcome | None = None, final_state: Any = None) -> list[RunEvent]:
+        """What the end of the stream adds: messages only `final_state` shows (a
+        stream read in part), the calls no state showed, then how the run ended:
+        `run.end` (after `run.interrupt` when the outcome shows interrupts) or,
+        for a stream that just stopped, the `run.error` of a cancelled or failed run."""
+        out = self._committed(final_state) if isinstance(final_state, Mapping) else self._decide()
+        if (announced := self._state.compactions.flush()) is not None:
             out += self._emit(announced)
         if self._failed or self.ending is not None:
             return out
@@ -193,7 +206,7 @@ class RunMapper:
     def _fail(self, draft: Draft) -> list[RunEvent]:
         self._failed = True
         self.ending = ERRORED
-        return self._emit(draft)
+        return [*self._decide(), *self._emit(draft)]
 
     # -- callbacks ----------------------------------------------------------
 
@@ -203,170 +216,126 @@ class RunMapper:
         kind = data.get("event")
         if not isinstance(kind, str):
             raise TypeError("event object without an 'event' name")
-        is_root = self._is_root(data)
         payload = data.get("data") or {}
         if not isinstance(payload, Mapping):
             raise TypeError(f"'data' of {kind} is {type(payload).__name__}, not an object")
 
-        if kind == "on_chain_start":
-            if is_root:
-                return self._run_start(data, payload)
-            return self._release(payload.get("input"), final=False)
-        if kind == "on_tool_start":
-            self._tool_runs.add(data.get("run_id"))
-            return []
         if kind == "on_chat_model_end":
-            return self._emit(self._ai_response(data, payload))
+            self._calls.append(self._model_call(data, payload))
+            return []
         if kind == "on_tool_end":
-            return self._emit(self._tool_result(data, payload))
+            self._calls.append(self._tool_call(data, payload))
+            return []
         if kind == "on_custom_event":
             if data.get("name") == SUMMARIZATION_EVENT:
-                draft = self._compactions.announced(payload)
+                draft = self._state.compactions.announced(payload)
             else:
                 draft = records.custom_event(data.get("name"), payload)
             return self._emit(draft) if draft is not None else []
-        if kind == "on_chain_end" and not is_root:
-            before, update = payload.get("input"), payload.get("output")
-            if isinstance(before, Mapping) and isinstance(update, Mapping) and _in_conversation(data):
-                draft = self._compactions.from_update(before, update)
-                return self._emit(draft) if draft is not None else []
+        if not kind.startswith("on_chain") or not self._is_root(data):
             return []
-        if kind == "on_chain_end" and is_root:
-            output = payload.get("output")
+        if kind == "on_chain_start":
+            return self._run_start(data, payload)
+        if kind == "on_chain_end":
             # `run.end` waits for `flush`: an interrupt the run paused at comes before it.
+            output = payload.get("output")
             self._end = records.run_end(output)
-            return self._release(output, final=True)
-        if kind == "on_chain_error" and is_root:
-            return [*self._release(None, final=True), *self._fail(records.run_error(payload.get("error")))]
+            # A run created without `values` shows what it committed here alone.
+            return [] if self._values_seen or not isinstance(output, Mapping) else self._committed(output)
+        if kind == "on_chain_error":
+            return self._fail(records.run_error(payload.get("error")))
         return []
 
     def _is_root(self, data: Mapping[str, Any]) -> bool:
         if str(data.get("run_id")) == self.run_id:
             return True
         parents = data.get("parent_ids")
-        return isinstance(parents, list) and not parents and data.get("event", "").startswith("on_chain")
-
-    def _nested(self, data: Mapping[str, Any]) -> bool:
-        """Inside a tool call or a subgraph: not something the graph said to the user."""
-        parents = data.get("parent_ids") or []
-        return not _in_conversation(data) or any(p in self._tool_runs for p in parents)
-
-    # -- ordering -------------------------------------------------------------
-
-    def _emit(self, draft: Draft) -> list[RunEvent]:
-        if not self._held and (not draft.is_message or draft.message_id):
-            return [records.record(self.thread_id, self.run_id, draft)]
-        self._held.append(draft)
-        return []
-
-    def _release(self, state: Any, *, final: bool) -> list[RunEvent]:
-        """Give held messages the ids `state` shows; release what no longer waits."""
-        if not self._held:
-            return []
-        messages = state.get("messages") if isinstance(state, Mapping) else None
-        if isinstance(messages, list):
-            self._resolve_ids(messages)
-        released: list[RunEvent] = []
-        while self._held:
-            head = self._held[0]
-            if head.is_message and not head.message_id and not final:
-                break
-            released.append(records.record(self.thread_id, self.run_id, self._held.pop(0)))
-        return released
-
-    def _resolve_ids(self, state_messages: list[Any]) -> None:
-        """Give held messages their ids from the state's messages, read from the end
-        only as far as the held ones need (the state repeats the thread's history)."""
-        wanted = {
-            d.content.get("tool_call_id")
-            for d in self._held
-            if d.is_message and not d.message_id and d.content.get("type") == "tool"
-        }
-        tail_wanted = self._input_count if any(d.key.startswith("input:") for d in self._held) else 0
-        by_call: dict[Any, Any] = {}  # the last tool message of each call, as in the state
-        tail: list[dict[str, Any]] = []  # the state's last messages, newest first
-        for raw in reversed(state_messages):
-            if len(tail) >= tail_wanted and not wanted:
-                break
-            message = message_dict(raw)
-            if not message:
-                continue
-            if len(tail) < tail_wanted:
-                tail.append(message)
-            if message.get("type") == "tool" and message.get("tool_call_id") not in by_call:
-                by_call[message.get("tool_call_id")] = message.get("id")
-                wanted.discard(message.get("tool_call_id"))
-        tail.reverse()
-        for draft in self._held:
-            message = draft.content
-            if not draft.is_message or draft.message_id:
-                continue
-            if message.get("type") == "tool" and by_call.get(message.get("tool_call_id")):
-                message["id"] = by_call[message["tool_call_id"]]
-            elif draft.key.startswith("input:") and len(tail) == self._input_count:
-                stored = tail[int(draft.key.split(":", 1)[1])]
-                if stored.get("type") == message.get("type") and stored.get("content") == message.get("content"):
-                    message["id"] = stored.get("id")
-
-    # -- records ------------------------------------------------------------------
-
-    def _next_call(self) -> int:
-        self._calls += 1
-        return self._calls
-
-    def _hidden_call(self, message: dict[str, Any], key: str, caller: str) -> Draft:
-        self._hidden_calls[caller] = self._hidden_calls.get(caller, 0) + 1
-        return records.model_call(message, key, caller, self._hidden_calls[caller])
-
-    @staticmethod
-    def _subagent(data: Mapping[str, Any]) -> str:
-        return records.subagent_caller((data.get("metadata") or {}).get("langgraph_node") or data.get("name"))
+        return isinstance(parents, list) and not parents
 
     def _run_start(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> list[RunEvent]:
+        if self._started:
+            return []
         self._started = True
         self._root_unparented = data.get("parent_ids") == []
-        run_input = payload.get("input")
         metadata = data.get("metadata") or {}
         graph = metadata.get("graph_id") or data.get("name")
-        inputs = records.input_messages(run_input)
-        emitted = self._emit(records.run_start(graph, metadata.get("assistant_id"), run_input, inputs))
-        self._input_count = len(inputs)
-        for index, message in enumerate(inputs):
-            call = self._next_call() if message.get("type") == "ai" else 0
-            draft = records.conversation_message(message, f"input:{index}", call)
-            # Input messages wait for the first node, which shows them with their ids.
-            if draft is not None:
-                self._held.append(draft)
-        return emitted
+        return self._state.start(graph, metadata.get("assistant_id"), payload.get("input"))
 
-    def _ai_response(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> Draft:
+    # -- calls ------------------------------------------------------------------
+
+    @staticmethod
+    def _model_call(data: Mapping[str, Any], payload: Mapping[str, Any]) -> _Call:
         message = message_dict(payload.get("output"))
         if message is None:
             raise TypeError("on_chat_model_end without a message output")
-        key = f"llm:{data.get('run_id')}"
-        if _is_summarizer_call(data):
-            return self._hidden_call(message, key, SUMMARIZER_CALLER)
-        if self._nested(data):
-            return self._hidden_call(message, key, self._subagent(data))
-        return records.ai_response(message, self._next_call(), key)
+        return _Call("ai", message, f"llm:{data.get('run_id')}", call_caller(data))
 
-    def _tool_result(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> Draft:
-        self._tool_runs.discard(data.get("run_id"))
+    @staticmethod
+    def _tool_call(data: Mapping[str, Any], payload: Mapping[str, Any]) -> _Call:
         output = payload.get("output")
         message = message_dict(output) if isinstance(output, Mapping) else None
-        if message is None or message.get("type") != "tool":
-            # A tool that returned a Command or a raw value: keep what it said.
+        if message is not None and message.get("type") == "tool":
+            ids = (str(message.get("tool_call_id")),) if message.get("tool_call_id") else ()
+        else:
+            # A Command, or a raw value: what reached the state is its update's tool messages.
+            ids = _update_tool_call_ids(output)
             message = {
                 "type": "tool",
                 "content": output if isinstance(output, str) else json.dumps(output, default=str),
                 "name": data.get("name"),
-                "tool_call_id": None,
+                "tool_call_id": ids[0] if ids else None,
                 "id": None,
             }
-        key = f"tool:{data.get('run_id')}"
-        if self._nested(data):
-            return records.nested_tool_result(message, key, self._subagent(data))
-        return records.tool_result(message, key)
+        return _Call("tool", message, f"tool:{data.get('run_id')}", call_caller(data), ids)
+
+    def _committed(self, state: Any) -> list[RunEvent]:
+        """A state of the run: the messages it committed, then the calls it did not show."""
+        committed = self._state.feed(VALUES_MODE, state)
+        return [*self._decide(), *committed]
+
+    def _decide(self) -> list[RunEvent]:
+        """The calls the last state did not show: hidden records, in the order they ended."""
+        if not self._calls:
+            return []
+        calls, self._calls = self._calls, []
+        out: list[RunEvent] = []
+        for call in calls:
+            if call.kind == "ai":
+                if self._state.committed(call.message.get("id")):
+                    continue
+                caller = SUMMARIZER_CALLER if self._is_summary(call.message) else call.caller
+                self._hidden_calls[caller] = self._hidden_calls.get(caller, 0) + 1
+                draft = records.model_call(call.message, call.key, caller, self._hidden_calls[caller])
+            else:
+                if any(i in self._state.tool_call_ids for i in call.tool_call_ids):
+                    continue
+                draft = records.nested_tool_result(call.message, call.key, call.caller)
+            out += self._emit(draft)
+        return out
+
+    def _is_summary(self, message: Mapping[str, Any]) -> bool:
+        """An answer that became a compaction's summary: the call was its summarizer."""
+        text = _text(message).strip()
+        return bool(text) and any(text in summary for summary in self._state.compactions.summaries)
+
+    def _emit(self, draft: Draft) -> list[RunEvent]:
+        return [records.record(self.thread_id, self.run_id, draft)]
+
+
+def _update_tool_call_ids(output: Any) -> tuple[str, ...]:
+    """The tool call ids of the tool messages a `Command`'s update carries (as the server sends it)."""
+    if not isinstance(output, Mapping):
+        return ()
+    update = output.get("update")
+    if isinstance(update, (list, tuple)):  # `Command(update=[(key, value), ...])`
+        update = {k: v for k, v in (u for u in update if isinstance(u, (list, tuple)) and len(u) == 2)}
+    messages = update.get("messages") if isinstance(update, Mapping) else None
+    if isinstance(messages, (Mapping, str)):
+        messages = [messages]
+    if not isinstance(messages, (list, tuple)):
+        return ()
+    found = (message_dict(m) for m in messages)
+    return tuple(str(m["tool_call_id"]) for m in found if m and m.get("type") == "tool" and m.get("tool_call_id"))
 
 
 def map_parts(

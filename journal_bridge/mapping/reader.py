@@ -662,7 +662,7 @@ async def _read(
         await consume(_parts_of(stream))
     batches.ending()
     final_state = None
-    if missed and not source.resumable and isinstance(mapper, StateMapper):
+    if missed and not source.resumable:
         # Frames between the client leaving and the join are gone; the state still shows their messages.
         try:
             final_state = (await sdk.threads.get_state(thread_id)).get("values")
@@ -675,10 +675,7 @@ async def _read(
         outcome = RunOutcome("success")
     else:
         outcome = await read_outcome(sdk, thread_id, run_id, **wanted)
-    if isinstance(mapper, StateMapper):
-        ending = mapper.flush(final_state, outcome)
-    else:
-        ending = mapper.flush(outcome)
+    ending = mapper.flush(final_state=final_state, outcome=outcome)
     if outcome is not None and outcome.cancelled and outcome.cancel_action == ROLLBACK:
         # The server removed the run and its checkpoints: the thread goes on from before it.
         ending.append(records.rollback(thread_id, run_id))

@@ -98,6 +98,7 @@ class StateMapper:
         self._input_count: int | None = None
         self._inputs: list[tuple[Any, Any]] = []
         self._seen: set[str] | None = None
+        self.tool_call_ids: set[str] = set()  # of the tool messages new in the run's states
         self._calls = 0
         self._compactions = Compactions()
         # Of the last state only what the next one and the run's end need, not the
@@ -209,6 +210,8 @@ class StateMapper:
             messages = records.message_dicts(raw[len(previous_ids) :])
             history = previous_history + message_ids(messages)
             self._last_summaries |= summary_ids(messages)
+            if (viewed := self._compactions.from_view(self._last_rest, history, self._last_summaries)) is not None:
+                out.append(self._record(viewed))
         elif self._seen is None:
             # The first state: everything before the run's input was there before.
             if records.all_message_dicts(raw):
@@ -224,6 +227,8 @@ class StateMapper:
                 self._seen = {str(m["id"]) for m in before if m.get("id")}
                 history = message_ids(messages)
                 self._last_summaries = summary_ids(messages)
+            # What the model was shown instead of older messages before the run is not its compaction.
+            self._compactions.seen_view(self._last_rest, history)
         else:
             messages = records.message_dicts(raw)
             # A compaction comes before the messages new in the state that shows it.
@@ -232,16 +237,21 @@ class StateMapper:
                 if previous_history is not None
                 else None
             )
+            history = message_ids(messages)
+            summaries = summary_ids(messages)
+            if compaction is None:
+                compaction = self._compactions.from_view(self._last_rest, history, summaries)
             if compaction is not None:
                 out.append(self._record(compaction))
-            history = message_ids(messages)
-            self._last_summaries = summary_ids(messages)
+            self._last_summaries = summaries
         self._last_ids, self._last_history = ids, history
         for message in messages:
             message_id = message.get("id")
             if not message_id or str(message_id) in self._seen:
                 continue
             self._seen.add(str(message_id))
+            if message.get("type") == "tool" and message.get("tool_call_id"):
+                self.tool_call_ids.add(str(message["tool_call_id"]))
             if records.is_summary_message(message):
                 continue  # state, not conversation: its marker stands for it
             call = self._calls + 1 if message.get("type") == "ai" else 0
@@ -250,6 +260,15 @@ class StateMapper:
                 self._calls = call or self._calls
                 out.append(self._record(draft))
         return out
+
+    def committed(self, message_id: Any) -> bool:
+        """Whether a message with this id was in a state of the run's thread the mapper read."""
+        return self._seen is not None and message_id is not None and str(message_id) in self._seen
+
+    @property
+    def compactions(self) -> Compactions:
+        """The run's compactions: an announcement read elsewhere (a callback) adds to them."""
+        return self._compactions
 
     def _input_at(self, messages: list[dict[str, Any]]) -> int:
         """Where the run's input starts in the first state read: the last place its

@@ -120,6 +120,8 @@ _MESSAGE_TYPES = {"human", "ai", "tool", "system", "function", "chat"}
 _CONVERSATION_EVENT_TYPES = {"human": LLM_HUMAN_INPUT, "ai": LLM_AI_RESPONSE, "tool": LLM_TOOL_RESULT}
 # Upstream summarization marks the summary message it puts in the state so.
 _SUMMARY_SOURCE = "summarization"
+_SUMMARY_NAME = "summary"
+_SUMMARY_TYPES = frozenset({"human", "system"})
 
 
 @dataclass
@@ -186,8 +188,13 @@ def all_message_dicts(messages: list[Any]) -> bool:
 
 
 def is_summary_message(message: Mapping[str, Any]) -> bool:
-    """The summary a compaction put in the state: state, not conversation."""
-    return (message.get("additional_kwargs") or {}).get("lc_source") == _SUMMARY_SOURCE
+    """The summary a compaction put in the state: state, not conversation.
+
+    Upstream marks it with `lc_source`; others name it (deer-flow's
+    `HumanMessage(name="summary")`)."""
+    if (message.get("additional_kwargs") or {}).get("lc_source") == _SUMMARY_SOURCE:
+        return True
+    return message.get("name") == _SUMMARY_NAME and message.get("type") in _SUMMARY_TYPES
 
 
 def input_messages(run_input: Any) -> list[dict[str, Any]]:

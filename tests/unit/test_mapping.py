@@ -38,10 +38,21 @@ def _graph():
 async def _capture(graph, thread_id: str, text: str) -> tuple[str, list[tuple[str, dict]]]:
     run_id = str(uuid.uuid4())
     config = {"configurable": {"thread_id": thread_id}, "run_id": run_id}
+    return run_id, await server_parts(graph, {"messages": [{"role": "user", "content": text}]}, config)
+
+
+async def server_parts(graph, run_input, config, modes=("values",)) -> list[tuple[str, dict]]:
+    """The parts a server sends for a run streamed with `events` and `modes`: the
+    root's own stream as parts of those modes, every other callback an `events` part."""
     parts = []
-    async for event in graph.astream_events({"messages": [{"role": "user", "content": text}]}, config, version="v2"):
-        parts.append(("events", json.loads(json.dumps(event, default=_dump))))
-    return run_id, parts
+    run_id = config["run_id"]
+    async for event in graph.astream_events(run_input, config, version="v2", stream_mode=list(modes)):
+        if event["event"] == "on_chain_stream" and str(event["run_id"]) == run_id:
+            mode, chunk = event["data"]["chunk"]
+            parts.append((mode, json.loads(json.dumps(chunk, default=_dump))))
+        else:
+            parts.append(("events", json.loads(json.dumps(event, default=_dump))))
+    return parts
 
 
 def _dump(value):
@@ -138,7 +149,9 @@ def test_malformed_parts_are_counted_and_skipped(event, data):
     records = mapper.feed("events", {"event": "on_chain_start", "run_id": "r", "name": "agent",
                                      "data": {"input": {"messages": [{"role": "user", "content": "hi"}]}}})
     assert [r.event_type for r in records] == ["run.start"]
-    assert [r.event_type for r in mapper.flush()] == ["llm.human.input"]
+    state = {"messages": [{"type": "human", "content": "hi", "id": "h-1"}]}
+    assert [r.event_type for r in mapper.feed("values", state)] == ["llm.human.input"]
+    assert mapper.malformed == 1
 
 
 def test_unknown_events_and_modes_are_ignored():
@@ -207,26 +220,22 @@ async def test_every_input_message_is_journaled_once_by_its_id():
     records = []
     for run_input in (first, [{"type": "human", "content": "what is 2 + 2", "id": "h-1"}, "thanks"]):
         run_id = str(uuid.uuid4())
-        parts = [
-            ("events", json.loads(json.dumps(e, default=_dump)))
-            async for e in graph.astream_events({"messages": run_input}, {**config, "run_id": run_id}, version="v2")
-        ]
+        parts = await server_parts(graph, {"messages": run_input}, {**config, "run_id": run_id})
         records += map_parts(thread_id, run_id, parts)
     messages = [r for r in records if r.category == "message" and not is_hidden(r.metadata)]
     assert [m.event_type for m in messages[:3]] == ["llm.human.input", "llm.ai.response", "llm.human.input"]
     assert messages[0].source_key == "message:h-1" and messages[1].source_key == "message:a-1"
     assert messages[2].content["id"], "the id the server assigned is read back from the state"
     keys = [m.source_key for m in messages]
-    # The resent message maps to the same key: the store keeps the first record.
-    assert keys.count("message:h-1") == 2
+    # The resent message replaced itself in the state: it is not new there, nor in the journal.
+    assert keys.count("message:h-1") == 1
     state = await graph.aget_state(config)
     assert list(dict.fromkeys(m.content["id"] for m in messages)) == [m.id for m in state.values["messages"]]
 
 
-async def test_ids_of_a_long_threads_new_messages_come_from_the_end_of_its_state(monkeypatch):
+async def test_a_long_threads_earlier_messages_are_not_journaled_again():
     from langchain.agents import create_agent
 
-    import journal_bridge.mapping.events_mapper as events_mapper
     from graphs.agent import TOOLS
     from graphs.offline_model import OfflineChatModel
 
@@ -236,20 +245,11 @@ async def test_ids_of_a_long_threads_new_messages_come_from_the_end_of_its_state
     history = [{"type": "human" if i % 2 == 0 else "ai", "content": f"turn {i}", "id": f"m-{i}"} for i in range(300)]
     await graph.aupdate_state(config, {"messages": history})
     run_id = str(uuid.uuid4())
-    parts = [
-        ("events", json.loads(json.dumps(e, default=_dump)))
-        async for e in graph.astream_events({"messages": [{"role": "user", "content": "add 2 and 3"}]},
-                                            {**config, "run_id": run_id}, version="v2")
-    ]
-    converted: list[Any] = []
-    real = events_mapper.message_dict
-    monkeypatch.setattr(events_mapper, "message_dict", lambda m: converted.append(m) or real(m))
+    parts = await server_parts(graph, {"messages": [{"role": "user", "content": "add 2 and 3"}]},
+                               {**config, "run_id": run_id})
     records = map_parts(thread_id, run_id, parts)
     messages = [r for r in records if r.category == "message" and not is_hidden(r.metadata)]
     state = (await graph.aget_state(config)).values["messages"]
     assert [m.content["type"] for m in messages] == ["human", "ai", "tool", "ai"]
     # The input and the tool's result got the ids the state gave them, the 300 before were not journaled.
     assert [m.content["id"] for m in messages] == [m.id for m in state[300:]]
-    # The state (every node's input, the run's output) holds the whole thread each time;
-    # only its last messages were read for the ids.
-    assert len(converted) < 30, len(converted)

@@ -45,8 +45,10 @@ def _events_until_the_answer() -> list[tuple[str, dict]]:
     return [
         _event("on_chain_start", RUN, [], {"input": {"messages": [{"role": "user", "content": HUMAN["content"]}]}},
                name="outcomes", metadata={"graph_id": "outcomes", "assistant_id": "asst"}),
+        ("values", {"messages": [HUMAN]}),
         _event("on_chain_start", "node-1", [RUN], {"input": {"messages": [HUMAN]}}, name="model", **node),
         _event("on_chat_model_end", "llm-1", [RUN, "node-1"], {"output": AI}, name="OfflineChatModel", **node),
+        ("values", {"messages": [HUMAN, AI]}),
     ]
 
 

@@ -160,7 +160,7 @@ def test_runs_that_asked_for_the_same_modes_share_what_their_plans_keep():
               for i in range(3)]
     plans = [plan_run_request("POST", "/threads/t1/runs/stream", body.encode(), CaptureSetting.AUTO)[0][0]
              for body in bodies]
-    assert plans[0].client_modes == ("updates", "messages-tuple") and plans[0].capture.added == ("events",)
+    assert plans[0].client_modes == ("updates", "messages-tuple") and plans[0].capture.added == ("events", "values")
     assert all(p.client_modes is plans[0].client_modes and p.capture is plans[0].capture for p in plans)
     assert plans[0].kind is plans[1].kind
     assert not hasattr(plans[0], "__dict__") and not hasattr(plans[0].capture, "__dict__")

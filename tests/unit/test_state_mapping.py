@@ -17,7 +17,7 @@ import pytest
 from journal_bridge.mapping.events_mapper import RunMapper
 from journal_bridge.mapping.state_mapper import StateMapper
 from journal_bridge.model.records import is_hidden
-from tests.unit.test_mapping import _dump, _graph
+from tests.unit.test_mapping import _dump, _graph, server_parts
 
 TURNS = ["hello", "add 2 and 3", "weather in Paris", "one more", "add 4 and 5", "weather in Oslo"]
 
@@ -40,10 +40,7 @@ async def _events_runs(graph, thread_id: str) -> list[tuple[str, list[tuple[str,
     for text in TURNS:
         run_id = str(uuid.uuid4())
         config = {"configurable": {"thread_id": thread_id, "graph_id": "agent"}, "run_id": run_id}
-        parts = []
-        async for event in graph.astream_events({"messages": [{"role": "user", "content": text}]}, config, version="v2"):
-            parts.append(("events", json.loads(json.dumps(event, default=_dump))))
-        runs.append((run_id, parts))
+        runs.append((run_id, await server_parts(graph, {"messages": [{"role": "user", "content": text}]}, config)))
     return runs
 
 

@@ -100,34 +100,24 @@ def _human(text: str, message_id: str | None) -> dict:
     return {"type": "human", "content": text, "id": message_id}
 
 
-def test_a_node_end_that_removes_messages_is_read_and_marks_the_compaction():
-    """A compaction no middleware announced shows only in the node's update."""
+def test_no_node_start_or_end_is_parsed_once_the_root_started_and_states_mark_compactions():
+    """The states come as `values`: a node's input and update, whole states each, are never needed."""
     mapper = RunMapper("t", "r")
     history = [_human(f"m{i}", f"id{i}") for i in range(4)]
     start = _event("on_chain_start", "r", [], {"input": {"messages": [_human("new", None)]}}, name="LangGraph")
     mapper.feed("events", start)
+    assert [r.event_type for r in mapper.feed("values", {"messages": [*history, _human("new", "id4")]})] == [
+        "llm.human.input"
+    ]
     node_start = _event("on_chain_start", "n1", ["r"], {"input": {"messages": [*history, _human("new", "id4")]}})
-    assert mapper.needs(SERVER(node_start))  # the input message waits for its id
-    mapper.feed("events", node_start)
-    plain = _event("on_chain_start", "n2", ["r"], {"input": {"messages": history}})
-    assert not mapper.needs(SERVER(plain))
+    assert not mapper.needs(SERVER(node_start))
     update = {"messages": [{"type": "remove", "id": "__remove_all__"}, {"type": "ai", "content": "summary", "id": "s1"}]}
     compacting = _event("on_chain_end", "n2", ["r"], {"input": {"messages": history}, "output": update})
-    assert mapper.needs(SERVER(compacting)) and mapper.needs(SPACED(compacting))
-    records = mapper.feed("events", compacting)
+    assert not mapper.needs(SERVER(compacting)) and not mapper.needs(SPACED(compacting))
+    summary = {"type": "human", "content": "the summary", "id": "s1", "additional_kwargs": {"lc_source": "summarization"}}
+    records = mapper.feed("values", {"messages": [summary, _human("new", "id4")]})
     assert [r.event_type for r in records] == ["middleware:summarize"]
-    quiet = _event("on_chain_end", "n3", ["r"], {"input": {"messages": history}, "output": {"messages": []}})
-    assert not mapper.needs(SERVER(quiet))
-
-
-def test_the_word_remove_in_a_message_is_not_a_removal_but_costs_only_a_parse():
-    mapper = RunMapper("t", "r")
-    mapper.feed("events", _event("on_chain_start", "r", [], {"input": {}}, name="LangGraph"))
-    said = _event("on_chain_end", "n", ["r"], {"output": {"messages": [_human('please "remove" it', "a")]}})
-    assert not mapper.needs(SERVER(said))  # escaped quotes: not the mark
-    keyed = _event("on_chain_end", "n", ["r"], {"output": {"note": "remove"}})
-    assert mapper.needs(SERVER(keyed))
-    assert mapper.feed("events", orjson.loads(SERVER(keyed))) == []
+    assert records[0].content["changes"]["replaced_count"] == 4
 
 
 def test_a_root_known_only_by_its_run_id_has_every_chain_end_read():
@@ -150,7 +140,8 @@ def test_before_the_root_starts_every_start_is_read_and_bad_bytes_are_parsed():
     assert mapper.malformed == 1
     assert not mapper.needs(SERVER(_event("on_chat_model_stream", "m", ["r"], {"chunk": {}})))
     assert not mapper.needs(SERVER(_event("on_retriever_end", "m", ["r"], {"output": []})))
-    for kind in ("on_tool_start", "on_tool_end", "on_chat_model_end", "on_custom_event", "on_chain_error"):
+    assert not mapper.needs(SERVER(_event("on_tool_start", "m", ["r"], {"input": {}})))
+    for kind in ("on_tool_end", "on_chat_model_end", "on_custom_event", "on_chain_error"):
         assert mapper.needs(SERVER(_event(kind, "x", ["r"], {})))
 
 
@@ -185,7 +176,7 @@ async def test_frames_passed_over_with_none_waiting_let_the_reader_send_what_it_
 
 
 async def test_a_streamed_runs_answer_is_written_before_its_next_read_frame_comes(monkeypatch):
-    """The node end after an answer is passed over; the answer does not wait for the run's next frame."""
+    """The answer is written with the state that holds it, not held for the run's next frame."""
     monkeypatch.setattr(reader, "_GATHER_SECONDS", 0.0)
     capture = plan_capture(["events"], CaptureSetting.parse("auto"))
     stream = reader.ClientStream(capture, ("events", "values"))
@@ -198,9 +189,11 @@ async def test_a_streamed_runs_answer_is_written_before_its_next_read_frame_come
     reading = asyncio.ensure_future(reader.read_run(None, "r", "r", source, emit))  # stateless: no thread to ask
     stream.feed(_frame({"run_id": "r"}, "metadata"))
     stream.feed(_frame(_event("on_chain_start", "r", [], {"input": {"messages": []}}, name="LangGraph")))
+    stream.feed(_frame({"messages": []}, "values"))
     answer = {"type": "ai", "content": "hi", "id": "a1"}
     stream.feed(_frame(_event("on_chat_model_end", "m", ["r", "n"], {"output": answer})))
     stream.feed(_frame(_event("on_chain_end", "n", ["r"], {"output": {"messages": [answer]}})))
+    stream.feed(_frame({"messages": [answer]}, "values"))
     for _ in range(100):
         if any("llm.ai.response" in batch for batch in written):
             break
