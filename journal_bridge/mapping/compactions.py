@@ -151,6 +151,12 @@ class Compactions:
         self._waiting: Mapping[str, Any] | None = None  # an announcement without ids
         self._view: frozenset[str] | None = None  # the messages the model no longer sees
         self.summaries: list[str] = []  # the summaries of this run's markers, in order
+        self._heard: str | None = None  # a summarizer's answer no marker has taken yet
+
+    def heard(self, answer: str | None) -> None:
+        """A summarizer call's answer: the summary of a compaction the next state shows
+        without one (None: the state was read, the answer is not wanted any more)."""
+        self._heard = answer or None
 
     def announced(self, payload: Mapping[str, Any]) -> Draft | None:
         """A `summarization` custom event: the marker, or None while it waits for the state."""
@@ -229,6 +235,9 @@ class Compactions:
         return self._marker(waiting) if waiting is not None else None
 
     def _marker(self, payload: Mapping[str, Any]) -> Draft:
+        heard, self._heard = self._heard, None
+        if not payload.get("summary") and heard:
+            payload = {**payload, "summary": heard}
         summary = payload.get("summary")
         if isinstance(summary, str) and summary:
             self.summaries.append(summary)

@@ -290,7 +290,12 @@ class RunMapper:
 
     def _committed(self, state: Any) -> list[RunEvent]:
         """A state of the run: the messages it committed, then the calls it did not show."""
+        for call in self._calls:
+            if call.caller == SUMMARIZER_CALLER:
+                # A compaction this state shows without its summary has it from here.
+                self._state.compactions.heard(_text(call.message).strip())
         committed = self._state.feed(VALUES_MODE, state)
+        self._state.compactions.heard(None)
         return [*self._decide(), *committed]
 
     def _decide(self) -> list[RunEvent]:

@@ -7,11 +7,14 @@ JSON the way the server sends them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from langchain_core.tools import InjectedToolCallId
+from langgraph.types import Command
 from langgraph.checkpoint.memory import InMemorySaver
 
 from journal_bridge.mapping.events_mapper import RunMapper, map_parts
@@ -56,8 +59,13 @@ async def server_parts(graph, run_input, config, modes=("values",)) -> list[tupl
 
 
 def _dump(value):
+    """As the server's JSON encoder writes what is not JSON: models by their dump, dataclasses (a `Command`) by their fields."""
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
     return str(value)
 
 
@@ -253,3 +261,52 @@ async def test_a_long_threads_earlier_messages_are_not_journaled_again():
     assert [m.content["type"] for m in messages] == ["human", "ai", "tool", "ai"]
     # The input and the tool's result got the ids the state gave them, the 300 before were not journaled.
     assert [m.content["id"] for m in messages] == [m.id for m in state[300:]]
+
+
+def _agent_as_node_graph():
+    """`create_agent` as a node of a parent graph, a title call tagged as middleware beside it,
+    and a tool that answers with a `Command` updating the messages."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from graphs.offline_model import OfflineChatModel
+
+    @tool
+    def remember(fact: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command:
+        """Remember a fact."""
+        return Command(update={"messages": [ToolMessage(f"remembered {fact}", tool_call_id=tool_call_id)]})
+
+    agent = create_agent(OfflineChatModel(), tools=[remember])
+    titler = OfflineChatModel().with_config(tags=["middleware:title"])
+
+    class State(MessagesState):
+        title: str
+
+    async def title(state: State) -> dict:
+        answer = await titler.ainvoke("Generate a concise title for this conversation")
+        return {"title": str(answer.content)[:40]}
+
+    builder = StateGraph(State)
+    builder.add_node("assistant", agent)
+    builder.add_node("title", title)
+    builder.add_edge(START, "assistant")
+    builder.add_edge("assistant", "title")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+async def test_what_a_sub_graph_agent_and_a_command_committed_is_the_conversation_and_a_tagged_call_is_hidden():
+    graph = _agent_as_node_graph()
+    thread_id = str(uuid.uuid4())
+    run_id, parts = await _capture(graph, thread_id, "remember fact=Paris")
+    records = map_parts(thread_id, run_id, parts)
+    messages = [r.content for r in records if r.category == "message" and not is_hidden(r.metadata)]
+    state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+    # Every message the parent's state holds, in its order, each once, with its own id.
+    assert [m["id"] for m in messages] == [m.id for m in state.values["messages"]]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
+    assert messages[2]["content"] == "remembered Paris"
+    hidden = [r for r in records if is_hidden(r.metadata)]
+    assert [(r.event_type, r.metadata["caller"]) for r in hidden] == [("llm.ai.response", "middleware:title")]
+    assert hidden[0].content["content"] and hidden[0].metadata["llm_call_index"] == 1
