@@ -7,7 +7,7 @@ its tools and compact several times:
 - `deepagent`: deepagents' `create_deep_agent`, with its own summarization
   middleware at 10 messages keeping 4 (it keeps `messages` and records the
   compaction in the private key `_summarization_event`); the model plans with
-  `write_todos`, delegates with `task` to the general-purpose sub-agent and
+  `write_todos` (langchain's `TodoListMiddleware`: deepagents 0.7 has none), delegates with `task` to the general-purpose sub-agent and
   writes, reads and lists files;
 - `supervisor_last`, `supervisor_full`: langgraph-supervisor's
   `create_supervisor` over two `create_agent` workers (`math`, `weather`) that
@@ -33,6 +33,7 @@ from deepagents import create_deep_agent
 from deepagents.backends import StateBackend
 from deepagents.middleware.summarization import SummarizationMiddleware as DeepAgentsSummarization
 from langchain.agents import create_agent
+from langchain.agents.middleware import TodoListMiddleware
 from langchain.agents.middleware.summarization import SummarizationMiddleware
 from langchain_core.messages import AnyMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
@@ -76,8 +77,12 @@ def _deepagent() -> Any:
     return create_deep_agent(
         model,
         backend=backend,
-        # Replaces the default summarization middleware (same name), with a low trigger.
-        middleware=[DeepAgentsSummarization(model, backend=backend, trigger=("messages", 10), keep=("messages", 4))],
+        middleware=[
+            # deepagents 0.7 has no planning tool of its own: langchain's `write_todos`.
+            TodoListMiddleware(),
+            # Replaces the default summarization middleware (same name), with a low trigger.
+            DeepAgentsSummarization(model, backend=backend, trigger=("messages", 10), keep=("messages", 4)),
+        ],
     )
 
 
