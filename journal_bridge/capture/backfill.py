@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from journal_bridge.model import records
 from journal_bridge.model.envelope import (
     LLM_AI_RESPONSE,
     LLM_HUMAN_INPUT,
@@ -135,7 +136,7 @@ class BackfillSummary:
 
 
 def _is_summary(message: dict[str, Any]) -> bool:
-    return (message.get("additional_kwargs") or {}).get("lc_source") == "summarization"
+    return records.is_summary_message(message)
 
 
 def _messages(state: dict[str, Any]) -> list[dict[str, Any]]:

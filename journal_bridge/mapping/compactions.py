@@ -224,6 +224,29 @@ class Compactions:
         }
         return self._marker(payload)
 
+    def summary_added(self, message: Mapping[str, Any]) -> Draft | None:
+        """A summary message new in the state whose compaction no state showed: an
+        agent run as a sub-graph compacted what its model sees, and the parent's
+        messages, merged by id, keep what it replaced. The marker has the summary;
+        which messages it condensed the parent's state cannot tell."""
+        summary_id = str(message.get("id") or "")
+        if not summary_id or summary_id in self._marked:
+            return None
+        self._marked.add(summary_id)
+        payload: dict[str, Any] = {
+            "event": "summarization",
+            "replaced_count": None,
+            "condensed_count": None,
+            "preserved_count": None,
+            "replaced_message_ids": None,
+            "previous_summary_ids": None,
+            "summary_message_id": summary_id,
+            "summary": summary_text(message),
+            "nested": True,
+            "source": "state",
+        }
+        return self._marker(payload)
+
     def seen_view(self, rest: Mapping[str, Any], history: Sequence[str]) -> None:
         """The condensed view of a state that was there before the run: not this run's compaction."""
         view = condensed_view(rest, history)

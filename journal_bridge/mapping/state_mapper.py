@@ -253,7 +253,11 @@ class StateMapper:
             if message.get("type") == "tool" and message.get("tool_call_id"):
                 self.tool_call_ids.add(str(message["tool_call_id"]))
             if records.is_summary_message(message):
-                continue  # state, not conversation: its marker stands for it
+                # State, not conversation: its marker stands for it. One no removal
+                # showed is a compaction inside a sub-graph (an agent run as a node).
+                if (nested := self._compactions.summary_added(message)) is not None:
+                    out.append(self._record(nested))
+                continue
             call = self._calls + 1 if message.get("type") == "ai" else 0
             draft = records.conversation_message(message, f"message:{message_id}", call)
             if draft is not None:

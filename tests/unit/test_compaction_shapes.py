@@ -133,3 +133,16 @@ def test_a_human_message_named_summary_is_the_markers_summary_not_a_question():
     (marker,) = _markers(records)
     assert marker["summary"] == "what came before" and marker["summary_message_id"] == "s1"
     assert _shown(records) == ["h3", "<marker>", "a3"]
+
+
+def test_a_summary_an_agent_run_as_a_node_wrote_is_a_marker_though_no_message_left():
+    """An agent compacting inside a sub-graph: the parent merges its output by id,
+    so it keeps every message and gains the summary (a supervisor's or a swarm's worker)."""
+    summary = {"type": "human", "content": "what the worker condensed", "id": "s1",
+               "additional_kwargs": {"lc_source": "summarization"}}
+    messages = [*_turns(4), _human(4)]
+    states = [{"messages": messages}, {"messages": [*messages, summary, _ai(4)]}]
+    records = _run(states, {"messages": [{"role": "user", "content": "question 4"}]})
+    (marker,) = _markers(records)
+    assert marker["summary"] == "what the worker condensed" and marker["condensed_count"] is None
+    assert _shown(records) == ["h4", "<marker>", "a4"]
