@@ -14,7 +14,7 @@ Content and metadata follow deer-flow's run event stream contract:
 | `llm.ai.response`      | the message dict                               | `caller`, `usage`, `latency_ms`, `llm_call_index` |
 | `llm.tool.result`      | the message dict                               | `tool` |
 | `llm.ai.response`, `llm.tool.result` outside the conversation | the message dict | `caller` `middleware:summarize` (the summarizer) or `subagent:{node}` (inside a tool or a subgraph), `usage`, `latency_ms`, `llm_call_index` |
-| `middleware:summarize` | `name`, `hook`, `action`, `changes` (the summarization payload) | -- |
+| `middleware:summarize` | `name`, `hook`, `action`, `changes` (the summarization payload), `role`, `content` (the summary) | `replaced_count`, `preserved_count`, `condensed_count` |
 | `run.interrupt`        | `interrupts`: `[{"id", "value"}]`, what the run waits on | -- |
 | `run.end`              | `output_keys`, `message_count`, `last_message_id` | `status` |
 | `run.error`            | the error message (text)                       | `error_type` |
@@ -87,6 +87,7 @@ __all__ = [
     "state_fork",
     "input_messages",
     "is_summary_message",
+    "marker_fields",
     "message_dict",
     "is_hidden",
     "model_call",
@@ -303,17 +304,40 @@ def summarization_changes(payload: Mapping[str, Any]) -> dict[str, Any]:
     return changes
 
 
+# The role deer-flow's summarize-marker design gives the summary it keeps in a marker's content.
+SUMMARY_ROLE = "system"
+# The counts a marker's metadata repeats from its changes, for readers of that design.
+MARKER_COUNTS = ("replaced_count", "preserved_count", "condensed_count")
+
+
+def marker_fields(changes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a marker adds beside `name`, `hook`, `action` and `changes` for
+    readers of deer-flow's summarize-marker design, derived from `changes`: in
+    the content `role` and `content` (the summary, "" when none is known), in
+    the metadata the counts `changes` knows (`MARKER_COUNTS`)."""
+    summary = changes.get("summary")
+    content = {"role": SUMMARY_ROLE, "content": summary if isinstance(summary, str) else ""}
+    counts = {k: changes[k] for k in MARKER_COUNTS if type(changes.get(k)) is int}
+    return content, counts
+
+
 def summarize(payload: Mapping[str, Any]) -> Draft:
-    """The marker record of one compaction, keyed by the summary it produced."""
+    """The marker record of one compaction, keyed by the summary it produced.
+
+    Its content is deer-flow's middleware record (`name`, `hook`, `action`,
+    `changes`) with `marker_fields` beside it, so both deer-flow's contract and
+    the readers of its summarize-marker design read it."""
     changes = summarization_changes(payload)
+    spec_content, counts = marker_fields(changes)
     content = {
         "name": changes.get("middleware") or "SummarizationMiddleware",
         "hook": changes.get("hook") or "before_model",
         "action": "summarize",
         "changes": changes,
+        **spec_content,
     }
     identity = changes.get("summary_message_id") or _digest(changes)
-    return Draft(MIDDLEWARE_SUMMARIZE, content, f"summarize:{identity}")
+    return Draft(MIDDLEWARE_SUMMARIZE, content, f"summarize:{identity}", counts)
 
 
 

@@ -73,7 +73,7 @@ from journal_bridge.model.envelope import (
     RUN_INTERRUPT,
     RunEvent,
 )
-from journal_bridge.model.records import CANCELLED_ERROR_TYPE, is_hidden
+from journal_bridge.model.records import CANCELLED_ERROR_TYPE, MARKER_COUNTS, is_hidden
 from journal_bridge.projection.branches import Branch, annotate_forks, branch_of
 from journal_bridge.store.base import RunEventStore
 
@@ -154,7 +154,11 @@ def _marker(event: RunEvent) -> dict[str, Any] | None:
         return None
     changes = content.get("changes")
     if not isinstance(changes, dict):
-        changes = {}
+        # A marker of deer-flow's summarize-marker design alone: the summary in
+        # the content, the counts in the metadata.
+        metadata = event.metadata or {}
+        changes = {k: metadata[k] for k in MARKER_COUNTS if k in metadata}
+        changes["summary"] = content.get("content")
     replaced_ids = _ids(changes.get("replaced_message_ids"))
     earlier_summaries = set(_ids(changes.get("previous_summary_ids")))
     return {

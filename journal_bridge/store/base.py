@@ -72,7 +72,7 @@ __all__ = [
 
 # The number of schema migrations of the SQL backends (each keeps a `MIGRATIONS`
 # list this long): an older database is upgraded on open, a newer one refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 TIMELINE_CATEGORIES: tuple[str, ...] = (MESSAGE, MIDDLEWARE)
 

@@ -39,6 +39,7 @@ from journal_bridge.store.base import (
     take_layout,
 )
 from journal_bridge.store.journal_tables import COLUMNS, TABLES, ColumnTypes, migrations
+from journal_bridge.store.marker_fields import postgres_step
 from journal_bridge.store.sql import SqlRunEventStore
 
 __all__ = ["LAYOUTS", "PostgresRunEventStore", "from_url"]
@@ -58,9 +59,12 @@ _STEPS = migrations(
 # run. The first step also creates the sequence that numbers the threads'
 # writes (`{writes}`): PostgreSQL's writers to different threads run in
 # parallel, so none can take MAX(write_order) + 1 as SQLite's do.
+# The last step gives markers written before them the fields
+# `journal_bridge.store.marker_fields` describes.
 MIGRATIONS: list[tuple[str, ...]] = [
     (*_STEPS[0], "CREATE SEQUENCE IF NOT EXISTS {writes}"),
     *_STEPS[1:],
+    postgres_step(metadata="metadata", in_text=False),
 ]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 

@@ -28,6 +28,7 @@ from journal_bridge.store.deerflow import (
     encode_row,
     run_events_statements,
 )
+from journal_bridge.store.marker_fields import postgres_step
 from journal_bridge.store.postgres import PostgresRunEventStore, _copy_rows
 
 __all__ = ["DeerflowPostgresRunEventStore"]
@@ -88,6 +89,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
             " FOR EACH ROW EXECUTE FUNCTION {count_function}()"
         ),
     ),
+    # Markers written before them get the fields `store.marker_fields` describes.
+    postgres_step(metadata="event_metadata", in_text=True),
 ]
 
 

@@ -39,6 +39,7 @@ from journal_bridge.store.base import (
 )
 from journal_bridge.store.claims import FileClaims, claims_for
 from journal_bridge.store.journal_tables import COLUMNS, TABLES, ColumnTypes, migrations
+from journal_bridge.store.marker_fields import sqlite_step
 from journal_bridge.store.sql import SqlRunEventStore
 
 __all__ = ["LAYOUTS", "SqliteRunEventStore", "from_url", "sqlite_path_from_url"]
@@ -47,17 +48,22 @@ __all__ = ["LAYOUTS", "SqliteRunEventStore", "from_url", "sqlite_path_from_url"]
 _CHUNK = 500
 
 # See `journal_tables.migrations`; `journal_schema` records how many steps have run.
-MIGRATIONS: list[tuple[str, ...]] = migrations(
-    ColumnTypes(
-        integer="INTEGER",
-        counter="INTEGER",
-        text="TEXT",
-        event_type="TEXT",
-        category="TEXT",
-        json="TEXT",
-        time="TEXT",
-    )
-)
+# The last step gives markers written before them the fields
+# `journal_bridge.store.marker_fields` describes.
+MIGRATIONS: list[tuple[str, ...]] = [
+    *migrations(
+        ColumnTypes(
+            integer="INTEGER",
+            counter="INTEGER",
+            text="TEXT",
+            event_type="TEXT",
+            category="TEXT",
+            json="TEXT",
+            time="TEXT",
+        )
+    ),
+    sqlite_step(metadata="metadata", flagged=False),
+]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # `ALTER TABLE t ADD COLUMN IF NOT EXISTS c ...` in a migration: SQLite has no

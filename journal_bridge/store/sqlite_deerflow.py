@@ -35,6 +35,7 @@ from journal_bridge.store.deerflow import (
     encode_row,
     run_events_statements,
 )
+from journal_bridge.store.marker_fields import sqlite_step
 from journal_bridge.store.sqlite import SqliteRunEventStore, _decode_time
 
 __all__ = ["DeerflowSqliteRunEventStore"]
@@ -91,6 +92,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
             WHERE thread_id = OLD.thread_id;
         END""",
     ),
+    # Markers written before them get the fields `store.marker_fields` describes.
+    sqlite_step(metadata="event_metadata", flagged=True),
 ]
 
 

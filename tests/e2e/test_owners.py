@@ -18,12 +18,13 @@ from langgraph_sdk import get_client
 
 from journal_bridge.store import open_store
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human
-from tests.harness.langgraph_server import HARNESS
+from tests.harness.langgraph_server import HARNESS, project_config
 from tests.harness.seed import seed_conversation
 
 pytestmark = pytest.mark.e2e
 
 AUTH_PATH = HARNESS / "auth" / "deerflow_auth.py"
+ENGINE_AUTH_PATH = HARNESS / "auth" / "deerflow_engine_auth.py"
 ALICE = {"Cookie": "access_token=session-alice; csrf_token=c1", "X-CSRF-Token": "c1"}
 BOB = {"Authorization": "Bearer session-bob"}
 
@@ -116,4 +117,25 @@ async def test_a_journal_without_owners_is_repaired_and_then_visible_to_its_owne
     async with open_store(server.store_url) as store:
         everything = await store.list_messages(thread_id, limit=500)
     assert await _as_gateway(server, thread_id, "alice") == [r.content["id"] for r in everything]
+    assert await _as_gateway(server, thread_id, "bob") == []
+
+
+async def test_logged_in_the_handler_finds_its_users_once_an_app_lifespan_starts_deerflows_engine(
+    start_dev_server, tmp_path
+):
+    """deer-flow's handler needs its database engine, which `langgraph dev` never
+    starts: every logged-in request fails, until the app's lifespan starts it."""
+    store_url = f"sqlite:///{tmp_path / 'run_events.db'}?layout=deerflow"
+    auth = {"path": f"{ENGINE_AUTH_PATH}:auth"}
+    without = start_dev_server(config=project_config(auth=auth), env={"JOURNAL_BRIDGE_STORE_URL": store_url})
+    refused = httpx.post(f"{without.url}/threads", json={}, headers=ALICE, timeout=30)
+    assert refused.status_code == 500
+    assert "get_local_provider() called before init_engine_from_config()" in without.read_log()
+    without.stop()
+
+    config = project_config(auth=auth, http={"app": f"{HARNESS / 'apps' / 'deerflow_engine.py'}:app"})
+    server = start_dev_server(config=config, env={"JOURNAL_BRIDGE_STORE_URL": store_url})
+    thread_id = await _converse(server, ALICE)
+    history = [i["id"] for i in await _history(server, thread_id, ALICE) if i["type"] != "summary_marker"]
+    assert await _as_gateway(server, thread_id, "alice") == history
     assert await _as_gateway(server, thread_id, "bob") == []

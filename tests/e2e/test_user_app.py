@@ -16,9 +16,11 @@ import pytest
 from langgraph_sdk import get_client
 
 from journal_bridge.store import open_store
-from tests.harness.contract import assert_contract
+from tests.harness.contract import assert_contract, journaled_records
 from tests.harness.conversation import EARLY_SUMMARIZATION, human, is_summary, wait_journal_idle
 from tests.harness.langgraph_server import HARNESS, LanggraphDevServer, project_config
+from tests.harness.marker_spec import condensed_label
+from tests.harness.thread_truth import chain, messages
 
 pytestmark = pytest.mark.e2e
 
@@ -100,3 +102,56 @@ async def test_a_run_streamed_through_the_users_middleware_reaches_its_client_un
     async with open_store(server.store_url) as store:
         records = await store.list_timeline(thread_id, limit=100)
     assert [r.content["type"] for r in records if r.category == "message"] == ["human", "ai", "tool", "ai"]
+
+
+@pytest.fixture(scope="module")
+def deerflow_server(tmp_path_factory) -> Iterator[LanggraphDevServer]:
+    workdir = tmp_path_factory.mktemp("user-app-deerflow")
+    database = workdir / "deerflow.db"
+    env = {"JOURNAL_BRIDGE_STORE_URL": f"sqlite:///{database}?layout=deerflow", "GATEWAY_DATABASE": str(database)}
+    config = project_config(http={"app": f"{APPS / 'journaled_gateway.py'}:app"})
+    with LanggraphDevServer(config=config, env=env, workdir=workdir) as dev:
+        yield dev
+
+
+def _compactions(states: list[dict]) -> list[tuple[int, str]]:
+    """The server's word on each compaction of a branch (its checkpoints, oldest
+    first): how many messages it took out of the state, and its summary message."""
+    found = []
+    for before, after in zip(states, states[1:]):
+        earlier = {m["id"] for m in messages(before)}
+        new = [m for m in messages(after) if is_summary(m) and m["id"] not in earlier]
+        if new:
+            present = {m["id"] for m in messages(after)}
+            found.append((len(earlier - present), new[0]["content"]))
+    return found
+
+
+async def test_the_gateway_reading_as_deerflows_design_shows_every_compaction(deerflow_server):
+    server = deerflow_server
+    client = get_client(url=server.url)
+    assistant = await client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
+    thread_id = (await client.threads.create())["thread_id"]
+    turns = [*TURNS, "add 7 and 8", "what is the weather in Oslo", "add 1 and 1", "bye"]
+    for text in turns:
+        async for _ in client.runs.stream(thread_id, assistant["assistant_id"], input=human(text), stream_mode="values"):
+            pass
+    await wait_journal_idle(server.url)
+    compactions = _compactions(await chain(client, thread_id))
+    assert len(compactions) >= 2
+
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        designed = (await http.get(f"/api/threads/{thread_id}/history")).json()["messages"]
+        ours = (await http.get(f"/journal/threads/{thread_id}/markers", params={"limit": 100})).json()["data"]
+    markers = [item for item in designed if item["type"] == "summary_marker"]
+    assert [condensed_label(m) for m in markers] == [f"{n} messages condensed" for n, _ in compactions]
+    for marker, (_, summary_message) in zip(markers, compactions, strict=True):
+        assert marker["summary"] and marker["summary"] in summary_message
+    # The design's history is the journal's: the same markers at the same places.
+    assert [(m["id"], m["replaced_count"], m["summary"]) for m in markers] == [
+        (m["id"], m["replaced_count"], m["summary"]) for m in ours
+    ]
+    assert [m["content"] for m in designed if m["type"] == "human"] == turns
+    # And the rows keep deer-flow's current contract.
+    records = await journaled_records(server.store_url, thread_id)
+    assert len([r for r in records if r.event_type == "middleware:summarize"]) == len(compactions)

@@ -10,6 +10,7 @@ import pytest
 from journal_bridge.model.envelope import make_event
 from journal_bridge.projection import history
 from journal_bridge.store import open_store
+from tests.harness.marker_spec import design_history
 from tests.harness.seed import SUMMARY_TEXT, THREAD_ID, expected_items, journal_agent_thread, seed_conversation
 
 REPLACED = ["h1", "a1", "t1", "a101", "h2", "a2", "t2", "a102"]
@@ -287,3 +288,30 @@ async def test_a_later_marker_does_not_count_the_earlier_summary_as_condensed(st
     condensed = [i for i in changes["replaced_message_ids"] if i not in changes["previous_summary_ids"]]
     assert len(condensed) == second["condensed_count"] and set(condensed) <= shown_before
     assert changes["previous_summary_ids"] == [first["summary_message_id"]]
+
+
+async def test_the_designs_reader_finds_every_marker_with_its_count_and_summary(store):
+    await journal_agent_thread(store, "read-as-designed")
+    ours = (await history.markers_page(store, "read-as-designed"))["data"]
+    records = await store.list_timeline("read-as-designed", categories=("message", "middleware"), limit=500)
+    designed = [i for i in design_history(r.to_dict() for r in records) if i["type"] == "summary_marker"]
+    assert len(ours) >= 2
+    assert [(m["id"], m["replaced_count"], m["summary"]) for m in designed] == [
+        (m["id"], m["replaced_count"], m["summary"]) for m in ours
+    ]
+    for record in records:
+        if record.event_type == "middleware:summarize":
+            assert record.content["role"] == "system"
+            assert {k: record.metadata[k] for k in ("replaced_count", "preserved_count", "condensed_count")} == {
+                k: record.content["changes"][k] for k in ("replaced_count", "preserved_count", "condensed_count")
+            }
+
+
+async def test_a_marker_of_deerflows_design_alone_shows_its_count_and_summary(store):
+    await store.put_batch([
+        make_event(thread_id="designed", run_id="r", event_type="middleware:summarize", category="middleware",
+                   content={"role": "system", "content": "What came before."}, metadata={"replaced_count": 4}),
+    ])
+    (marker,) = (await history.markers_page(store, "designed"))["data"]
+    assert (marker["replaced_count"], marker["condensed_count"], marker["summary"]) == (4, 4, "What came before.")
+    assert marker["preserved_count"] is None and marker["replaced_message_ids"] == []

@@ -11,6 +11,7 @@ from journal_bridge.store import StoreError, StoreUnavailable, open_store
 from journal_bridge.store.base import SCHEMA_VERSION
 from journal_bridge.store.conformance import THREAD, SharedStorageConformance, event
 from journal_bridge.store.postgres import MIGRATIONS, PostgresRunEventStore
+from tests.unit.store.old_markers import check_markers_upgraded, write_old_markers
 from tests.unit.store.version_1_journal import (
     CREATED_AT,
     ROWS,
@@ -132,3 +133,13 @@ async def test_a_version_1_schema_is_upgraded_and_keeps_its_records(
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         version = conn.execute(f"SELECT version FROM {s}.journal_schema").fetchall()
     assert version == [(SCHEMA_VERSION,)]
+
+
+async def test_markers_of_a_version_2_schema_get_the_fields_of_deerflows_design(
+    postgres_url, postgres_schema
+):
+    await write_old_markers(postgres_url, schema=postgres_schema)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'UPDATE "{postgres_schema}".journal_schema SET version = 2')
+    async with open_store(postgres_url, schema=postgres_schema) as store:
+        await check_markers_upgraded(store)

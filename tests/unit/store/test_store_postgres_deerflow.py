@@ -3,6 +3,7 @@ with deer-flow: what one writes, the other reads."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
@@ -13,6 +14,7 @@ from journal_bridge.store import open_store
 from journal_bridge.store.conformance import THREAD, SharedStorageConformance, event
 from journal_bridge.store.deerflow import run_events_statements
 from journal_bridge.store.postgres_deerflow import DeerflowPostgresRunEventStore
+from tests.unit.store.old_markers import THREAD as OLD_THREAD, check_markers_upgraded, write_old_markers
 from tests.unit.store.deerflow_rows import (
     ROW_COLUMNS,
     check_deerflow_rows_are_read_counted_and_continued,
@@ -170,3 +172,23 @@ async def test_the_journal_layout_and_the_deerflow_layout_share_a_schema(
         await own.put_batch([event(content="in journal_events"), event()])
         assert [r["content"] for r in await shared.list_messages(THREAD)] == ["in run_events"]
         assert await own.count_messages(THREAD) == 2
+
+
+async def test_markers_written_before_the_fields_of_deerflows_design_get_them(
+    postgres_url, postgres_schema
+):
+    url = _deerflow_url(postgres_url)
+    await write_old_markers(url, schema=postgres_schema)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'UPDATE "{postgres_schema}".journal_bridge_schema SET version = 1')
+    async with open_store(url, schema=postgres_schema) as store:
+        await check_markers_upgraded(store)
+    # deer-flow reads the upgraded rows as it reads its own: the flags still say JSON.
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        (content, metadata), = conn.execute(
+            f'SELECT content, event_metadata FROM "{postgres_schema}".run_events'
+            " WHERE thread_id = %s AND seq = 3", (OLD_THREAD,)
+        ).fetchall()
+    assert metadata == {"content_is_json": True, "content_is_dict": True,
+                        "replaced_count": 6, "preserved_count": 4, "condensed_count": 5}
+    assert json.loads(content)["content"] == "The user asked about Paris twice."

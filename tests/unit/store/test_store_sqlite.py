@@ -11,6 +11,7 @@ from journal_bridge.store import StoreError, StoreUnavailable, open_store
 from journal_bridge.store.base import SCHEMA_VERSION
 from journal_bridge.store.conformance import THREAD, SharedStorageConformance, event
 from journal_bridge.store.sqlite import MIGRATIONS, SqliteRunEventStore
+from tests.unit.store.old_markers import check_markers_upgraded, write_old_markers
 from tests.unit.store.version_1_journal import (
     CREATED_AT,
     ROWS,
@@ -187,3 +188,13 @@ async def test_the_journal_caches_a_bounded_number_of_pages_as_the_file_grows(tm
         size = sum(f.stat().st_size for f in tmp_path.glob("events.db*"))
     assert size > 4 * 2**20
     assert grown < 1.25 * 2**20, f"SQLite holds {grown / 2**20:.2f} MiB more for a {size / 2**20:.1f} MiB journal"
+
+
+async def test_markers_of_a_version_2_file_get_the_fields_of_deerflows_design(tmp_path):
+    path = tmp_path / "events.db"
+    await write_old_markers(f"sqlite:///{path}")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE journal_schema SET version = 2")
+    conn.close()
+    async with open_store(f"sqlite:///{path}") as store:
+        await check_markers_upgraded(store)

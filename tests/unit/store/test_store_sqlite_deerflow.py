@@ -22,6 +22,7 @@ from journal_bridge.store.conformance import THREAD, SharedStorageConformance, e
 from journal_bridge.store.deerflow import run_events_statements
 from journal_bridge.store.sqlite import SqliteRunEventStore
 from journal_bridge.store.sqlite_deerflow import DeerflowSqliteRunEventStore
+from tests.unit.store.old_markers import THREAD as OLD_THREAD, check_markers_upgraded, write_old_markers
 from tests.unit.store.deerflow_rows import (
     ROW_COLUMNS,
     check_deerflow_rows_are_read_counted_and_continued,
@@ -259,3 +260,22 @@ async def test_the_journal_layout_and_the_deerflow_layout_share_a_file(tmp_path)
         assert [r["content"] for r in await shared.list_messages(THREAD)] == ["in run_events"]
         assert await own.count_messages(THREAD) == 2
         assert await shared.count_messages(THREAD) == 1
+
+
+async def test_markers_written_before_the_fields_of_deerflows_design_get_them(tmp_path):
+    path = tmp_path / "deerflow.db"
+    await write_old_markers(_url(path))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE journal_bridge_schema SET version = 1")
+    conn.close()
+    async with open_store(_url(path)) as store:
+        await check_markers_upgraded(store)
+    # deer-flow reads the upgraded rows as it reads its own: the flags still say JSON.
+    with sqlite3.connect(path) as conn:
+        (content, metadata), = conn.execute(
+            "SELECT content, event_metadata FROM run_events WHERE thread_id = ? AND seq = 3", (OLD_THREAD,)
+        ).fetchall()
+    conn.close()
+    assert json.loads(metadata) == {"content_is_json": True, "content_is_dict": True,
+                                    "replaced_count": 6, "preserved_count": 4, "condensed_count": 5}
+    assert json.loads(content)["content"] == "The user asked about Paris twice."
