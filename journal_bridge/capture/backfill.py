@@ -294,7 +294,8 @@ class _Reconstruction:
             "summary_message_id": summary["id"],
             "summary": summary_text(summary),
         }
-        metadata = self._metadata(state, node)
+        spec_content, counts = records.marker_fields(changes)
+        metadata = {**self._metadata(state, node), **counts}
         if previous is None:
             metadata["incomplete"] = True
         self.result.markers += 1
@@ -310,6 +311,7 @@ class _Reconstruction:
                     "hook": hook or "before_model",
                     "action": "summarize",
                     "changes": changes,
+                    **spec_content,
                 },
                 metadata=metadata,
                 created_at=parse_time(state.get("created_at")),
