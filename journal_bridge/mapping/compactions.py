@@ -152,6 +152,7 @@ class Compactions:
         self._view: frozenset[str] | None = None  # the messages the model no longer sees
         self.summaries: list[str] = []  # the summaries of this run's markers, in order
         self._heard: str | None = None  # a summarizer's answer no marker has taken yet
+        self.marked = 0  # markers made so far
 
     def heard(self, answer: str | None) -> None:
         """A summarizer call's answer: the summary of a compaction the next state shows
@@ -257,7 +258,23 @@ class Compactions:
         waiting, self._waiting = self._waiting, None
         return self._marker(waiting) if waiting is not None else None
 
+    def summarized(self, answer: str) -> Draft:
+        """A summarizer call whose compaction no state shows: an agent run as a
+        sub-graph that hands its parent only its last message compacted what its
+        own model sees. The marker is the call's: its answer, no counts."""
+        payload: dict[str, Any] = {
+            "event": "summarization",
+            "replaced_count": None,
+            "condensed_count": None,
+            "preserved_count": None,
+            "summary": answer,
+            "nested": True,
+            "source": "summarizer_call",
+        }
+        return self._marker(payload)
+
     def _marker(self, payload: Mapping[str, Any]) -> Draft:
+        self.marked += 1
         heard, self._heard = self._heard, None
         if not payload.get("summary") and heard:
             payload = {**payload, "summary": heard}

@@ -116,6 +116,7 @@ class RunMapper:
         self._failed = False
         self._started = False  # the root's start was mapped
         self._values_seen = False  # a `values` part came
+        self._marked_by_last_state = 0  # markers made when the last state was read
         # Whether the root's events have no parents (its end is then known by its bytes).
         self._root_unparented = False
         self.ending: str | None = None  # how the journaled run ended (`journal_bridge.host.outcome`)
@@ -289,14 +290,21 @@ class RunMapper:
         return _Call("tool", message, f"tool:{data.get('run_id')}", call_caller(data), ids)
 
     def _committed(self, state: Any) -> list[RunEvent]:
-        """A state of the run: the messages it committed, then the calls it did not show."""
-        for call in self._calls:
-            if call.caller == SUMMARIZER_CALLER:
-                # A compaction this state shows without its summary has it from here.
-                self._state.compactions.heard(_text(call.message).strip())
+        """A state of the run: the calls it did not show, a marker for each summarizer
+        call whose compaction it does not show either, then the messages it committed."""
+        compactions = self._state.compactions
+        answers = [_text(c.message).strip() for c in self._calls if c.caller == SUMMARIZER_CALLER]
+        # A compaction this state shows without its summary has it from its summarizer.
+        compactions.heard(answers[-1] if answers else None)
         committed = self._state.feed(VALUES_MODE, state)
-        self._state.compactions.heard(None)
-        return [*self._decide(), *committed]
+        compactions.heard(None)
+        hidden = self._decide()
+        # No marker since the last state, announced or shown: the summarizer's call is the marker.
+        if compactions.marked == self._marked_by_last_state:
+            for answer in filter(None, answers):
+                hidden += self._emit(compactions.summarized(answer))
+        self._marked_by_last_state = compactions.marked
+        return [*hidden, *committed]
 
     def _decide(self) -> list[RunEvent]:
         """The calls the last state did not show: hidden records, in the order they ended."""

@@ -1,7 +1,9 @@
 """The client's own view of a conversation, and how a journal's history compares with it.
 
 The truth is every message id in any state the client received -- each `values`
-frame of a stream, each `runs.wait` result, and, for a client that asked for no
+frame of a stream; for `runs.wait`, the states of the thread's checkpoints the
+run committed (what the same client reads from the thread's history: a wait
+returns the last one alone) and its result; and, for a client that asked for no
 `values`, the thread's state after each turn -- in the order first seen. A
 summary a harness keeps in the state is state, not conversation, and is left
 out: a message with `lc_source == "summarization"` (langchain's and deepagents'

@@ -60,9 +60,17 @@ async def converse(client, graph: str, how: str) -> tuple[str, ClientView]:
     thread_id = (await client.threads.create())["thread_id"]
     view = ClientView()
     modes = CLIENTS[how]
+    checkpoints: set[str] = set()
     for text in TURNS[graph]:
         if modes is None:
-            view.saw_state(await client.runs.wait(thread_id, graph, input=human(text)))
+            result = await client.runs.wait(thread_id, graph, input=human(text))
+            # A client that waits sees the run's last state; the states before it, which
+            # the thread committed too, it reads from the thread's history.
+            for state in reversed(await client.threads.get_history(thread_id, limit=200)):
+                if state["checkpoint"]["checkpoint_id"] not in checkpoints:
+                    checkpoints.add(state["checkpoint"]["checkpoint_id"])
+                    view.saw_state(state["values"])
+            view.saw_state(result)
             continue
         async for part in client.runs.stream(thread_id, graph, input=human(text), stream_mode=modes):
             if part.event == "error":
