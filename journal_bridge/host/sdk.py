@@ -66,9 +66,11 @@ class SdkRuns(Protocol):
 
 
 class SdkAssistants(Protocol):
-    """`client.assistants`: an assistant (for its graph id)."""
+    """`client.assistants`: an assistant (for its graph id) and its graph's schemas."""
 
     async def get(self, assistant_id: str) -> Mapping[str, Any]: ...
+
+    async def get_schemas(self, assistant_id: str) -> Mapping[str, Any]: ...
 
 
 class SdkClient(Protocol):

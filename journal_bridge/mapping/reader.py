@@ -44,9 +44,10 @@ from journal_bridge.host.sdk import SdkClient
 from journal_bridge.host.sse import Frame
 from journal_bridge.mapping.capture_setting import Capture
 from journal_bridge.mapping.events_mapper import RunMapper
+from journal_bridge.mapping.private_views import PRIVATE_VIEWS, with_markers
 from journal_bridge.mapping.state_mapper import StateMapper
 from journal_bridge.model import records
-from journal_bridge.model.envelope import RunEvent
+from journal_bridge.model.envelope import MESSAGE, MIDDLEWARE, RunEvent
 
 logger = logging.getLogger(__name__)
 
@@ -609,6 +610,7 @@ async def _read(
 ) -> RunMapper | StateMapper:
     capture = source.capture
     mapper: RunMapper | StateMapper
+    held: list[RunEvent] | None = None
     if source.checkpoint is not None:
         # Before the run's own records: the branch it is on starts there.
         batches.add([await fork_record(sdk, thread_id, run_id, source.checkpoint)])
@@ -621,6 +623,10 @@ async def _read(
         batches.add(await _start_state_mapper(sdk, mapper, source))
         batches.hold_start()
         await batches.send()
+        if await PRIVATE_VIEWS.of(sdk, mapper.assistant_id):
+            # Its compactions are in its checkpoints alone: the records wait for the run's end.
+            held = []
+    add = batches.add if held is None else held.extend
 
     async def consume(parts: AsyncIterator[Part | None], more: Callable[[], bool] = lambda: False) -> None:
         # Frames that arrived together are mapped before their records are sent.
@@ -631,7 +637,7 @@ async def _read(
             batches.started()
             if on_part is not None:
                 on_part()
-            batches.add(mapper.feed(part.event, part.data))
+            add(mapper.feed(part.event, part.data))
             if not more() or batches.full:
                 await batches.send()
         await batches.send()
@@ -676,6 +682,10 @@ async def _read(
     else:
         outcome = await read_outcome(sdk, thread_id, run_id, **wanted)
     ending = mapper.flush(final_state=final_state, outcome=outcome)
+    if held is not None and isinstance(mapper, StateMapper):
+        conversation = [e for e in ending if e.category in (MESSAGE, MIDDLEWARE)]
+        ending = [e for e in ending if e.category not in (MESSAGE, MIDDLEWARE)]
+        batches.add(await with_markers(sdk, thread_id, run_id, [*held, *conversation], mapper.compactions))
     if outcome is not None and outcome.cancelled and outcome.cancel_action == ROLLBACK:
         # The server removed the run and its checkpoints: the thread goes on from before it.
         ending.append(records.rollback(thread_id, run_id))

@@ -97,6 +97,7 @@ class StateMapper:
         self.malformed = 0
         self._input_count: int | None = None
         self._inputs: list[tuple[Any, Any]] = []
+        self.assistant_id: str | None = None  # the run's, once `start` knows it
         self._seen: set[str] | None = None
         self.tool_call_ids: set[str] = set()  # of the tool messages new in the run's states
         self._calls = 0
@@ -115,6 +116,7 @@ class StateMapper:
 
     def start(self, graph: str | None, assistant_id: str | None, run_input: Any) -> list[RunEvent]:
         """`run.start`; the run's input tells which messages of the first state are new."""
+        self.assistant_id = assistant_id
         inputs = records.input_messages(run_input)
         self._inputs = [(m.get("type"), m.get("content")) for m in inputs]
         self._input_count = len(self._inputs)
