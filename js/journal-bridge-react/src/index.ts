@@ -29,3 +29,5 @@ export type {
 } from "./useJournalHistory.js";
 export { JournalNote, RunStatusNote, SummaryMarker } from "./components.js";
 export type { RunStatusNoteProps, SummaryMarkerProps } from "./components.js";
+export { JournalProvider, useJournal, useJournalRow } from "./context.js";
+export type { JournalRowView } from "./context.js";

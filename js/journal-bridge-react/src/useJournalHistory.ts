@@ -12,6 +12,7 @@ import {
   type BranchMetadata,
   type JournalRow,
   type LiveMessage,
+  type MessageRow,
   type RunWatch,
   watchRun,
 } from "./merge.js";
@@ -58,6 +59,8 @@ export interface UseJournalHistoryResult<M> {
   markers: JournalSummaryMarker[];
   status: JournalHistoryStatus;
   error: Error | null;
+  /** The row of a message (by id), if it has one. */
+  rowOf: (message: { id?: string | null | undefined }) => MessageRow<M> | undefined;
   /** Read the journal again. */
   refresh: () => void;
 }
@@ -219,9 +222,13 @@ export function useJournalHistory<M extends LiveMessage>(
   const rows = stream.getMessagesMetadata
     ? placeBranchSwitches(merged, liveMessages, (message, index) => stream.getMessagesMetadata?.(message, index))
     : merged;
+  const byId = new Map<string, MessageRow<M>>();
+  for (const row of rows) if (row.kind === "message" && row.message.id) byId.set(row.message.id, row);
+  const rowOf = (message: { id?: string | null | undefined }) => (message.id ? byId.get(message.id) : undefined);
   const mine = held.threadId === threadId;
   return {
     rows,
+    rowOf,
     messages,
     markers,
     status: threadId === null ? "idle" : mine ? held.status : "loading",

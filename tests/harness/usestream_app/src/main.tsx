@@ -11,7 +11,7 @@ import { StrictMode, createContext, useContext, useState, type FormEvent, type R
 import { createRoot } from "react-dom/client";
 import type { Checkpoint, Message } from "@langchain/langgraph-sdk";
 import { useStream } from "@langchain/langgraph-sdk/react";
-import { JournalNote, useJournalHistory, type MessageRow } from "journal-bridge-react"; // journal
+import { JournalNote, JournalProvider, useJournal, useJournalHistory, useJournalRow } from "journal-bridge-react"; // journal
 
 const query = new URLSearchParams(window.location.search);
 const apiUrl = query.get("apiUrl") ?? "http://localhost:2024";
@@ -82,10 +82,10 @@ function BranchSwitcher({ branch, options }: { branch: string | undefined; optio
   );
 }
 
-function HumanMessage({ row }: { row: MessageRow<Message> }) {
+function HumanMessage({ message }: { message: Message }) {
   const { stream } = useChatContext();
   const [editing, setEditing] = useState<string | null>(null);
-  const meta = stream.getMessagesMetadata(row.message);
+  const { meta, journalOnly } = useJournalRow(stream, message); // journal
   const parentCheckpoint: Checkpoint | null | undefined = meta?.firstSeenState?.parent_checkpoint;
   const submitEdit = (event: FormEvent) => {
     event.preventDefault();
@@ -105,15 +105,15 @@ function HumanMessage({ row }: { row: MessageRow<Message> }) {
   };
   return (
     <div className="human">
-      {editing === null ? <p className="text">{text(row.message)}</p> : (
+      {editing === null ? <p className="text">{text(message)}</p> : (
         <form className="edit-form" onSubmit={submitEdit}>
           <textarea value={editing} onChange={(event) => setEditing(event.target.value)} />
           <button type="submit">Save</button>
         </form>
       )}
-      <BranchSwitcher branch={row.streamBranch?.branch} options={row.streamBranch?.branchOptions} />
-      {!row.journalOnly && editing === null && ( // journal
-        <button className="edit" disabled={stream.isLoading} onClick={() => setEditing(text(row.message))}>
+      <BranchSwitcher branch={meta?.branch} options={meta?.branchOptions} />
+      {!journalOnly && editing === null && ( // journal
+        <button className="edit" disabled={stream.isLoading} onClick={() => setEditing(text(message))}>
           Edit
         </button>
       )}
@@ -121,12 +121,11 @@ function HumanMessage({ row }: { row: MessageRow<Message> }) {
   );
 }
 
-function AssistantMessage({ row }: { row: MessageRow<Message> }) {
+function AssistantMessage({ message }: { message: Message }) {
   const { stream } = useChatContext();
-  const message = row.message;
-  // As agent-chat-ui reads it; with journal rows the state may hold no message at all.
-  const isLastMessage = stream.messages.at(-1)?.id === message.id;
-  const meta = stream.getMessagesMetadata(message);
+  // While a compaction streams, the state may hold no message at all.
+  const isLastMessage = stream.messages.at(-1)?.id === message.id; // journal
+  const { meta, journalOnly } = useJournalRow(stream, message); // journal
   const parentCheckpoint = meta?.firstSeenState?.parent_checkpoint;
   const regenerate = () => stream.submit(undefined, { checkpoint: parentCheckpoint, streamMode: ["values"] });
   if (message.type === "tool") return <pre className="tool">{text(message)}</pre>;
@@ -139,8 +138,8 @@ function AssistantMessage({ row }: { row: MessageRow<Message> }) {
           {call.name}({JSON.stringify(call.args)})
         </code>
       ))}
-      <BranchSwitcher branch={row.streamBranch?.branch} options={row.streamBranch?.branchOptions} />
-      {!row.journalOnly && ( // journal
+      <BranchSwitcher branch={meta?.branch} options={meta?.branchOptions} />
+      {!journalOnly && ( // journal
         <button className="regenerate" disabled={stream.isLoading} onClick={regenerate}>
           Regenerate
         </button>
@@ -149,23 +148,14 @@ function AssistantMessage({ row }: { row: MessageRow<Message> }) {
   );
 }
 
-function Row({ row }: { row: Chat["journal"]["rows"][number] }) {
-  const attributes = {
-    "data-kind": row.kind,
-    "data-key": row.key,
-    "data-journal-only": row.journalOnly ? "true" : "false",
-    "data-seq": row.seq ?? "",
-  };
-  if (row.kind !== "message") return <li {...attributes}><JournalNote row={row} /></li>; // journal
-  return (
-    <li {...attributes} data-type={row.message.type} data-id={row.message.id ?? ""}>
-      {row.message.type === "human" ? <HumanMessage row={row} /> : <AssistantMessage row={row} />}
-    </li>
-  );
+// What the end-to-end test reads of a row.
+function rowAttributes(row: Chat["journal"]["rows"][number]) {
+  return { "data-kind": row.kind, "data-key": row.key, "data-journal-only": String(row.journalOnly), "data-seq": row.seq ?? "" };
 }
 
 function Thread() {
   const { stream, journal, threadId, setThreadId } = useChatContext();
+  const { rows } = useJournal<Message>(); // journal
   const [input, setInput] = useState("");
   const send = (event: FormEvent) => {
     event.preventDefault();
@@ -197,7 +187,15 @@ function Thread() {
         New thread
       </button>
       <ol className="rows">
-        {journal.rows.map((row) => <Row key={row.key} row={row} />)}
+        {rows.map((row) => { // journal
+          if (row.kind !== "message") return <li key={row.key} {...rowAttributes(row)}><JournalNote row={row} /></li>; // journal
+          const message = row.message; // journal
+          return (
+            <li key={message.id ?? row.key} {...rowAttributes(row)} data-type={message.type} data-id={message.id ?? ""}>
+              {message.type === "human" ? <HumanMessage message={message} /> : <AssistantMessage message={message} />}
+            </li>
+          );
+        })}
       </ol>
       <form className="composer" onSubmit={send}>
         <textarea value={input} onChange={(event) => setInput(event.target.value)} />
@@ -211,7 +209,11 @@ function Thread() {
 
 function ChatProvider({ children }: { children: ReactNode }) {
   const chat = useChat();
-  return <ChatContext.Provider value={chat}>{children}</ChatContext.Provider>;
+  return (
+    <ChatContext.Provider value={chat}>
+      <JournalProvider value={chat.journal}>{children}</JournalProvider> {/* journal */}
+    </ChatContext.Provider>
+  );
 }
 
 const root = document.getElementById("root");
