@@ -226,12 +226,14 @@ export function useJournalHistory<M extends LiveMessage>(
   for (const row of rows) if (row.kind === "message" && row.message.id) byId.set(row.message.id, row);
   const rowOf = (message: { id?: string | null | undefined }) => (message.id ? byId.get(message.id) : undefined);
   const mine = held.threadId === threadId;
+  // Between a run's end and the effect that reads the journal, what was read is not yet behind.
+  const behind = mine && until !== undefined && !isLoading && (held.until !== until || held.head !== head);
   return {
     rows,
     rowOf,
     messages,
     markers,
-    status: threadId === null ? "idle" : mine ? held.status : "loading",
+    status: threadId === null ? "idle" : mine && !behind ? held.status : "loading",
     error: mine ? held.error : null,
     refresh,
   };
