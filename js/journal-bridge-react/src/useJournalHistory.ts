@@ -134,19 +134,29 @@ export function useJournalHistory<M extends LiveMessage>(
   const fromStream = options.apiUrl === undefined ? connectionOf(stream.client) : {};
   const apiUrl = options.apiUrl ?? fromStream.apiUrl;
   const headers = { ...fromStream.headers, ...options.defaultHeaders };
-  const connection = JSON.stringify([apiUrl, headers, options.apiKey ?? null, options.prefix ?? null]);
-  const givenClient = options.client;
-  const givenFetch = options.fetch;
+  // The client changes with what it talks to, not with each render's option objects:
+  // a `client` or `fetch` written inline must not restart the reads on every render.
+  const given = options.client;
+  const connection = JSON.stringify(
+    given ? [given.apiUrl, given.headers, given.prefix] : [apiUrl, headers, options.apiKey ?? null, options.prefix ?? null],
+  );
+  const latestFetch = useRef(options.fetch);
+  useEffect(() => {
+    latestFetch.current = options.fetch;
+  });
   const client = useMemo(() => {
-    if (givenClient) return givenClient;
+    // `given` is this render's: the one whose connection changed.
+    if (given) return given;
     const [url, defaultHeaders, apiKey, prefix] = JSON.parse(connection) as [
       string | undefined,
       Record<string, HeaderValue>,
       string | null,
       string | null,
     ];
-    return new JournalClient({ apiUrl: url, defaultHeaders, apiKey, prefix: prefix ?? undefined, fetch: givenFetch });
-  }, [givenClient, givenFetch, connection]);
+    const fetcher: typeof fetch = (input, init) => (latestFetch.current ?? globalThis.fetch)(input, init);
+    return new JournalClient({ apiUrl: url, defaultHeaders, apiKey, prefix: prefix ?? undefined, fetch: fetcher });
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- keyed by what the client talks to
+  }, [connection]);
 
   const [held, setHeld] = useState<Held>(NOTHING);
   const heldRef = useRef<Held>(NOTHING);
