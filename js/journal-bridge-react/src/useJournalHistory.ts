@@ -92,6 +92,10 @@ function connectionOf(client: unknown): { apiUrl?: string; headers?: Record<stri
   return { apiUrl, headers };
 }
 
+function sameMessages(a: readonly unknown[], b: readonly unknown[]): boolean {
+  return a === b || (a.length === b.length && a.every((message, index) => message === b[index]));
+}
+
 /** The checkpoint at the end of the branch useStream shows, when it fetches the thread's history. */
 function shownHead<M extends LiveMessage>(stream: StreamLike<M>): string | undefined {
   try {
@@ -124,9 +128,18 @@ export function useJournalHistory<M extends LiveMessage>(
   const threadId = options.threadId ?? null;
   const timeoutMs = options.pollTimeoutMs ?? 15000;
   const live = stream.messages;
-  // useStream gives a new empty array on every render while the state has no messages.
-  const liveMessages: readonly M[] = live.length ? live : NO_MESSAGES;
   const isLoading = stream.isLoading;
+  // What the run in progress did to the live state: the messages a compaction removed stay
+  // shown until the journal holds them. Watched while rendering (React renders again at
+  // once, so no frame shows them gone).
+  const [watched, setWatched] = useState<{ threadId: string | null; watch: RunWatch<M> }>(() => ({
+    threadId,
+    watch: watchRun<M>(null, live.length ? live : NO_MESSAGES, isLoading),
+  }));
+  // The live messages as one array while they stay the same messages: useStream gives a
+  // new empty array on every render while the state has none, and a stream object an app
+  // derives may give a new array each time.
+  const liveMessages: readonly M[] = sameMessages(watched.watch.live, live) ? watched.watch.live : live;
   const isThreadLoading = stream.isThreadLoading ?? false;
   const head = shownHead(stream);
   const until = lastConversationId(liveMessages);
@@ -167,13 +180,6 @@ export function useJournalHistory<M extends LiveMessage>(
   const [tick, setTick] = useState(0);
   const refresh = useCallback(() => setTick((count) => count + 1), []);
 
-  // What the run in progress did to the live state: the messages a compaction removed stay
-  // shown until the journal holds them. Watched while rendering (React renders again at
-  // once, so no frame shows them gone).
-  const [watched, setWatched] = useState<{ threadId: string | null; watch: RunWatch<M> }>(() => ({
-    threadId,
-    watch: watchRun<M>(null, liveMessages, isLoading),
-  }));
   let watch = watched.watch;
   if (watched.threadId !== threadId || watch.live !== liveMessages || watch.loading !== isLoading) {
     watch = watchRun(watched.threadId === threadId ? watch : null, liveMessages, isLoading);
