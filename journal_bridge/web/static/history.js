@@ -113,12 +113,17 @@ export class JournalClient {
 
   /**
    * `history` (what `loadHistory` returned) brought up to date: what was
-   * journaled since, or the whole branch again when the thread forked since
-   * (a regenerate or an edit replaces items `history` holds).
+   * journaled since, or the whole branch again when a fork since replaced
+   * items `history` holds (a regenerate or an edit: another version at the
+   * fork began at or before `history.lastSeq`). A run that went on from the
+   * head -- useStream sends some turns so, and the journal records a fork,
+   * `branch` 1/1 -- only adds.
    */
   async refresh(threadId, history, options = {}) {
     const more = await this.poll(threadId, history.lastSeq, options);
-    if (more.items.some((item) => item.branch)) return this.loadHistory(threadId, options);
+    const replaced = more.items.some((item) => item.branch && item.branch.alternatives.some(
+      (other) => other.seq !== null && other.seq !== item.seq && other.seq <= history.lastSeq));
+    if (replaced) return this.loadHistory(threadId, options);
     const items = history.items.concat(more.items);
     return { items, markers: items.filter((item) => item.type === MARKER_TYPE), lastSeq: more.lastSeq };
   }
