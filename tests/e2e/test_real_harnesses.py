@@ -15,6 +15,8 @@ the same matrix as a table.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tests.harness.harness_matrix import CLIENTS, GRAPHS, run_cell, start_server
@@ -28,15 +30,31 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
                                         pytest.param("lean", marks=pytest.mark.full_matrix)])
 def server(request, tmp_path_factory):
     dev = start_server(request.param, tmp_path_factory.mktemp(f"harnesses-{request.param}"))
-    yield dev
+    yield request.param, dev
     dev.stop()
+
+
+# A worker of a supervisor in `last_message` mode compacts what its own model sees and hands its
+# parent one message: no state of the parent shows the compaction, and only a run captured from
+# `events` sees the summarizer's call (docs/capture.md, "Agents built with other harnesses").
+UNSEEN_BY_STATES = {"supervisor_last"}
+
+
+def _values_path(capture: str, how: str) -> bool:
+    return capture == "lean" or (capture == "auto" and how != "use_stream")
 
 
 @pytest.mark.parametrize("how", sampled(list(CLIENTS), ["use_stream"]))
 @pytest.mark.parametrize("graph", GRAPHS)
 async def test_the_journal_holds_what_the_client_saw_with_a_marker_per_summarizer_run(server, graph, how):
-    result = await run_cell(server, graph, how)
+    capture, dev = server
+    result = await run_cell(dev, graph, how)
     # The scripted conversation really used the harness: messages, and compactions to mark.
     assert result.truth >= 24, f"{graph}/{how}: the client saw only {result.truth} messages"
     assert result.summarizer_runs >= 3, f"{graph}/{how}: {result.summarizer_runs} summarizer runs"
+    if graph in UNSEEN_BY_STATES and _values_path(capture, how):
+        # Every message exact, and no marker rather than a false one.
+        exact = dataclasses.replace(result, markers=result.summarizer_runs)
+        assert exact.holds and result.markers == 0, f"{graph}/{how}: " + "; ".join(result.problems())
+        return
     assert result.holds, f"{graph}/{how}: " + "; ".join(result.problems())
