@@ -32,6 +32,8 @@ GRAPHS = {
     "upstream": "tests/harness/graphs/summarizers.py:upstream",
     "state_key": "tests/harness/graphs/summarizers.py:state_key",
     "minimal": "tests/harness/graphs/minimal_summary.py:graph",
+    "state_key_repeating": "tests/harness/graphs/summarizers.py:state_key_repeating",
+    "named_summary": "tests/harness/graphs/summarizers.py:named_summary",
 }
 TRACKING = {"summarization": {"enabled": True, "trigger": [{"type": "messages", "value": 6}],
                               "keep": {"type": "messages", "value": 2}}}
@@ -78,8 +80,8 @@ async def _compactions(client, thread_id: str) -> list[dict[str, Any]]:
         if previous is not None:
             replaced = [m["id"] for m in messages(previous) if m["id"] not in ids]
             if replaced:
-                summary = next((m for m in now if (m.get("additional_kwargs") or {}).get("lc_source")
-                                == "summarization" and m["id"] not in seen), None)
+                summary = next((m for m in now if ((m.get("additional_kwargs") or {}).get("lc_source")
+                                == "summarization" or m.get("name") == "summary") and m["id"] not in seen), None)
                 found.append({"replaced": replaced, "before": [m["id"] for m in now if m["id"] not in seen
                               and m is not summary and m["type"] in ("human", "ai", "tool")],
                               "summary": summary, "summary_text": state["values"].get("summary_text")})
