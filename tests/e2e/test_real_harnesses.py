@@ -16,11 +16,15 @@ the same matrix as a table.
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
 
 import pytest
 
-from tests.harness.harness_matrix import CLIENTS, GRAPHS, run_cell, start_server
-from tests.harness.suites import sampled
+from tests.harness.client_view import ClientView, compare, summarizer_runs
+from tests.harness.harness_matrix import CLIENTS, GRAPHS, SUMMARIZER_LOG, journal_history, run_cell, start_server
+from tests.harness.js_onoff import JS_DIR, ensure_node_modules, node_problem
+from tests.harness.suites import require_or_skip, sampled
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -58,3 +62,23 @@ async def test_the_journal_holds_what_the_client_saw_with_a_marker_per_summarize
         assert exact.holds and result.markers == 0, f"{graph}/{how}: " + "; ".join(result.problems())
         return
     assert result.holds, f"{graph}/{how}: " + "; ".join(result.problems())
+
+
+async def test_a_javascript_usestream_client_of_a_swarm_sees_what_the_journal_holds(server):
+    """The JavaScript SDK useStream is built on, streaming useStream's modes, on a multi-agent harness."""
+    capture, dev = server
+    problem = node_problem()
+    if problem:
+        require_or_skip(f"JavaScript client of a harness: {problem}")
+    ensure_node_modules()
+    from tests.harness.graphs.harnesses import TURNS
+
+    result = subprocess.run(["node", str(JS_DIR / "harness_turns.mjs"), dev.url, "swarm", *TURNS["swarm"]],
+                            cwd=JS_DIR, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
+    seen = json.loads(result.stdout)
+    view = ClientView(ids=seen["ids"], states=seen["states"], _seen=set(seen["ids"]))
+    items = await journal_history(dev.url, seen["thread_id"], view.ids[-1])
+    comparison = compare(view, items, summarizer_runs(dev.workdir / SUMMARIZER_LOG, seen["thread_id"]))
+    assert comparison.truth >= 24 and comparison.summarizer_runs >= 3, comparison
+    assert comparison.holds, f"swarm/js/{capture}: " + "; ".join(comparison.problems())
