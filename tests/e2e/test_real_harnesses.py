@@ -24,6 +24,7 @@ import pytest
 from tests.harness.client_view import ClientView, compare, summarizer_runs
 from tests.harness.harness_matrix import CLIENTS, GRAPHS, SUMMARIZER_LOG, journal_history, run_cell, start_server
 from tests.harness.js_onoff import JS_DIR, ensure_node_modules, node_problem
+from tests.harness.services import create_database, postgres_server
 from tests.harness.suites import require_or_skip, sampled
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -82,3 +83,17 @@ async def test_a_javascript_usestream_client_of_a_swarm_sees_what_the_journal_ho
     comparison = compare(view, items, summarizer_runs(dev.workdir / SUMMARIZER_LOG, seen["thread_id"]))
     assert comparison.truth >= 24 and comparison.summarizer_runs >= 3, comparison
     assert comparison.holds, f"swarm/js/{capture}: " + "; ".join(comparison.problems())
+
+
+@pytest.mark.postgres
+async def test_a_supervisors_conversation_journaled_on_postgres_is_what_its_clients_saw(tmp_path):
+    with postgres_server() as postgres_url:
+        store_url = create_database(postgres_url, "journal_harnesses")
+        dev = start_server("auto", tmp_path, store_url=store_url)
+        try:
+            for how in ("use_stream", "wait"):
+                result = await run_cell(dev, "supervisor_full", how)
+                assert result.truth >= 24 and result.summarizer_runs >= 3, result
+                assert result.holds, f"supervisor_full/{how} on Postgres: " + "; ".join(result.problems())
+        finally:
+            dev.stop()

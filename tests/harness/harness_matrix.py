@@ -46,10 +46,13 @@ SUMMARIZER_LOG = "summarizer.log"
 JOURNAL_WAIT = 60.0
 
 
-def start_server(capture: str, workdir: Path) -> LanggraphDevServer:
-    """A `langgraph dev` of this checkout with the plugin, serving every harness graph, under `capture`."""
+def start_server(capture: str, workdir: Path, store_url: str | None = None) -> LanggraphDevServer:
+    """A `langgraph dev` of this checkout with the plugin, serving every harness graph, under `capture`
+    (its journal at `store_url`, else the default SQLite file)."""
     config = project_config(graphs={graph: f"{GRAPHS_FILE}:{graph}" for graph in GRAPHS})
     env = {"JOURNAL_BRIDGE_CAPTURE": capture, SUMMARIZER_LOG_ENV: str(workdir / SUMMARIZER_LOG)}
+    if store_url is not None:
+        env["JOURNAL_BRIDGE_STORE_URL"] = store_url
     return LanggraphDevServer(config=config, env=env, workdir=workdir).start()
 
 
