@@ -49,6 +49,7 @@ __all__ = [
     "join_params",
     "join_query_modes",
     "join_query_with_modes",
+    "joins_take_subgraph_events",
     "max_request_body_bytes",
     "protocol_v2_stream_modes",
     "run_stream_modes",
@@ -59,8 +60,8 @@ __all__ = [
 ]
 
 # (lowest, first unsupported) minor release of each package.
-SUPPORTED_API = ((0, 11), (0, 17))
-SUPPORTED_INMEM = ((0, 31), (0, 37))
+SUPPORTED_API = ((0, 10), (0, 17))
+SUPPORTED_INMEM = ((0, 30), (0, 37))
 _EDITION_ENV = "LANGGRAPH_RUNTIME_EDITION"
 
 
@@ -251,16 +252,41 @@ def join_query_with_modes(query_string: bytes, modes: list[str]) -> bytes:
 
 def join_mode_matches(event: str, modes: list[str] | tuple[str, ...]) -> bool:
     """Whether a run-stream join for `modes` sends a frame of `event` (`values`,
-    `messages/partial`, `updates|sub:1`, ...): the filter of the runs' joins,
-    the same in langgraph-runtime-inmem 0.31-0.36 and langgraph-runtime-pg
+    `messages/partial`, `updates|sub:1`, ...): the filter of the runs' joins
     (none: every frame; `messages` and `messages-tuple` take every `messages*`
-    event; a subgraph's event goes with its mode)."""
+    event; a subgraph's event goes with its mode where the runtime's joins
+    take subgraph events, `joins_take_subgraph_events`)."""
     if not modes or event in modes:
         return True
     if ("messages" in modes or "messages-tuple" in modes) and event.startswith("messages"):
         return True
     base, bar, _ = event.partition("|")
-    return bool(bar) and base in modes
+    return bool(bar) and base in modes and joins_take_subgraph_events()
+
+
+# The first langgraph-runtime-inmem whose joins send a subgraph's event
+# (`updates|sub:1`) with its mode (`updates`).
+_INMEM_SUBGRAPH_JOINS = (0, 31)
+
+
+def joins_take_subgraph_events(edition: str | None = None, inmem: str | None = None) -> bool:
+    """Whether a run-stream join for named modes sends a subgraph's events of those modes.
+
+    langgraph-runtime-inmem 0.31-0.36 and langgraph-runtime-pg do; 0.30
+    (langgraph-api 0.10) sends only the events named exactly (and `messages*`
+    for `messages`), so a join for `updates` gets no `updates|sub:1`. `edition`
+    and `inmem` (the installed langgraph-runtime-inmem) default to this
+    environment's.
+    """
+    if (edition or runtime_edition()) != "inmem":
+        return True
+    minor = _minor(inmem or _installed_inmem() or "")
+    return minor is None or minor >= _INMEM_SUBGRAPH_JOINS
+
+
+@functools.cache
+def _installed_inmem() -> str | None:
+    return _installed("langgraph-runtime-inmem")
 
 
 def inmem_frame_stores() -> dict[Any, dict[Any, list[Any]]] | None:
