@@ -2,8 +2,8 @@
 
 Everything that depends on the server's version or runtime is read here, from
 the server's own definitions where it publishes them, so other modules do not
-guess. Supported: langgraph-api 0.11 through 0.16 (`SUPPORTED_API`) on the
-in-memory runtime of `langgraph dev` (langgraph-runtime-inmem 0.31 through
+guess. Supported: langgraph-api 0.10 through 0.16 (`SUPPORTED_API`) on the
+in-memory runtime of `langgraph dev` (langgraph-runtime-inmem 0.30 through
 0.36) or on a runtime that keeps its state elsewhere, such as
 langgraph-runtime-pg (`LANGGRAPH_RUNTIME_EDITION=pg`). `check_server` refuses
 anything else when the plugin is loaded.
@@ -49,6 +49,7 @@ __all__ = [
     "join_params",
     "join_query_modes",
     "join_query_with_modes",
+    "joins_take_subgraph_events",
     "max_request_body_bytes",
     "protocol_v2_stream_modes",
     "run_stream_modes",
@@ -59,8 +60,8 @@ __all__ = [
 ]
 
 # (lowest, first unsupported) minor release of each package.
-SUPPORTED_API = ((0, 11), (0, 17))
-SUPPORTED_INMEM = ((0, 31), (0, 37))
+SUPPORTED_API = ((0, 10), (0, 17))
+SUPPORTED_INMEM = ((0, 30), (0, 37))
 _EDITION_ENV = "LANGGRAPH_RUNTIME_EDITION"
 
 
@@ -159,7 +160,7 @@ def protocol_v2_stream_modes() -> tuple[str, ...]:
 
 
 # What langgraph-api stores in place of the text of an exception it does not
-# disclose. langgraph-api 0.11 discloses no cancel reason: the error a cancelled
+# disclose. langgraph-api 0.10 and 0.11 disclose no cancel reason: the error a cancelled
 # run leaves on its thread (`UserInterrupt`, `UserRollback`) always carries this
 # placeholder; later releases store the reason itself ("interrupt requested via
 # POST ...", "client disconnected from the run stream ..."). Read as text, so it
@@ -168,7 +169,7 @@ _UNDISCLOSED_ERROR_MESSAGE = "An internal error occurred"
 
 
 # The errors a cancel raises in a run (`runs.cancel`, `on_disconnect="cancel"`,
-# a rollback). langgraph-api 0.11 ends a cancelled run's stream with an `error`
+# a rollback). langgraph-api 0.10 and 0.11 end a cancelled run's stream with an `error`
 # part naming one of them; 0.16 just ends the stream.
 _CANCEL_ERROR_TYPES = frozenset({"UserInterrupt", "UserRollback"})
 
@@ -219,7 +220,7 @@ def join_query_modes(query_string: bytes) -> list[str] | None:
     """The modes a run-stream join with this query reads, as the server reads them;
     None when that reading gives anything but mode names.
 
-    langgraph-api 0.11-0.16 read the last `stream_mode` parameter with
+    langgraph-api 0.10-0.16 read the last `stream_mode` parameter with
     `parse_stream_mode_param`: empty or absent, every mode; a JSON array, its
     items; anything else, that one mode.
     """
@@ -251,22 +252,47 @@ def join_query_with_modes(query_string: bytes, modes: list[str]) -> bytes:
 
 def join_mode_matches(event: str, modes: list[str] | tuple[str, ...]) -> bool:
     """Whether a run-stream join for `modes` sends a frame of `event` (`values`,
-    `messages/partial`, `updates|sub:1`, ...): the filter of the runs' joins,
-    the same in langgraph-runtime-inmem 0.31-0.36 and langgraph-runtime-pg
+    `messages/partial`, `updates|sub:1`, ...): the filter of the runs' joins
     (none: every frame; `messages` and `messages-tuple` take every `messages*`
-    event; a subgraph's event goes with its mode)."""
+    event; a subgraph's event goes with its mode where the runtime's joins
+    take subgraph events, `joins_take_subgraph_events`)."""
     if not modes or event in modes:
         return True
     if ("messages" in modes or "messages-tuple" in modes) and event.startswith("messages"):
         return True
     base, bar, _ = event.partition("|")
-    return bool(bar) and base in modes
+    return bool(bar) and base in modes and joins_take_subgraph_events()
+
+
+# The first langgraph-runtime-inmem whose joins send a subgraph's event
+# (`updates|sub:1`) with its mode (`updates`).
+_INMEM_SUBGRAPH_JOINS = (0, 31)
+
+
+def joins_take_subgraph_events(edition: str | None = None, inmem: str | None = None) -> bool:
+    """Whether a run-stream join for named modes sends a subgraph's events of those modes.
+
+    langgraph-runtime-inmem 0.31-0.36 and langgraph-runtime-pg do; 0.30
+    (langgraph-api 0.10) sends only the events named exactly (and `messages*`
+    for `messages`), so a join for `updates` gets no `updates|sub:1`. `edition`
+    and `inmem` (the installed langgraph-runtime-inmem) default to this
+    environment's.
+    """
+    if (edition or runtime_edition()) != "inmem":
+        return True
+    minor = _minor(inmem or _installed_inmem() or "")
+    return minor is None or minor >= _INMEM_SUBGRAPH_JOINS
+
+
+@functools.cache
+def _installed_inmem() -> str | None:
+    return _installed("langgraph-runtime-inmem")
 
 
 def inmem_frame_stores() -> dict[Any, dict[Any, list[Any]]] | None:
     """The in-memory runtime's resumable frames, by thread and run; None on other runtimes.
 
-    langgraph-runtime-inmem 0.31-0.36 keep them in the stream manager's
+    langgraph-runtime-inmem 0.30-0.36 keep them in the stream manager's
     `message_stores`, untrimmed for the life of the process. Other runtimes
     (Redis streams of langgraph-runtime-pg) expire frames themselves.
     """
@@ -292,7 +318,7 @@ def frame_mode(message: Any) -> str | None:
 class LifespanFirstMiddleware:
     """Hands the lifespan straight to the app's router on runtimes that need their lifespan first.
 
-    With a custom `http.app`, langgraph-api 0.11-0.16 put `EnsureStoreAccessible`
+    With a custom `http.app`, langgraph-api 0.10-0.16 put `EnsureStoreAccessible`
     around every scope, the lifespan included; it asks the runtime for its
     store. The in-memory runtime has one at import; langgraph-runtime-pg
     creates it in its lifespan and raises before, so uvicorn would report the
@@ -448,7 +474,7 @@ def _server_ops(routes: str, ops: str, method: str) -> tuple[Any, Any]:
     """The runtime's operations `ops` and the `connect` the server's routes in
     module `routes` use.
 
-    langgraph-api 0.11-0.16 bind both in `langgraph_api.api.runs` (`Runs`) and
+    langgraph-api 0.10-0.16 bind both in `langgraph_api.api.runs` (`Runs`) and
     `langgraph_api.api.threads` (`Threads`), whichever runtime backs them
     (in-memory, Postgres, or the gRPC core).
     """
@@ -509,7 +535,7 @@ async def runtime_run_status(thread_id: str, run_id: str) -> tuple[bool, str | N
 def _in_memory_runs(conn: Any) -> list[Any] | None:
     """The in-memory runtime's list of all its runs, oldest first, or None for another runtime.
 
-    langgraph-runtime-inmem 0.31-0.36 keep every run in `conn.store["runs"]`,
+    langgraph-runtime-inmem 0.30-0.36 keep every run in `conn.store["runs"]`,
     appending new ones, and their `Runs.get` walks it from the oldest: 0.4 ms
     a read at a thousand runs, 1.9 ms at ten thousand, growing with every run
     the server keeps. The run the journal asks about has just ended: it is

@@ -25,13 +25,13 @@ LANGGRAPH = Path(sys.executable).parent / "langgraph"
 
 _API_LINE = re.compile(r"API:\s*(?:\x1b\[[0-9;]*m)?(http://[^\s\x1b]+)")
 
-# langgraph-api 0.11 warns, with a traceback each, about the docstrings of its
-# own routes (no OpenAPI YAML) whenever it builds its schema: at start and for
+# langgraph-api 0.10 and 0.11 warn, with a traceback each, about the docstrings of their
+# own routes (no OpenAPI YAML) whenever they build their schema: at start and for
 # /openapi.json. langgraph-api 0.16 has none to warn about.
 _DOCSTRING_WARNING = re.compile(r"Unable to parse docstring from OpenAPI schema for route (\S+)")
 
 # langgraph-runtime-inmem 0.36 queues a run that a killed process left running
-# again when the next one starts, and says so; 0.31 leaves such a run running
+# again when the next one starts, and says so; 0.30 and 0.31 leave such a run running
 # for good (nothing executes it, and its thread takes no other run).
 _RETRIED_LINE = "Retrying runs left running by a previous process"
 
@@ -39,6 +39,21 @@ _RETRIED_LINE = "Retrying runs left running by a previous process"
 def docstring_warnings(log: str) -> list[str]:
     """The routes whose docstring the server warned about in `log`."""
     return _DOCSTRING_WARNING.findall(log)
+
+
+# What langgraph-api 0.10-0.16 log once the app, the plugin's lifespan included, has started.
+_STARTED_LINE = "Application started up in"
+
+
+def startup_log(log: str) -> str:
+    """What a server said while starting: its output up to its start-up line.
+
+    A shared server's output goes on with what other tests' runs do there
+    (a run failing in its graph logs a traceback).
+    """
+    end = log.find(_STARTED_LINE)
+    assert end >= 0, "the server's output has no start-up line"
+    return log[: log.find("\n", end) + 1 or len(log)]
 
 
 def foreign_tracebacks(log: str) -> int:
@@ -55,7 +70,7 @@ def journaled_cancel_reason(reason: str) -> str:
     """What the journal says of a cancel the server gives `reason` for.
 
     langgraph-api 0.16 keeps the reason in the error it leaves on the run's
-    thread; 0.11 keeps none there ("An internal error occurred"), and the
+    thread; 0.10 and 0.11 keep none there ("An internal error occurred"), and the
     journal says only that the run was cancelled.
     """
     from langgraph_api.errors import UserInterrupt

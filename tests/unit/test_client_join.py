@@ -8,7 +8,10 @@ here each decision is shown on its own.
 from __future__ import annotations
 
 import asyncio
-import importlib
+import json
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 from urllib.parse import parse_qsl
 
@@ -19,7 +22,13 @@ from httpx import ASGITransport, AsyncClient
 from journal_bridge.capture.intercept import RunObserverMiddleware
 from journal_bridge.capture.run_requests import RunPlan
 from journal_bridge.delivery.bridge import Bridge
-from journal_bridge.host.compat import join_mode_matches, join_query_modes, join_query_with_modes
+from journal_bridge.host import compat
+from journal_bridge.host.compat import (
+    join_mode_matches,
+    join_query_modes,
+    join_query_with_modes,
+    joins_take_subgraph_events,
+)
 from journal_bridge.host.sse import Frame
 from journal_bridge.mapping.capture_setting import Capture, CaptureSetting
 from journal_bridge.mapping.reader import ClientJoin, RunSource
@@ -39,19 +48,61 @@ MODE_LISTS = [[], ["values"], ["updates", "custom"], ["messages"], ["messages-tu
               ["values", "metadata"], ["debug", "tasks", "checkpoints"]]
 
 
-def _runtime_filter():
-    for module in ("langgraph_runtime_inmem.ops", "langgraph_runtime_pg.ops"):
-        try:
-            return getattr(importlib.import_module(module), "_run_stream_mode_matches")
-        except (ImportError, AttributeError):
-            continue
-    pytest.fail("no installed runtime has the join filter the plugin mirrors")
+# Publishes every event of EVENTS to a resumable run of the in-memory runtime,
+# joins the run for each of MODE_LISTS with the runtime's own `Runs.Stream.join`,
+# and prints, per list, the events the join sent and those the plugin expects.
+_AGAINST_THE_RUNTIME = """
+import asyncio, json, sys, uuid
+from langgraph_runtime_inmem import ops
+from langgraph_runtime_inmem.inmem_stream import Message, get_stream_manager
+from journal_bridge.host.compat import join_mode_matches
+
+events, mode_lists = json.loads(sys.argv[1])
+
+async def joined(modes):
+    run_id, thread_id = uuid.uuid4(), uuid.uuid4()
+    async with ops.connect() as conn:
+        conn.store["runs"].append({"run_id": run_id, "thread_id": thread_id, "status": "success",
+                                   "kwargs": {"resumable": True}, "metadata": {}})
+    for event in events:
+        await ops.Runs.Stream.publish(run_id, event, b"{}", thread_id=thread_id, resumable=True)
+    done = Message(topic=f"run:{run_id}:control".encode(), data=b"done")
+    await get_stream_manager().put(run_id, thread_id, done, resumable=True)
+    queue = await ops.Runs.Stream.subscribe(run_id, thread_id)
+    sent = []
+    async for mode, _payload, _id in ops.Runs.Stream.join(
+        run_id, stream_channel=queue, thread_id=thread_id, stream_mode=modes, last_event_id="0"
+    ):
+        sent.append(mode.decode())
+    return sent
+
+async def main():
+    return [[await joined(modes), [e for e in events if join_mode_matches(e, modes)]] for modes in mode_lists]
+
+print(json.dumps(asyncio.run(main())))
+"""
 
 
-@pytest.mark.parametrize("modes", MODE_LISTS, ids=lambda m: "+".join(m) or "none")
-def test_the_join_filter_is_the_installed_runtimes(modes):
-    runtime = _runtime_filter()
-    assert {e: join_mode_matches(e, modes) for e in EVENTS} == {e: runtime(e, modes) for e in EVENTS}
+def test_the_join_filter_is_the_installed_runtimes(tmp_path):
+    env = {**os.environ, "REDIS_URI": "fake", "DATABASE_URI": ":memory:", "MIGRATIONS_PATH": "__inmem"}
+    env.pop("LANGGRAPH_RUNTIME_EDITION", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _AGAINST_THE_RUNTIME, json.dumps([EVENTS, MODE_LISTS])],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = orjson.loads(done.stdout.strip().splitlines()[-1])
+    for modes, (runtimes, ours) in zip(MODE_LISTS, answers, strict=True):
+        assert ours == runtimes, modes
+    # Every event went through the runtime's join: the lists are not empty by accident.
+    assert answers[0][0] == EVENTS
+
+
+def test_subgraph_events_go_with_their_mode_from_the_in_memory_runtime_031_on():
+    assert not joins_take_subgraph_events("inmem", "0.30.0")
+    assert joins_take_subgraph_events("inmem", "0.31.0")
+    assert joins_take_subgraph_events("inmem", "0.36.7")
+    assert joins_take_subgraph_events("pg", "0.30.0")
 
 
 @pytest.mark.parametrize(
@@ -268,16 +319,23 @@ async def _create_and_join(params: dict, headers: dict | None = None, create: di
     return server, sink, joined.text
 
 
-async def test_a_join_naming_fewer_modes_than_the_journal_reads_gets_only_its_own():
+@pytest.mark.parametrize("inmem", ["0.30.0", "0.36.7"])
+async def test_a_join_naming_fewer_modes_than_the_journal_reads_gets_only_its_own(monkeypatch, inmem):
+    # The server's join filter is that of this runtime (with or without subgraph events).
+    monkeypatch.setattr(compat, "_installed_inmem", lambda: inmem)
+    monkeypatch.delenv("LANGGRAPH_RUNTIME_EDITION", raising=False)
+    subgraphs = joins_take_subgraph_events()
+    assert subgraphs == (inmem != "0.30.0")
     server, sink, text = await _create_and_join({"stream_mode": "values"})
     asked = join_query_modes(server.queries[0])
     assert asked[0] == "values" and set(asked) == {"values", "custom", "metadata"}
     assert sink.taken == [("values", "custom", "metadata")]
-    assert sink.feed.events == ["metadata", "values", "custom", "values|sub:1", "values"] and sink.feed.complete
+    assert sink.feed.events == ["metadata", "values", "custom", *(["values|sub:1"] if subgraphs else []), "values"]
+    assert sink.feed.complete
     # Without the plugin: the `values` frames of a run the client did not make resumable.
     assert text == "".join(
         _sse(e, d, str(i)).replace(f"id: {i}\n".encode(), b"").decode()
-        for i, (e, d) in enumerate(_Server.FRAMES) if e.split("|")[0] == "values"
+        for i, (e, d) in enumerate(_Server.FRAMES) if e == "values" or (subgraphs and e.split("|")[0] == "values")
     )
 
 
