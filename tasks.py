@@ -33,6 +33,8 @@ VERSIONS_ENV = "JOURNAL_BRIDGE_VERSIONS"
 # Which dependency set a command runs on: the newest the ranges allow, or a
 # constraints file's pins in a venv of their own.
 VERSION_SETS = {"newest": None, "oldest": "constraints/oldest.txt"}
+# The extras each set's venv holds: deepagents 0.7 needs a newer langchain than the oldest set's.
+EXTRAS = {"newest": "test,harness-deepagents", "oldest": "test"}
 VERSIONS = os.environ.get(VERSIONS_ENV, "newest").strip() or "newest"
 if VERSIONS not in VERSION_SETS:
     sys.exit(f"{VERSIONS_ENV} must be one of {', '.join(VERSION_SETS)}, got {VERSIONS!r}")
@@ -96,7 +98,7 @@ def _prepare_venv(wanted: str) -> None:
     )
     pins = ["-c", str(CONSTRAINTS)] if CONSTRAINTS is not None else []
     subprocess.run(
-        [_python(), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[test]", *pins],
+        [_python(), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[{EXTRAS[VERSIONS]}]", *pins],
         check=True,
     )
     STAMP.write_text(wanted)

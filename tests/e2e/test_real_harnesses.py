@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 
 import pytest
@@ -97,3 +98,10 @@ async def test_a_supervisors_conversation_journaled_on_postgres_is_what_its_clie
                 assert result.holds, f"supervisor_full/{how} on Postgres: " + "; ".join(result.problems())
         finally:
             dev.stop()
+
+
+def test_deepagents_is_in_the_matrix_wherever_its_version_set_installs_it():
+    if os.environ.get("JOURNAL_BRIDGE_VERSIONS", "newest") == "oldest":
+        pytest.skip("deepagents 0.7 needs langchain 1.4.7 or newer; the oldest version set pins langchain 1.3.14, "
+                    "so its cells run on the newest set only")
+    assert "deepagent" in GRAPHS, "the newest set installs deepagents (tasks.py, extra harness-deepagents)"

@@ -29,9 +29,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from deepagents import create_deep_agent
-from deepagents.backends import StateBackend
-from deepagents.middleware.summarization import SummarizationMiddleware as DeepAgentsSummarization
+from importlib.util import find_spec
+
 from langchain.agents import create_agent
 from langchain.agents.middleware import TodoListMiddleware
 from langchain.agents.middleware.summarization import SummarizationMiddleware
@@ -71,7 +70,15 @@ def _summarization(model: ScriptedToolModel, trigger: int, keep: int) -> Summari
 
 # --- deepagents ----------------------------------------------------------------
 
+# deepagents 0.7 needs langchain 1.4.7 or newer: not installed on the oldest version set.
+DEEPAGENTS = find_spec("deepagents") is not None
+
+
 def _deepagent() -> Any:
+    from deepagents import create_deep_agent
+    from deepagents.backends import StateBackend
+    from deepagents.middleware.summarization import SummarizationMiddleware as DeepAgentsSummarization
+
     model = ScriptedToolModel(graph="deepagent")
     backend = StateBackend()
     return create_deep_agent(
@@ -155,7 +162,7 @@ def _command_tool() -> Any:
     return create_agent(model, tools=[add, note], middleware=[_summarization(model, 8, 3)])
 
 
-deepagent = _deepagent()
+deepagent = _deepagent() if DEEPAGENTS else None
 supervisor_last = _supervisor("supervisor_last", "last_message")
 supervisor_full = _supervisor("supervisor_full", "full_history")
 swarm = _swarm()
