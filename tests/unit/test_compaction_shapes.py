@@ -146,3 +146,19 @@ def test_a_summary_an_agent_run_as_a_node_wrote_is_a_marker_though_no_message_le
     (marker,) = _markers(records)
     assert marker["summary"] == "what the worker condensed" and marker["condensed_count"] is None
     assert _shown(records) == ["h4", "<marker>", "a4"]
+
+
+def test_a_graph_is_read_from_its_checkpoints_only_for_a_private_key_that_holds_a_condensed_view():
+    from journal_bridge.mapping.private_views import _keeps_private_views
+
+    output = {"properties": {"messages": {}, "files": {}}}
+    deep = {"state_schema": {"properties": {"messages": {}, "files": {}, "_summarization_event": {}}},
+            "output_schema": output}
+    counters = {"state_schema": {"properties": {"messages": {}, "files": {}, "thread_model_call_count": {}}},
+                "output_schema": output}
+    public = {"state_schema": {"properties": {"messages": {}, "files": {}}}, "output_schema": output}
+    typed = {"state_schema": {"properties": {"messages": {}, "_view": {"$ref": "#/$defs/V"}},
+                              "$defs": {"V": {"properties": {"cutoff_index": {}}}}}, "output_schema": output}
+    assert _keeps_private_views(deep) and _keeps_private_views(typed)
+    assert not _keeps_private_views(counters) and not _keeps_private_views(public)
+    assert not _keeps_private_views({"state_schema": None, "output_schema": None})
