@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
+from importlib.metadata import version
 
 import pytest
 
@@ -101,7 +101,8 @@ async def test_a_supervisors_conversation_journaled_on_postgres_is_what_its_clie
 
 
 def test_deepagents_is_in_the_matrix_wherever_its_version_set_installs_it():
-    if os.environ.get("JOURNAL_BRIDGE_VERSIONS", "newest") == "oldest":
-        pytest.skip("deepagents 0.7 needs langchain 1.4.7 or newer; the oldest version set pins langchain 1.3.14, "
-                    "so its cells run on the newest set only")
-    assert "deepagent" in GRAPHS, "the newest set installs deepagents (tasks.py, extra harness-deepagents)"
+    langchain = tuple(int(p) for p in version("langchain").split(".")[:3])
+    if langchain < (1, 4, 7):
+        pytest.skip(f"deepagents 0.7 needs langchain 1.4.7 or newer; this version set has langchain "
+                    f"{version('langchain')}, so its cells run on the newest set only")
+    assert "deepagent" in GRAPHS, "a set with a new enough langchain installs deepagents (tasks.py, harness-deepagents)"
