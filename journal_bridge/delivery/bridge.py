@@ -36,7 +36,6 @@ from typing import Any
 
 from journal_bridge.delivery.health import assess
 from journal_bridge.delivery.queue import DeliveryQueue, DeliveryStats
-from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import CANCELLED, ERRORED, INTERRUPTED
 from journal_bridge.host.sdk import SdkClient
 from journal_bridge.mapping.capture_setting import EVENTS_PATH_MODES, Capture

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 import pytest
 from langchain_core.tools import InjectedToolCallId
