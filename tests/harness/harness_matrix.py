@@ -4,7 +4,8 @@ A cell is a graph of `tests/harness/graphs/harnesses.py` x a capture setting
 (`JOURNAL_BRIDGE_CAPTURE`) x a client: a `values` stream, useStream's modes
 (`messages-tuple` and `values`), or `runs.wait`. It holds the graph's 12 turns
 on a new thread, then reads the thread's history from the journal and compares
-it with what the client saw (`tests/harness/client_view.py`).
+it with what the client saw (`tests/harness/client_view.py`). A graph's clients
+hold their conversations side by side.
 
 `tests/e2e/test_real_harnesses.py` asserts every cell; run as a script, it prints
 a table instead, one row per cell, against the checkout it is run from:
@@ -89,16 +90,25 @@ async def converse(client, graph: str, how: str) -> tuple[str, ClientView]:
 
 
 async def journal_history(url: str, thread_id: str, last_id: str | None) -> list[dict[str, Any]]:
-    """The thread's history once it holds `last_id` (or after `JOURNAL_WAIT` seconds, as it is then)."""
+    """The thread's history once it holds `last_id`, or as it is once the journal has nothing left to
+    write (or after `JOURNAL_WAIT` seconds)."""
     deadline = time.monotonic() + JOURNAL_WAIT
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
         while True:
+            # Read before the page: idle then means the page holds everything journaled.
+            idle = _idle((await http.get("/journal/health")).json())
             response = await http.get(f"/journal/threads/{thread_id}/messages", params={"limit": 500})
             response.raise_for_status()
             items = response.json()["data"]
-            if any(i.get("id") == last_id for i in items) or time.monotonic() > deadline:
+            if any(i.get("id") == last_id for i in items) or idle or time.monotonic() > deadline:
                 return items
             await asyncio.sleep(0.3)
+
+
+def _idle(health: dict[str, Any]) -> bool:
+    """Whether the plugin's health says every run it observed is journaled."""
+    done = health["runs_completed"] + health["runs_failed"] + health.get("runs_read_elsewhere", 0)
+    return health["active_runs"] == 0 and health["backlog"] == 0 and done >= health["runs_observed"]
 
 
 async def run_cell(server: LanggraphDevServer, graph: str, how: str) -> Comparison:
@@ -106,6 +116,12 @@ async def run_cell(server: LanggraphDevServer, graph: str, how: str) -> Comparis
     thread_id, view = await converse(client, graph, how)
     items = await journal_history(server.url, thread_id, view.ids[-1] if view.ids else None)
     return compare(view, items, summarizer_runs(server.workdir / SUMMARIZER_LOG, thread_id))
+
+
+async def run_graph(server: LanggraphDevServer, graph: str, clients: list[str]) -> dict[str, Comparison | BaseException]:
+    """Each client's cell of `graph`, the clients side by side on threads of their own (half the wall time)."""
+    results = await asyncio.gather(*(run_cell(server, graph, how) for how in clients), return_exceptions=True)
+    return dict(zip(clients, results, strict=True))
 
 
 _COLUMNS = ("capture", "graph", "client", "truth", "journal", "missing", "unseen", "dups", "order",
@@ -135,15 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     rows, failed, started = [], 0, time.monotonic()
     print(f"checkout: {PROJECT_ROOT}", flush=True)
     for capture in args.capture:
-        workdir = Path(tempfile.mkdtemp(prefix=f"harness-matrix-{capture}-"))
-        server = start_server(capture, workdir)
+        scratch = tempfile.TemporaryDirectory(prefix=f"harness-matrix-{capture}-", ignore_cleanup_errors=True)
+        server = start_server(capture, Path(scratch.name))
         try:
             for graph in args.graph:
-                for how in args.client:
-                    try:
-                        result = asyncio.run(run_cell(server, graph, how))
-                    except Exception as exc:  # a cell that cannot run is a row too
-                        print(f"{capture} {graph} {how}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                for how, result in asyncio.run(run_graph(server, graph, args.client)).items():
+                    if isinstance(result, BaseException):  # a cell that could not run
+                        print(f"{capture} {graph} {how}: {type(result).__name__}: {result}", file=sys.stderr, flush=True)
                         failed += 1
                         continue
                     rows.append(row(capture, graph, how, result))
@@ -152,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"  {capture} {graph} {how}: " + "; ".join(result.problems()), flush=True)
         finally:
             server.stop()
+            scratch.cleanup()
     print()
     print_table(rows)
     print(f"\n{len(rows)} cells, {failed} not holding, {time.monotonic() - started:.0f} s")
