@@ -28,7 +28,7 @@ from typing import Any
 from journal_bridge.model import records
 from journal_bridge.model.records import Draft
 
-__all__ = ["Compactions", "condensed_view", "is_removal", "message_ids", "summary_ids", "summary_text"]
+__all__ = ["Compactions", "condensed_view", "is_removal", "message_ids", "message_text", "summary_ids", "summary_text"]
 
 REMOVE_ALL = "__remove_all__"
 SYSTEM = "system"
@@ -50,12 +50,17 @@ def _summary_prefix() -> tuple[str, str]:
 PREFIX, SUFFIX = _summary_prefix()
 
 
-def summary_text(message: Mapping[str, Any]) -> str:
-    """The summary a summary message carries, without upstream's template around it."""
+def message_text(message: Mapping[str, Any]) -> str:
+    """A message's text: its content, or its content blocks' text joined."""
     content = message.get("content")
     if isinstance(content, list):
         content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-    text = str(content or "")
+    return str(content or "")
+
+
+def summary_text(message: Mapping[str, Any]) -> str:
+    """The summary a summary message carries, without upstream's template around it."""
+    text = message_text(message)
     if PREFIX and text.startswith(PREFIX) and text.endswith(SUFFIX):
         return text[len(PREFIX) : len(text) - len(SUFFIX) if SUFFIX else None]
     return text
@@ -319,12 +324,12 @@ class Compactions:
             "summary": summary_text(summary) if summary is not None else None,
             "source": "state",
         }
+        # The view it left is this compaction's: a later view is measured from it.
+        view = condensed_view({k: v for k, v in state_after.items() if k != "messages"}, message_ids(after))
         if summary is None and (kept := _summary_key(state_before, state_after)) is not None:
             payload["summary_key"], payload["summary"] = kept
-        if summary is None and not payload["summary"]:
-            view = condensed_view({k: v for k, v in state_after.items() if k != "messages"}, list(present))
-            if view is not None and view[1]:
-                payload["summary"] = view[1]
+        if summary is None and not payload["summary"] and view is not None and view[1]:
+            payload["summary"] = view[1]
         waiting, self._waiting = self._waiting, None
         if waiting is not None:
             # What the announcement says that the state does not.
@@ -333,8 +338,6 @@ class Compactions:
         if summary is not None:
             self._marked.add(str(summary["id"]))
         self._replaced.append(frozenset(replaced))
-        # The view it left is this compaction's: a later view is measured from it.
-        view = condensed_view({k: v for k, v in state_after.items() if k != "messages"}, message_ids(after))
         if view is not None:
             self._view = view[0]
         return self._marker(payload)

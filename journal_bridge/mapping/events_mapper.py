@@ -51,6 +51,7 @@ from typing import Any
 from journal_bridge.host.compat import is_cancel_part
 from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
+from journal_bridge.mapping.compactions import message_text
 from journal_bridge.mapping.state_mapper import VALUES_MODE, StateMapper
 from journal_bridge.model import records
 from journal_bridge.model.envelope import SUMMARIZATION_EVENT, SUMMARIZER_CALLER, RunEvent
@@ -82,13 +83,6 @@ def call_caller(event: Mapping[str, Any]) -> str:
         if isinstance(tag, str) and tag.startswith(_MIDDLEWARE_TAG) and len(tag) > len(_MIDDLEWARE_TAG):
             return tag
     return records.subagent_caller(metadata.get("langgraph_node") or event.get("name"))
-
-
-def _text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-    return content if isinstance(content, str) else ""
 
 
 @dataclass
@@ -293,7 +287,7 @@ class RunMapper:
         """A state of the run: the calls it did not show, a marker for each summarizer
         call whose compaction it does not show either, then the messages it committed."""
         compactions = self._state.compactions
-        answers = [_text(c.message).strip() for c in self._calls if c.caller == SUMMARIZER_CALLER]
+        answers = [message_text(c.message).strip() for c in self._calls if c.caller == SUMMARIZER_CALLER]
         # A compaction this state shows without its summary has it from its summarizer.
         compactions.heard(answers[-1] if answers else None)
         committed = self._state.feed(VALUES_MODE, state)
@@ -328,7 +322,7 @@ class RunMapper:
 
     def _is_summary(self, message: Mapping[str, Any]) -> bool:
         """An answer that became a compaction's summary: the call was its summarizer."""
-        text = _text(message).strip()
+        text = message_text(message).strip()
         return bool(text) and any(text in summary for summary in self._state.compactions.summaries)
 
     def _emit(self, draft: Draft) -> list[RunEvent]:

@@ -6,7 +6,7 @@ keep the condensed view in a state key its graph leaves out of its output
 a run's `values` with the graph's output keys only, unless the run streams
 `events`: on the `values` + `custom` path such a compaction shows in no part.
 The run's checkpoints hold every key, so for a graph whose state schema has
-such a key (asked once per assistant, `PrivateViews.of`) the state path holds
+such a key (asked once per assistant, `PRIVATE_VIEWS`) the state path holds
 the run's records until it ends, reads its checkpoints, and puts one marker
 per new condensed view before the first message of the checkpoint that shows
 it (`with_markers`) -- what the `events` path finds in the run's states.
@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from journal_bridge.host.sdk import SdkClient
+from journal_bridge.host.sdk import OncePerAssistant, SdkClient
 from journal_bridge.mapping.compactions import Compactions, message_ids, summary_ids
 from journal_bridge.model import records
 from journal_bridge.model.envelope import RunEvent
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PRIVATE_VIEWS", "PrivateViews", "with_markers"]
+__all__ = ["PRIVATE_VIEWS", "with_markers"]
 
 # What a condensed view's schema names (`compactions.condensed_view`).
 _VIEW_FIELDS = ('"cutoff_index"', '"summarized_message_ids"')
@@ -50,35 +49,12 @@ def _keeps_private_views(schemas: Mapping[str, Any]) -> bool:
     return any("summar" in key.lower() for key in private) or any(f in json.dumps(state) for f in _VIEW_FIELDS)
 
 
-class PrivateViews:
-    """Which assistants' graphs keep a condensed view in a private key, asked of the server once each."""
-
-    def __init__(self, size: int = 1024) -> None:
-        self._known: OrderedDict[str, bool] = OrderedDict()
-        self._size = size
-
-    async def of(self, sdk: SdkClient, assistant_id: str | None) -> bool:
-        if not assistant_id:
-            return False
-        if assistant_id not in self._known:
-            try:
-                found = _keeps_private_views(await sdk.assistants.get_schemas(assistant_id))
-            except Exception as exc:  # noqa: BLE001 - schemas unreadable: the run is read as any other
-                logger.debug("journal-bridge: schemas of assistant %s not readable (%s)", assistant_id, exc)
-                return False
-            self._known[assistant_id] = found
-            while len(self._known) > self._size:
-                self._known.popitem(last=False)
-        return self._known[assistant_id]
+async def _asks_for_checkpoints(sdk: SdkClient, assistant_id: str) -> bool:
+    return _keeps_private_views(await sdk.assistants.get_schemas(assistant_id))
 
 
-PRIVATE_VIEWS = PrivateViews()
-
-
-def _messages(state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    values = state.get("values")
-    messages = values.get("messages") if isinstance(values, Mapping) else None
-    return [dict(m) for m in messages if isinstance(m, Mapping)] if isinstance(messages, list) else []
+# Which assistants' graphs keep a condensed view in a private key (schemas unreadable: read as any other).
+PRIVATE_VIEWS = OncePerAssistant(_asks_for_checkpoints, False, "the schemas")
 
 
 async def with_markers(
@@ -97,7 +73,7 @@ async def with_markers(
         if (state.get("checkpoint") or {}).get("checkpoint_ns"):
             continue
         values = state.get("values") if isinstance(state.get("values"), Mapping) else {}
-        messages = _messages(state)
+        messages = records.state_messages(state)
         ids = message_ids(messages)
         rest = {k: v for k, v in values.items() if k != "messages"}
         if previous is None:

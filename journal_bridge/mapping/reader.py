@@ -40,7 +40,7 @@ import orjson
 from journal_bridge.host.compat import assistant_uuid, join_params
 from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import ROLLBACK, RunOutcome, read_outcome
-from journal_bridge.host.sdk import SdkClient
+from journal_bridge.host.sdk import OncePerAssistant, SdkClient
 from journal_bridge.host.sse import Frame
 from journal_bridge.mapping.capture_setting import Capture
 from journal_bridge.mapping.events_mapper import RunMapper
@@ -463,27 +463,12 @@ class RunSource:
     checkpoint: Mapping[str, Any] | None = None  # where the run forked from, when not the head
 
 
-class AssistantGraphs:
-    """Which graph each assistant runs, asked of the server once per assistant."""
-
-    def __init__(self, size: int = 1024) -> None:
-        self._graphs: OrderedDict[str, str | None] = OrderedDict()
-        self._size = size
-
-    async def graph_of(self, sdk: SdkClient, assistant_id: str) -> str | None:
-        if assistant_id not in self._graphs:
-            try:
-                graph = (await sdk.assistants.get(assistant_id)).get("graph_id")
-            except Exception as exc:  # noqa: BLE001 - an assistant deleted since: run.start without it
-                logger.debug("journal-bridge: assistant %s not readable (%s)", assistant_id, exc)
-                return None
-            self._graphs[assistant_id] = graph
-            while len(self._graphs) > self._size:
-                self._graphs.popitem(last=False)
-        return self._graphs[assistant_id]
+async def _graph_id(sdk: SdkClient, assistant_id: str) -> str | None:
+    return (await sdk.assistants.get(assistant_id)).get("graph_id")
 
 
-_ASSISTANTS = AssistantGraphs()
+# Which graph each assistant runs (none known: run.start without it).
+_ASSISTANTS = OncePerAssistant(_graph_id, None, "the graph")
 
 # Where a thread's owner is kept: deer-flow's auth handler (and handlers like
 # it) stamps the authenticated identity on every thread as `metadata.user_id`.
@@ -532,7 +517,7 @@ async def _start_state_mapper(sdk: SdkClient, mapper: StateMapper, source: RunSo
     if run is None and source.assistant_id is not None:
         # What the request said is enough; the assistant's graph is known after its first run.
         assistant_id = assistant_uuid(str(source.assistant_id))
-        graph = await _ASSISTANTS.graph_of(sdk, assistant_id)
+        graph = await _ASSISTANTS.of(sdk, assistant_id)
         return mapper.start(graph, assistant_id, source.run_input)
     if run is None:
         try:
@@ -623,7 +608,7 @@ async def _read(
         batches.add(await _start_state_mapper(sdk, mapper, source))
         batches.hold_start()
         await batches.send()
-        if await PRIVATE_VIEWS.of(sdk, mapper.assistant_id):
+        if mapper.assistant_id and await PRIVATE_VIEWS.of(sdk, mapper.assistant_id):
             # Its compactions are in its checkpoints alone: the records wait for the run's end.
             held = []
     add = batches.add if held is None else held.extend

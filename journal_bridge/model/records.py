@@ -99,6 +99,7 @@ __all__ = [
     "run_interrupt",
     "rollback",
     "run_start",
+    "state_messages",
     "summarization_changes",
     "subagent_caller",
     "summarize",
@@ -412,7 +413,7 @@ def run_interrupt(interrupts: list[dict[str, Any]]) -> Draft:
 # -- branches -------------------------------------------------------------------
 
 
-def _state_messages(state: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def state_messages(state: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     values = (state or {}).get("values")
     messages = values.get("messages") if isinstance(values, Mapping) else None
     return [dict(m) for m in messages if isinstance(m, Mapping)] if isinstance(messages, list) else []
@@ -438,7 +439,7 @@ def fork(
     """
     # A checkpoint the server does not have comes back as an empty state without a time.
     state = state if state and state.get("created_at") is not None else {}
-    ids = [str(m["id"]) for m in _state_messages(state) if m.get("id")]
+    ids = [str(m["id"]) for m in state_messages(state) if m.get("id")]
     metadata = state.get("metadata") if isinstance(state.get("metadata"), Mapping) else {}
     content = {
         "run_id": run_id,
@@ -492,8 +493,8 @@ def state_fork(
     """The records of a state update that went on from `checkpoint` (state `base`)
     and wrote `head_checkpoint_id` (state `updated`): its fork, then each message
     it added or changed, in the state's order, under run `state:{head}`."""
-    before = {str(m.get("id")): m for m in _state_messages(base) if m.get("id")}
-    changed = [m for m in _state_messages(updated) if m.get("id") and before.get(str(m["id"])) != m]
+    before = {str(m.get("id")): m for m in state_messages(base) if m.get("id")}
+    changed = [m for m in state_messages(updated) if m.get("id") and before.get(str(m["id"])) != m]
     edited = [str(m["id"]) for m in changed if str(m["id"]) in before]
     out = [fork(thread_id, None, checkpoint, base, head_checkpoint_id=head_checkpoint_id, edited_message_ids=edited)]
     run_id = f"state:{head_checkpoint_id or checkpoint.get('checkpoint_id')}"
