@@ -286,7 +286,9 @@ async def _measure_projection(store_url: str, requests: int) -> dict[str, tuple[
     """The newest page of 50 as the projection reads it, side by side with the
     linear read it did before branches (no fork lookup), interleaved."""
     async with open_store(store_url) as store:
-        linear = history._PageQuery(history.TIMELINE_CATEGORIES, history.project, 50, None, None)
+        # The thread does not change while it is read: its last seq, read once, bounds every page.
+        ceiling = await store.last_seq("thread-large")
+        linear = history._PageQuery(history.TIMELINE_CATEGORIES, history.project, 50, None, None, ceiling)
         cases = {
             "linear read": lambda: history._page(store, "thread-large", linear),
             "no forks": lambda: history.history_page(store, "thread-large", limit=50),
