@@ -38,9 +38,9 @@ import httpx
 import psutil
 from langgraph_sdk import get_client
 
-from benchmarks.compaction_lag import turn_compaction_lags
-from benchmarks.process_cpu import process_seconds, tree
 from journal_bridge.store import open_store
+from tests.harness.bench.compaction_lag import turn_compaction_lags
+from tests.harness.bench.process_cpu import process_seconds, tree
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, wait_journal_idle
 from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
 from tests.harness.services import create_database, postgres_server, redis_server

@@ -3,7 +3,7 @@
 The bridge matrix (`benchmarks/bridge.py`) sets a server with the plugin beside
 a floor server: two processes, and two processes differ by their own luck
 (where their heaps land, when their full collections come) about as much as
-the journal costs. Here each server is both (`benchmarks/paired_app.py`): the
+the journal costs. Here each server is both (`tests/harness/bench/paired_app.py`): the
 plugin, with the floor's reader for the requests that carry its header. One
 server then drives two cells, the journal's and the floor's, in the same
 interleaved rounds, and the journal's excess is the difference between them
@@ -44,7 +44,7 @@ switches of the loop's thread per late-turn useStream run, against 100 to 235
 unpinned), no server thread changes CPU (unpinned, useStream's `auto` cell
 makes about 177 such changes per run, its `events` reference 16: that
 client's own parsing keeps the other CPU busy), and the figure is the
-servers' work alike in both cells (see `benchmarks/pinning.py`). With
+servers' work alike in both cells (see `tests/harness/bench/pinning.py`). With
 `--busy-beside-journal`, unpinned, a process spins on a CPU while the
 journal's cell runs, as the `events` reference's parsing does in its own:
 both cells then leave the servers the same room, and the figure is their
@@ -60,132 +60,55 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import random
 import secrets
 import signal
 import statistics
-import subprocess
-import sys
 import time
-from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-from benchmarks.bridge import (
-    CLIENTS,
+from tests.harness.bench.cells import (
     COLLECTIONS,
     CPU,
     CPU_BESIDE_COLLECTIONS,
     WALL,
     Cell,
-    pct,
-    pooled_with_interval,
+)
+from tests.harness.bench.clients import (
+    CLIENTS,
+    Run,
+    use_stream_events,
+    use_stream_resumable_events,
+)
+from tests.harness.bench.floor_app import FLOOR_HEADER, PLAIN_HEADER
+from tests.harness.bench.full_collections import FullCollections
+from tests.harness.bench.pinning import CpuSplit, busy_process
+from tests.harness.bench.report import (
+    merged,
     print_loop_threads,
     print_probe,
     print_tasks,
     print_threads,
-    quiet_dev_server,
     room_per_run,
-    start_server,
-    use_stream_events,
-    use_stream_resumable_events,
 )
-from benchmarks.floor_app import FLOOR_HEADER, PLAIN_HEADER
-from benchmarks.full_collections import FullCollections, ProbeDirectory
-from benchmarks.pinning import CpuSplit
-from benchmarks.server_threads import ThreadNames
-from benchmarks.task_clock import TaskClock
+from tests.harness.bench.server_threads import ThreadNames
+from tests.harness.bench.servers import STORES, start_paired, start_server
+from tests.harness.bench.stats import (
+    CPU_COLLECTIONS_SPREAD,
+    excess_by_round,
+    pct,
+    pooled_interval,
+    spread_collections,
+)
+from tests.harness.bench.task_clock import TaskClock
 from tests.harness.langgraph_server import LanggraphDevServer
 
-PAIRED_APP = Path(__file__).resolve().with_name("paired_app.py")
 # Where `auto` and `lean` read runs as the floor does (see the module docstring).
 PAIRED_CLIENTS = ("runs.wait", "create+join", "values stream", "useStream")
 # The client measured against itself asking for `events` (see the module docstring).
 AGAINST_EVENTS = "useStream"
 JOURNAL, FLOOR, TWIN, EVENTS = "journal", "floor", "floor twin", "events itself"
-# The position `spread_collections` adds to a cell's rounds (after `Cell.rounds`' own).
-CPU_COLLECTIONS_SPREAD = COLLECTIONS + 1
-
-
-# The journal's store on a paired server, as the environment it adds: `sqlite`
-# adds nothing, the harness's SQLite file.
-STORES: dict[str, dict[str, str]] = {"sqlite": {}, "memory": {"JOURNAL_BRIDGE_STORE_URL": "memory://"}}
-
-
-def start_paired(capture: str, collections: FullCollections, store: str = "sqlite",
-                 probes: tuple[ProbeDirectory, ...] = ()) -> LanggraphDevServer:
-    env = {
-        **STORES[store],
-        "JOURNAL_BRIDGE_CAPTURE": capture,
-        "JOURNAL_BRIDGE_RECONCILE_INTERVAL": "0",
-        "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0",
-        # Each part of the probe: the same probe directory first on PYTHONPATH.
-        **collections.env,
-        **{key: value for probe in probes for key, value in probe.env.items()},
-    }
-    return quiet_dev_server(env=env, http={"app": f"{PAIRED_APP}:app"})
-
-
-@contextlib.contextmanager
-def busy_process(on: bool = True) -> Iterator[None]:
-    """With `on`, a process spinning on a CPU while the block runs (stopped after it)."""
-    if not on:
-        yield
-        return
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        yield
-    finally:
-        spinner.kill()
-        spinner.wait()
-
-
-def spread_collections(cells: list[Cell]) -> list[list[tuple[float, ...]]]:
-    """The rounds of one server's cells, each with its CPU less the full collections
-    that fell in it plus its share of them all: the server's full collections' CPU
-    in the measured rounds, shared by the middle and full collections each round
-    made (`COLLECTIONS`).
-
-    A full collection comes in place of every eleventh collection of the middle
-    generation (`benchmarks/server_probe`), so it falls in whichever cell's
-    round makes that one; the rounds that made the ten before brought it on as
-    much. Where it fell is a matter of phase: three or four of them, a tenth of
-    a second each, decide which cell seems to cost more. Shared by the
-    collections that bring them on, a cell pays for them as often as it makes
-    those: a cell that allocates more still pays more."""
-    collections = sum(cell.during.middle + cell.during.full for cell in cells)
-    per_collection = sum(cell.during.seconds for cell in cells) / collections if collections else 0.0
-    return [[(*r, r[CPU_BESIDE_COLLECTIONS] + r[COLLECTIONS] * per_collection) for r in cell.rounds]
-            for cell in cells]
-
-
-def excess_by_round(mine: list[tuple[float, ...]], floor: list[tuple[float, ...]], off: list[tuple[float, ...]],
-                    figure: int = CPU) -> list[float]:
-    """(cell - floor) / off, round by round: the three cells' rounds in step."""
-    return [(m[figure] - f[figure]) / o[figure] for m, f, o in zip(mine, floor, off, strict=True)]
-
-
-def pooled_interval(pairs: list[tuple[list[tuple[float, ...]], list[tuple[float, ...]]]],
-                    off: list[tuple[float, ...]], figure: int = CPU, resamples: int = 2000,
-                    seed: str = "paired", bases: list[list[tuple[float, ...]]] | None = None,
-                    ) -> tuple[float, float, float]:
-    """The pooled excess, (sum of cell - sum of floor) / sum of off over every server
-    and round, and its 5th-95th percentile when the servers are drawn again with
-    replacement, then the rounds of each: the matrix's `pooled_with_interval`, each
-    server's rounds one set, `off`'s rounds beside every server's, or with
-    `bases` each server's own (its rounds in step with the pair's)."""
-    count = len(off)
-    cells = {
-        (seed, "off"): SimpleNamespace(rounds=[r for base in bases for r in base] if bases else off * len(pairs)),
-        (seed, "floor"): SimpleNamespace(rounds=[r for _, floor in pairs for r in floor]),
-        (seed, "cell"): SimpleNamespace(rounds=[r for mine, _ in pairs for r in mine]),
-    }
-    blocks = [range(i * count, (i + 1) * count) for i in range(len(pairs))]
-    (_, whole), _, (low, high) = pooled_with_interval(cells, seed, "cell", resamples, figure, blocks)
-    return whole, low, high
+Rounds = list[tuple[float, ...]]
 
 
 def _spread(values: list[float]) -> str:
@@ -218,116 +141,147 @@ async def fresh_threads(cell: Cell, threads: int) -> None:
     await cell.round(threads, measured=False)
 
 
-async def measure(client: str, capture: str, servers: int, rounds: int, runs: int, threads: int, twin: bool,
-                  store: str = "sqlite", promoted: bool = False, split: bool = False, seed: str = "0",
-                  first_turns: bool = False, twin_resumable: bool = False, pin: CpuSplit | None = None,
-                  busy_beside_journal: bool = False) -> None:
-    run = CLIENTS[client]
-    against_events = client == AGAINST_EVENTS
-    # The second kind of cell is the floor, or for useStream that client asking for `events` itself.
-    base = EVENTS if against_events else FLOOR
-    collections = {"off": FullCollections(),
-                   **{f"paired {i}": FullCollections(promoted=promoted) for i in range(servers)}}
-    clocks = [TaskClock() for _ in range(servers)] if split else []
-    names = [ThreadNames() for _ in range(servers)] if split else []
-    started: dict[str, LanggraphDevServer] = {}
-    began = time.monotonic()
-    try:
-        started["off"] = start_server("off", 0.0, collections["off"])
-        for i in range(servers):
-            probes = (clocks[i], names[i]) if split else ()
-            started[f"paired {i}"] = start_paired(capture, collections[f"paired {i}"], store, probes)
-        pinned = pin.pin([server.process.pid for server in started.values()]) if pin is not None else ""
-        cells: dict[tuple[str, str], Cell] = {("off", "off"): Cell(started["off"], run, False, collections["off"])}
-        twin = twin or twin_resumable
-        kinds = (JOURNAL, base, TWIN) if twin else (JOURNAL, base)
-        twin_name = f"{base} twin" + (", resumable" if twin_resumable and against_events else "")
-        for i in range(servers):
-            server, probe = started[f"paired {i}"], collections[f"paired {i}"]
-            for kind in kinds:
-                # The floor's cells carry its header; for useStream they are the client
-                # asking for `events` itself, which the plugin forwards untouched.
-                runs_as, headers = run, None
-                if kind != JOURNAL:
-                    runs_as = use_stream_events if against_events else run
-                    if kind == TWIN and against_events and twin_resumable:
-                        runs_as = use_stream_resumable_events
-                    headers = {PLAIN_HEADER if against_events else FLOOR_HEADER: "1"}
-                cells[f"paired {i}", kind] = Cell(server, runs_as, True, probe, headers=headers,
-                                                  clock=clocks[i] if split else None,
-                                                  thread_names=names[i] if split else None)
-        for cell in cells.values():
+class Paired:
+    """One client's paired servers beside a server without the plugin, their cells and their rounds."""
+
+    def __init__(self, client: str, capture: str, servers: int, store: str, *, twin: bool, twin_resumable: bool,
+                 promoted: bool, split: bool) -> None:
+        self.client, self.capture, self.servers, self.store = client, capture, servers, store
+        self.against_events = client == AGAINST_EVENTS
+        # The second kind of cell is the floor, or for useStream that client asking for `events` itself.
+        self.base = EVENTS if self.against_events else FLOOR
+        self.twin = twin or twin_resumable
+        self.twin_resumable = twin_resumable
+        self.kinds = (JOURNAL, self.base, TWIN) if self.twin else (JOURNAL, self.base)
+        self.twin_name = f"{self.base} twin" + (", resumable" if twin_resumable and self.against_events else "")
+        self.promoted, self.split = promoted, split
+        self.collections = {"off": FullCollections(),
+                            **{f"paired {i}": FullCollections(promoted=promoted) for i in range(servers)}}
+        self.clocks = [TaskClock() for _ in range(servers)] if split else []
+        self.names = [ThreadNames() for _ in range(servers)] if split else []
+        self.started: dict[str, LanggraphDevServer] = {}
+        self.cells: dict[tuple[str, str], Cell] = {}
+
+    def start(self, pin: CpuSplit | None) -> str:
+        """The server without the plugin and the paired ones; with `pin`, what pinning them did."""
+        self.started["off"] = start_server("off", 0.0, self.collections["off"])
+        for i in range(self.servers):
+            probes = (self.clocks[i], self.names[i]) if self.split else ()
+            self.started[f"paired {i}"] = start_paired(self.capture, self.collections[f"paired {i}"], self.store,
+                                                       probes)
+        return pin.pin([server.process.pid for server in self.started.values()]) if pin is not None else ""
+
+    def make_cells(self) -> None:
+        run = CLIENTS[self.client]
+        self.cells["off", "off"] = Cell(self.started["off"], run, False, self.collections["off"])
+        for i in range(self.servers):
+            for kind in self.kinds:
+                runs_as, headers = self._runs_as(kind, run)
+                self.cells[f"paired {i}", kind] = Cell(
+                    self.started[f"paired {i}"], runs_as, True, self.collections[f"paired {i}"], headers=headers,
+                    clock=self.clocks[i] if self.split else None, thread_names=self.names[i] if self.split else None)
+
+    def _runs_as(self, kind: str, run: Run) -> tuple[Run, dict[str, str] | None]:
+        """How a kind of cell sends its runs: the floor's cells carry its header; for
+        useStream they are the client asking for `events` itself, which the plugin
+        forwards untouched."""
+        if kind == JOURNAL:
+            return run, None
+        runs_as = use_stream_events if self.against_events else run
+        if kind == TWIN and self.against_events and self.twin_resumable:
+            runs_as = use_stream_resumable_events
+        return runs_as, {PLAIN_HEADER if self.against_events else FLOOR_HEADER: "1"}
+
+    async def run_rounds(self, rounds: int, runs: int, threads: int, seed: str, first_turns: bool,
+                         busy_beside_journal: bool) -> None:
+        for cell in self.cells.values():
             await cell.setup(threads)
             await cell.round(runs, measured=False)
-        order = list(cells)
+        order = list(self.cells)
         for index in range(rounds):
             random.Random(f"{seed}/{index}").shuffle(order)
             if first_turns:
                 for key in order:
-                    await fresh_threads(cells[key], threads)
+                    await fresh_threads(self.cells[key], threads)
             for key in order:
                 with busy_process(busy_beside_journal and key[1] == JOURNAL):
-                    await cells[key].round(runs)
-        (off,) = spread_collections([cells["off", "off"]])
+                    await self.cells[key].round(runs)
+
+    def print_cells(self, off: Rounds, runs: int) -> None:
+        """Each paired cell's CPU per run, its full collections, its clients' CPU and its server's scheduling."""
+        print(f"  off: {statistics.mean(r[CPU] for r in off) * 1000:.2f} ms of server CPU per run")
+        for i in range(self.servers):
+            for kind in self.kinds:
+                cell = self.cells[f"paired {i}", kind]
+                mine, during = cell.rounds, cell.during
+                print(f"  server {i + 1} {self.twin_name if kind == TWIN else kind}: "
+                      f"{statistics.mean(r[CPU] for r in mine) * 1000:.2f} ms per run,"
+                      f" {sum(r[CPU] for r in mine) / sum(r[CPU] for r in off):.3f}x off;"
+                      f" {during.full} full collections in its rounds ({during.seconds * 1000:.0f} ms),"
+                      f" {statistics.mean(r[COLLECTIONS] for r in mine):.3f} middle and full ones per run"
+                      + (f", {during.promoted / len(mine) / runs:.0f} objects promoted per run"
+                         if self.promoted else ""))
+                clients, sleeps, preemptions, moves = room_per_run(cell)
+                print(f"      its clients {clients:.2f} ms of the benchmark's CPU per run; the server's threads per"
+                      f" run: {sleeps:.1f} sleeps, {preemptions:.1f} preemptions, {moves:.1f} moves to another CPU")
+
+    def report(self, off: Rounds) -> None:
         spread = {}
-        for i in range(servers):
-            for kind, mine in zip(kinds, spread_collections([cells[f"paired {i}", kind] for kind in kinds])):
+        for i in range(self.servers):
+            each = spread_collections([self.cells[f"paired {i}", kind] for kind in self.kinds])
+            for kind, mine in zip(self.kinds, each, strict=True):
                 spread[i, kind] = mine
+        against = "`events` itself" if self.against_events else "the floor"
+        names = [(f"`{self.capture}`", JOURNAL)] + ([(self.twin_name, TWIN)] if self.twin else [])
+        for name, kind in names:
+            report(f"{name} against {against}", [(spread[i, kind], spread[i, self.base]) for i in range(self.servers)],
+                   off, against_floor=not self.against_events)
+        if self.split:
+            print_split(self.client, self.capture,
+                        [[self.cells[f"paired {i}", kind] for i in range(self.servers)] for kind in self.kinds],
+                        self.base)
+
+    async def close(self) -> None:
+        for cell in self.cells.values():
+            await cell.client.aclose()
+
+    def stop(self) -> None:
+        for server in self.started.values():
+            server.stop()
+        for probe in [*self.collections.values(), *self.clocks, *self.names]:
+            probe.remove()
+
+
+async def measure(client: str, capture: str, servers: int, rounds: int, runs: int, threads: int, twin: bool,
+                  store: str = "sqlite", promoted: bool = False, split: bool = False, seed: str = "0",
+                  first_turns: bool = False, twin_resumable: bool = False, pin: CpuSplit | None = None,
+                  busy_beside_journal: bool = False) -> None:
+    paired = Paired(client, capture, servers, store, twin=twin, twin_resumable=twin_resumable, promoted=promoted,
+                    split=split)
+    began = time.monotonic()
+    try:
+        pinned = paired.start(pin)
+        paired.make_cells()
+        await paired.run_rounds(rounds, runs, threads, seed, first_turns, busy_beside_journal)
+        (off,) = spread_collections([paired.cells["off", "off"]])
         minutes = (time.monotonic() - began) / 60
         turns = f", new threads every round (turns 1-{-(-runs // threads)} after one)" if first_turns else ""
         print(f"\n{client}, `{capture}` on {servers} paired servers, journal store {store}: {rounds} interleaved"
               f" rounds of {runs} runs per cell over {threads} threads{turns} ({minutes:.1f} min, round order {seed})"
               + (f"; {pinned}" if pinned else "")
               + ("; a busy process beside the journal cell's clients" if busy_beside_journal else ""))
-        if against_events:
+        if paired.against_events:
             print("excess over the same client asking for `events` itself in the same process: (cell - events)"
                   " / events, per run; pooled (5%-95%, servers and their rounds drawn again), and per round:"
                   " median, quartiles, [min max]")
         else:
             print("excess over the floor in the same process: (cell - floor) / off, per run; pooled (5%-95%, servers"
                   " and their rounds drawn again), and per round: median, quartiles, [min max]")
-        off_cpu = statistics.mean(r[CPU] for r in off) * 1000
-        print(f"  off: {off_cpu:.2f} ms of server CPU per run")
-        for i in range(servers):
-            for kind in kinds:
-                mine = cells[f"paired {i}", kind].rounds
-                during = cells[f"paired {i}", kind].during
-                print(f"  server {i + 1} {twin_name if kind == TWIN else kind}: {statistics.mean(r[CPU] for r in mine) * 1000:.2f} ms per run,"
-                      f" {sum(r[CPU] for r in mine) / sum(r[CPU] for r in off):.3f}x off;"
-                      f" {during.full} full collections in its rounds ({during.seconds * 1000:.0f} ms),"
-                      f" {statistics.mean(r[COLLECTIONS] for r in mine):.3f} middle and full ones per run"
-                      + (f", {during.promoted / len(mine) / runs:.0f} objects promoted per run" if promoted else ""))
-                clients, sleeps, preemptions, moves = room_per_run(cells[f"paired {i}", kind])
-                print(f"      its clients {clients:.2f} ms of the benchmark's CPU per run; the server's threads per"
-                      f" run: {sleeps:.1f} sleeps, {preemptions:.1f} preemptions, {moves:.1f} moves to another CPU")
-        against = "`events` itself" if against_events else "the floor"
-        report(f"`{capture}` against {against}", [(spread[i, JOURNAL], spread[i, base]) for i in range(servers)], off,
-               against_floor=not against_events)
-        if twin:
-            report(f"{twin_name} against {against}", [(spread[i, TWIN], spread[i, base]) for i in range(servers)], off,
-                   against_floor=not against_events)
-        if split:
-            print_split(client, capture, [[cells[f"paired {i}", kind] for i in range(servers)] for kind in kinds],
-                        base)
-        for cell in cells.values():
-            await cell.client.aclose()
+        paired.print_cells(off, runs)
+        paired.report(off)
+        await paired.close()
     finally:
-        for server in started.values():
-            server.stop()
-        for probe in [*collections.values(), *clocks, *names]:
-            probe.remove()
-
-
-def merged(cells: list[Cell]) -> SimpleNamespace:
-    """One kind of cell over every paired server, as the matrix's printers read a cell."""
-    runs = sum(len(cell.durations) for cell in cells)
-    cpu, loop_cpu = sum(cell.cpu for cell in cells), sum(cell.loop_cpu for cell in cells)
-    return SimpleNamespace(
-        durations=[d for cell in cells for d in cell.durations], cpu=cpu, loop_cpu=loop_cpu,
-        cpu_per_run=cpu / runs, loop_cpu_per_run=loop_cpu / runs, clock=cells[0].clock,
-        by_thread=sum((cell.by_thread for cell in cells), Counter()),
-        tasks=sum((cell.tasks for cell in cells), Counter()),
-    )
+        paired.stop()
 
 
 def print_split(client: str, capture: str, kinds: list[list[Cell]], base: str = FLOOR) -> None:
@@ -379,7 +333,7 @@ if __name__ == "__main__":
     parser.add_argument("--split", action="store_true",
                         help="split each kind of cell's CPU by thread and by kind of task (a clocked server is slower)")
     parser.add_argument("--pin", action="store_true",
-                        help="every server on one CPU, the clients on the others (needs two CPUs; see benchmarks/pinning.py)")
+                        help="every server on one CPU, the clients on the others (needs two CPUs; see tests/harness/bench/pinning.py)")
     parser.add_argument("--busy-beside-journal", action="store_true",
                         help="a process spinning on a CPU while the journal's cell runs: unpinned, the room the"
                              " `events` reference's clients take in their own rounds")

@@ -12,12 +12,15 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from benchmarks import bridge, paired
-from benchmarks.full_collections import FullCollections
-from benchmarks.floor_app import FLOOR_HEADER
-from benchmarks.server_threads import LOOP, SQLITE, ThreadNames
-from benchmarks.task_clock import TaskClock, grouped
 from journal_bridge.settings import Settings
+from tests.harness.bench.cells import CPU, Cell
+from tests.harness.bench.clients import CLIENTS, create_join, use_stream, values_stream, wait
+from tests.harness.bench.floor_app import FLOOR_HEADER
+from tests.harness.bench.full_collections import FullCollections
+from tests.harness.bench.report import print_tasks, print_threads
+from tests.harness.bench.server_threads import LOOP, SQLITE, ThreadNames
+from tests.harness.bench.servers import start_paired, start_server
+from tests.harness.bench.task_clock import TaskClock, grouped
 from tests.harness.conversation import wait_journal_idle
 from tests.harness.langgraph_server import foreign_tracebacks
 
@@ -27,14 +30,14 @@ pytestmark = pytest.mark.e2e
 @pytest.mark.parametrize("floor", ["floor", "floor-twin"])
 async def test_the_floor_joins_streamed_waited_and_created_runs_once_each(floor):
     # The twin is a second floor, there to show what two identical servers differ by.
-    server = bridge.start_server(floor, 0.0)
+    server = start_server(floor, 0.0)
     try:
         client = get_client(url=server.url)
         thread = (await client.threads.create())["thread_id"]
-        await bridge.values_stream(client, thread, "agent", "hello there")
-        await bridge.use_stream(client, thread, "agent", "add 2 and 3")
-        await bridge.wait(client, thread, "agent", "what is the weather in Paris")
-        await bridge.create_join(client, thread, "agent", "thanks")
+        await values_stream(client, thread, "agent", "hello there")
+        await use_stream(client, thread, "agent", "add 2 and 3")
+        await wait(client, thread, "agent", "what is the weather in Paris")
+        await create_join(client, thread, "agent", "thanks")
         health = await wait_journal_idle(server.url, timeout=60)
         assert health["runs_observed"] == 4
         assert health["runs_completed"] == 4
@@ -50,12 +53,12 @@ async def test_the_task_clock_and_the_thread_split_put_the_journal_s_work_where_
     clocks = {name: TaskClock() for name in ("floor", "auto")}
     names = {name: ThreadNames() for name in clocks}
     servers = {
-        name: bridge.start_server(name, 0.0, clock=clock, thread_names=names[name]) for name, clock in clocks.items()
+        name: start_server(name, 0.0, clock=clock, thread_names=names[name]) for name, clock in clocks.items()
     }
     try:
         cells = {
-            ("runs.wait", name): bridge.Cell(
-                server, bridge.CLIENTS["runs.wait"], True, clock=clocks[name], thread_names=names[name]
+            ("runs.wait", name): Cell(
+                server, CLIENTS["runs.wait"], True, clock=clocks[name], thread_names=names[name]
             )
             for name, server in servers.items()
         }
@@ -67,7 +70,7 @@ async def test_the_task_clock_and_the_thread_split_put_the_journal_s_work_where_
         assert journal["journal"] > 0 and journal["floor"] == 0
         assert floor["floor"] > 0 and floor["journal"] == 0
         assert cells["runs.wait", "auto"].tasks["journal_bridge/delivery/bridge.py:Bridge._follow_after"] > 0
-        assert cells["runs.wait", "floor"].tasks["benchmarks/floor_app.py:FloorSink._join"] > 0
+        assert cells["runs.wait", "floor"].tasks["tests/harness/bench/floor_app.py:FloorSink._join"] > 0
         for cell in cells.values():
             # The server's own tasks (its worker running the graph) are clocked as well.
             assert any(kind.startswith("langgraph_api/") for kind in cell.tasks)
@@ -78,8 +81,8 @@ async def test_the_task_clock_and_the_thread_split_put_the_journal_s_work_where_
         # The journal's store writes on its SQLite connection's thread; the floor stores nothing.
         assert cells["runs.wait", "auto"].by_thread[SQLITE] > 0
         assert cells["runs.wait", "floor"].by_thread[SQLITE] == 0
-        bridge.print_tasks(cells, ["runs.wait"], ("floor", "auto"))
-        bridge.print_threads(cells, ["runs.wait"], ("floor", "auto"))
+        print_tasks(cells, ["runs.wait"], ("floor", "auto"))
+        print_threads(cells, ["runs.wait"], ("floor", "auto"))
         printed = capsys.readouterr().out
         assert "above the floor's, by kind of task:" in printed
         assert "journal_bridge/delivery/bridge.py:Bridge._follow_after" in printed
@@ -95,10 +98,10 @@ async def test_the_task_clock_and_the_thread_split_put_the_journal_s_work_where_
 
 async def test_a_paired_server_journals_its_plain_requests_and_floor_joins_those_with_the_header():
     collections = FullCollections()
-    server = paired.start_paired("auto", collections)
+    server = start_paired("auto", collections)
     try:
-        journaled = bridge.Cell(server, bridge.CLIENTS["runs.wait"], True, collections)
-        floored = bridge.Cell(server, bridge.CLIENTS["runs.wait"], True, collections, headers={FLOOR_HEADER: "1"})
+        journaled = Cell(server, CLIENTS["runs.wait"], True, collections)
+        floored = Cell(server, CLIENTS["runs.wait"], True, collections, headers={FLOOR_HEADER: "1"})
         for cell in (journaled, floored):
             await cell.setup(1)
             await cell.round(2)
@@ -116,7 +119,7 @@ async def test_a_paired_server_journals_its_plain_requests_and_floor_joins_those
             assert answer.status_code == 404 or answer.json()["data"] == []
         # Each cell's rounds were measured on the one process.
         assert len(journaled.rounds) == len(floored.rounds) == 1
-        assert journaled.rounds[0][bridge.CPU] > 0 and floored.rounds[0][bridge.CPU] > 0
+        assert journaled.rounds[0][CPU] > 0 and floored.rounds[0][CPU] > 0
         for cell in (journaled, floored):
             await cell.client.aclose()
     finally:

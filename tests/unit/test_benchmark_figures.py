@@ -1,4 +1,4 @@
-"""The bridge benchmark's figures: the CPU it reads, the collections it counts and the ratios it pools.
+"""The benchmarks' figures: the CPU they read, the collections they count and the ratios they pool.
 
 A benchmark that misreads a server's CPU, or divides the wrong rounds, prints
 plausible numbers that mean nothing; these pin what its figures are made of.
@@ -20,13 +20,13 @@ from typing import Any
 import psutil
 import pytest
 
-from benchmarks import bridge, paired, pinning, process_cpu, server_threads, task_clock
-from benchmarks import store as store_bench
-from benchmarks.full_collections import PROBE, Collections, FullCollections, ProbeDirectory
-from benchmarks.task_clock import SETTLED, TaskClock, grouped
-from benchmarks.process_cpu import process_seconds, threads_seconds, tree_seconds
-from benchmarks.server_threads import EXECUTOR, LOOP, PROBE as PROBE_THREADS, REMAINDER, SQLITE, ThreadNames
 from journal_bridge.store import open_store
+from tests.harness.bench import cells as bench_cells
+from tests.harness.bench import pinning, process_cpu, report, server_threads, servers, stats, store_workload, task_clock
+from tests.harness.bench.full_collections import PROBE, Collections, FullCollections, ProbeDirectory
+from tests.harness.bench.process_cpu import process_seconds, threads_seconds, tree_seconds
+from tests.harness.bench.server_threads import EXECUTOR, LOOP, PROBE as PROBE_THREADS, REMAINDER, SQLITE, ThreadNames
+from tests.harness.bench.task_clock import SETTLED, TaskClock, grouped
 
 # A child's function that takes `seconds` of its thread's CPU.
 _SPIN = """
@@ -85,11 +85,11 @@ def test_the_pooled_ratio_divides_totals_and_the_excess_is_over_off():
         ("runs.wait", "floor"): _Cell([0.024, 0.012]),
         ("runs.wait", "auto"): _Cell([0.027, 0.012]),
     }
-    ratio, excess = bridge.pooled_ratio(cells, "runs.wait", "auto", [0, 1])
+    ratio, excess = stats.pooled_ratio(cells, "runs.wait", "auto", [0, 1])
     assert ratio == pytest.approx(0.039 / 0.030)
     assert excess == pytest.approx((0.039 - 0.036) / 0.030)
     # Repeated rounds count as often as drawn (the bootstrap's resampling).
-    ratio, excess = bridge.pooled_ratio(cells, "runs.wait", "auto", [0, 0])
+    ratio, excess = stats.pooled_ratio(cells, "runs.wait", "auto", [0, 0])
     assert ratio == pytest.approx(1.35)
     assert excess == pytest.approx(0.15)
 
@@ -101,12 +101,12 @@ def test_over_both_floors_the_excess_is_over_the_mean_of_the_floor_and_its_twin(
         ("runs.wait", "floor-twin"): _Cell([0.022, 0.011]),
         ("runs.wait", "auto"): _Cell([0.027, 0.012]),
     }
-    ratio, excess = bridge.pooled_ratio(cells, "runs.wait", "auto", [0, 1], floors=bridge.BOTH_FLOORS)
+    ratio, excess = stats.pooled_ratio(cells, "runs.wait", "auto", [0, 1], floors=stats.BOTH_FLOORS)
     assert ratio == pytest.approx(0.039 / 0.030)
     assert excess == pytest.approx((0.039 - (0.036 + 0.033) / 2) / 0.030)
     # Without the twin there is no mean of both to take.
     del cells["runs.wait", "floor-twin"]
-    _, excess = bridge.pooled_ratio(cells, "runs.wait", "auto", [0, 1], floors=bridge.BOTH_FLOORS)
+    _, excess = stats.pooled_ratio(cells, "runs.wait", "auto", [0, 1], floors=stats.BOTH_FLOORS)
     assert excess != excess  # NaN
 
 
@@ -190,7 +190,7 @@ def test_the_matrix_prints_each_cells_clients_cpu_and_scheduling_per_run(capsys)
 
     cells = {("useStream", "auto"): cell(20, 0.24, 20_000, 3540), ("useStream", "events"): cell(10, 0.6, 8300, 160),
              ("useStream", "lean"): cell(0, 0.0, 0, 0)}
-    bridge.print_scheduling(cells, ["useStream"], ("events", "auto", "lean"))
+    report.print_scheduling(cells, ["useStream"], ("events", "auto", "lean"))
     lines = capsys.readouterr().out.splitlines()[1:]
     assert len(lines) == 2  # a cell without runs has no row
     assert lines[0].split() == ["useStream", "events", "clients", "60.00", "ms", "sleeps", "830.0",
@@ -202,9 +202,9 @@ def test_the_matrix_prints_each_cells_clients_cpu_and_scheduling_per_run(capsys)
 def test_the_busy_process_spins_only_while_its_block_runs():
     me = psutil.Process()
     before = set(me.children())
-    with paired.busy_process(False):
+    with pinning.busy_process(False):
         assert set(me.children()) == before
-    with paired.busy_process():
+    with pinning.busy_process():
         (spinner,) = set(me.children()) - before
         for _ in range(200):  # it spins: its CPU grows while this process sleeps
             time.sleep(0.05)
@@ -223,9 +223,9 @@ def test_the_figure_beside_full_collections_pools_the_cpu_less_the_collections()
         ("k", "floor"): _Cell([0.024, 0.024]),
         ("k", "auto"): _Cell([0.026, 0.026]),
     }
-    ratio, excess = bridge.pooled_ratio(cells, "k", "auto", [0, 1])
+    ratio, excess = stats.pooled_ratio(cells, "k", "auto", [0, 1])
     assert (ratio, excess) == pytest.approx((0.052 / 0.050, 0.004 / 0.050))
-    ratio, excess = bridge.pooled_ratio(cells, "k", "auto", [0, 1], bridge.CPU_BESIDE_COLLECTIONS)
+    ratio, excess = stats.pooled_ratio(cells, "k", "auto", [0, 1], bench_cells.CPU_BESIDE_COLLECTIONS)
     assert (ratio, excess) == pytest.approx((0.052 / 0.040, 0.004 / 0.040))
 
 
@@ -236,13 +236,13 @@ def test_the_pooled_wall_divides_the_rounds_medians_and_not_the_cpu():
         # One slow round out of three: its median ratio would say 1.0.
         ("k", "auto"): _Cell([0.02] * 3, walls=[2.0, 1.0, 1.4]),
     }
-    ratio, excess = bridge.pooled_ratio(cells, "k", "auto", [0, 1, 2], bridge.WALL)
+    ratio, excess = stats.pooled_ratio(cells, "k", "auto", [0, 1, 2], bench_cells.WALL)
     assert (ratio, excess) == pytest.approx((4.4 / 4.0, 0.3 / 4.0))
-    (whole, _), ratio_band, _ = bridge.pooled_with_interval(cells, "k", "auto", resamples=300, figure=bridge.WALL)
+    (whole, _), ratio_band, _ = stats.pooled_with_interval(cells, "k", "auto", resamples=300, figure=bench_cells.WALL)
     assert whole == pytest.approx(1.1)
     assert ratio_band[0] < whole < ratio_band[1]
     # The CPU of the same cells is even: the figure read is the wall's.
-    assert bridge.pooled_ratio(cells, "k", "auto", [0, 1, 2])[0] == pytest.approx(1.0)
+    assert stats.pooled_ratio(cells, "k", "auto", [0, 1, 2])[0] == pytest.approx(1.0)
 
 
 def test_the_interval_holds_the_pooled_figure_and_widens_with_uneven_rounds():
@@ -251,7 +251,7 @@ def test_the_interval_holds_the_pooled_figure_and_widens_with_uneven_rounds():
         ("k", "floor"): _Cell([0.025] * 8),
         ("k", "auto"): _Cell([0.026] * 8),
     }
-    (ratio, excess), ratio_band, excess_band = bridge.pooled_with_interval(even, "k", "auto", resamples=200)
+    (ratio, excess), ratio_band, excess_band = stats.pooled_with_interval(even, "k", "auto", resamples=200)
     assert ratio_band == pytest.approx((1.3, 1.3))
     assert excess_band == pytest.approx((0.05, 0.05))
     uneven = {
@@ -259,7 +259,7 @@ def test_the_interval_holds_the_pooled_figure_and_widens_with_uneven_rounds():
         ("k", "floor"): _Cell([0.025] * 8),
         ("k", "auto"): _Cell([0.020, 0.032] * 4),
     }
-    (ratio, excess), ratio_band, excess_band = bridge.pooled_with_interval(uneven, "k", "auto", resamples=400)
+    (ratio, excess), ratio_band, excess_band = stats.pooled_with_interval(uneven, "k", "auto", resamples=400)
     assert ratio_band[0] <= ratio <= ratio_band[1]
     assert excess_band[0] <= excess <= excess_band[1]
     assert excess_band[1] - excess_band[0] > 0.1
@@ -273,15 +273,15 @@ def test_with_sets_of_servers_the_interval_also_moves_with_the_set_drawn():
         ("k", "auto"): _Cell([0.026] * 4 + [0.030] * 4),
     }
     blocks = [range(0, 4), range(4, 8)]
-    (ratio, excess), _, by_rounds = bridge.pooled_with_interval(cells, "k", "auto", resamples=400)
-    (same_ratio, same_excess), _, by_sets = bridge.pooled_with_interval(cells, "k", "auto", resamples=400, blocks=blocks)
+    (ratio, excess), _, by_rounds = stats.pooled_with_interval(cells, "k", "auto", resamples=400)
+    (same_ratio, same_excess), _, by_sets = stats.pooled_with_interval(cells, "k", "auto", resamples=400, blocks=blocks)
     assert (same_ratio, same_excess) == pytest.approx((ratio, excess))
     assert excess == pytest.approx(0.15)
     # Drawn by sets, half the draws hold one set twice: its figure (0.05 or 0.25) is an end of the interval.
     assert by_sets == pytest.approx((0.05, 0.25))
     assert by_rounds[1] - by_rounds[0] < by_sets[1] - by_sets[0]
     # One set is no set to draw from: the rounds are drawn as before.
-    one = bridge.pooled_with_interval(cells, "k", "auto", resamples=400, blocks=[range(0, 8)])
+    one = stats.pooled_with_interval(cells, "k", "auto", resamples=400, blocks=[range(0, 8)])
     assert one[2] == pytest.approx(by_rounds)
 
 
@@ -294,8 +294,8 @@ def test_the_paired_excess_is_each_rounds_difference_in_one_process_over_off():
     off = _rounds([0.020, 0.010, 0.020, 0.010])
     # One server: the journal's rounds 0.002 above its floor's however the machine moves.
     journal, floor = _rounds([0.027, 0.0145, 0.033, 0.016]), _rounds([0.025, 0.0125, 0.031, 0.014])
-    assert paired.excess_by_round(journal, floor, off) == pytest.approx([0.1, 0.2, 0.1, 0.2])
-    whole, low, high = paired.pooled_interval([(journal, floor)], off, resamples=300)
+    assert stats.excess_by_round(journal, floor, off) == pytest.approx([0.1, 0.2, 0.1, 0.2])
+    whole, low, high = stats.pooled_interval([(journal, floor)], off, resamples=300)
     # Pooled: (0.008 above) / (0.06 of off).
     assert whole == pytest.approx(0.008 / 0.06)
     assert 0.1 <= low <= whole <= high <= 0.2
@@ -310,21 +310,21 @@ def test_full_collections_are_shared_by_the_collections_that_bring_them_on():
     # the floor's 8 plus 2 full ones that took 0.2 s in all, both in the floor's rounds.
     journal = cell([(0.1, 0.011, 0.011, 0.6), (0.1, 0.011, 0.011, 0.6)], Collections(middle=12))
     floor = cell([(0.1, 0.030, 0.010, 0.6), (0.1, 0.010, 0.010, 0.4)], Collections(full=2, seconds=0.2, middle=8))
-    (mine, theirs) = paired.spread_collections([journal, floor])
+    (mine, theirs) = stats.spread_collections([journal, floor])
     # 0.2 s over the 22 collections, then per run as each round made them.
     share = 0.2 / 22
-    assert [r[paired.CPU_COLLECTIONS_SPREAD] for r in mine] == pytest.approx([0.011 + 0.6 * share] * 2)
-    assert [r[paired.CPU_COLLECTIONS_SPREAD] for r in theirs] == pytest.approx([0.010 + 0.6 * share, 0.010 + 0.4 * share])
+    assert [r[stats.CPU_COLLECTIONS_SPREAD] for r in mine] == pytest.approx([0.011 + 0.6 * share] * 2)
+    assert [r[stats.CPU_COLLECTIONS_SPREAD] for r in theirs] == pytest.approx([0.010 + 0.6 * share, 0.010 + 0.4 * share])
     # The journal made more of the collections that bring full ones on: it pays more of them,
     # though none fell in its rounds; and the CPU spent is the CPU measured.
-    assert mine[0][paired.CPU_COLLECTIONS_SPREAD] - theirs[0][paired.CPU_COLLECTIONS_SPREAD] == pytest.approx(0.001)
-    total = sum(r[paired.CPU] for c in (journal, floor) for r in c.rounds)
-    assert sum(r[paired.CPU_COLLECTIONS_SPREAD] for c in (mine, theirs) for r in c) == pytest.approx(total)
+    assert mine[0][stats.CPU_COLLECTIONS_SPREAD] - theirs[0][stats.CPU_COLLECTIONS_SPREAD] == pytest.approx(0.001)
+    total = sum(r[bench_cells.CPU] for c in (journal, floor) for r in c.rounds)
+    assert sum(r[stats.CPU_COLLECTIONS_SPREAD] for c in (mine, theirs) for r in c) == pytest.approx(total)
     # The figures `Cell.rounds` holds are kept as they were, in their places.
     assert [r[:4] for r in mine] == journal.rounds
     # Without any collection nothing is shared.
-    (alone,) = paired.spread_collections([cell([(0.1, 0.02, 0.02, 0.0)], Collections())])
-    assert alone[0][paired.CPU_COLLECTIONS_SPREAD] == 0.02
+    (alone,) = stats.spread_collections([cell([(0.1, 0.02, 0.02, 0.0)], Collections())])
+    assert alone[0][stats.CPU_COLLECTIONS_SPREAD] == 0.02
 
 
 def test_the_paired_interval_draws_the_servers_and_then_their_rounds():
@@ -333,13 +333,13 @@ def test_the_paired_interval_draws_the_servers_and_then_their_rounds():
         (_rounds([0.021] * 4), _rounds([0.020] * 4)),  # 0.05 above, every round
         (_rounds([0.025] * 4), _rounds([0.020] * 4)),  # 0.25 above, every round
     ]
-    whole, low, high = paired.pooled_interval(steady, off, resamples=400)
+    whole, low, high = stats.pooled_interval(steady, off, resamples=400)
     assert whole == pytest.approx(0.15)
     # Drawn by servers, half the draws hold one server twice: its figure is an end.
     assert (low, high) == pytest.approx((0.05, 0.25))
     # One server whose floor and journal move together: no spread at all.
     together = [(_rounds([0.03, 0.05, 0.04, 0.06]), _rounds([0.02, 0.04, 0.03, 0.05]))]
-    assert paired.pooled_interval(together, _rounds([0.02] * 4), resamples=200)[1:] == pytest.approx((0.5, 0.5))
+    assert stats.pooled_interval(together, _rounds([0.02] * 4), resamples=200)[1:] == pytest.approx((0.5, 0.5))
 
 
 def test_against_its_own_reference_each_server_is_measured_over_that_reference():
@@ -349,20 +349,20 @@ def test_against_its_own_reference_each_server_is_measured_over_that_reference()
     slow = (_rounds([0.022, 0.0264, 0.022]), _rounds([0.020, 0.024, 0.020]))
     pairs = [fast, slow]
     unused_off = _rounds([1.0] * 3)
-    whole, low, high = paired.pooled_interval(pairs, unused_off, resamples=300, bases=[fast[1], slow[1]])
+    whole, low, high = stats.pooled_interval(pairs, unused_off, resamples=300, bases=[fast[1], slow[1]])
     assert (whole, low, high) == pytest.approx((0.1, 0.1, 0.1))
     # Over a shared `off` the same rounds give another figure: `bases` is what is divided by.
-    assert paired.pooled_interval(pairs, unused_off, resamples=50)[0] == pytest.approx(0.0096 / 6.0)
-    assert paired.excess_by_round(*slow, slow[1]) == pytest.approx([0.1, 0.1, 0.1])
+    assert stats.pooled_interval(pairs, unused_off, resamples=50)[0] == pytest.approx(0.0096 / 6.0)
+    assert stats.excess_by_round(*slow, slow[1]) == pytest.approx([0.1, 0.1, 0.1])
 
 
 def test_a_paired_server_journals_to_the_store_asked_for(monkeypatch):
     started: list[dict[str, str]] = []
-    monkeypatch.setattr(paired, "quiet_dev_server", lambda *, env, **config: started.append(env) or config)
+    monkeypatch.setattr(servers, "quiet_dev_server", lambda *, env, **config: started.append(env) or config)
     probe = FullCollections()
     try:
-        config = paired.start_paired("lean", probe, "memory")
-        paired.start_paired("auto", probe)
+        config = servers.start_paired("lean", probe, "memory")
+        servers.start_paired("auto", probe)
     finally:
         probe.remove()
     memory, sqlite = started
@@ -371,9 +371,9 @@ def test_a_paired_server_journals_to_the_store_asked_for(monkeypatch):
     # Without a store asked for, the harness's SQLite file is the journal's.
     assert "JOURNAL_BRIDGE_STORE_URL" not in sqlite
     assert sqlite["JOURNAL_BRIDGE_CAPTURE"] == "auto"
-    assert config["http"]["app"].startswith(str(paired.PAIRED_APP))
+    assert config["http"]["app"].startswith(str(servers.PAIRED_APP))
     with pytest.raises(KeyError):
-        paired.start_paired("auto", probe, "redis")
+        servers.start_paired("auto", probe, "redis")
 
 
 def _soak_set(walls: dict[str, list[float]], cpus: dict[str, list[float]]) -> dict:
@@ -384,13 +384,13 @@ def test_soak_ratios_pool_the_sets_of_servers_and_read_each_set_alone():
     one = _soak_set({"off": [1.0, 1.0], "auto": [1.1, 1.3]}, {"off": [0.02, 0.02], "auto": [0.022, 0.030]})
     two = _soak_set({"off": [1.0, 1.0], "auto": [1.1, 1.1]}, {"off": [0.02, 0.04], "auto": [0.026, 0.044]})
     last = slice(1, 2)
-    assert bridge.soak_ratio([one], "auto", "off", "CPU", last) == pytest.approx(1.5)
-    assert bridge.soak_ratio([two], "auto", "off", "CPU", last) == pytest.approx(1.1)
+    assert stats.soak_ratio([one], "auto", "off", "CPU", last) == pytest.approx(1.5)
+    assert stats.soak_ratio([two], "auto", "off", "CPU", last) == pytest.approx(1.1)
     # Pooled: the mean CPU per run over both sets' turns, not the mean of the ratios.
-    assert bridge.soak_ratio([one, two], "auto", "off", "CPU", last) == pytest.approx(0.074 / 0.06)
+    assert stats.soak_ratio([one, two], "auto", "off", "CPU", last) == pytest.approx(0.074 / 0.06)
     # Walls: the median of every run of those turns, over both sets.
-    assert bridge.soak_ratio([one, two], "auto", "off", "wall", last) == pytest.approx(1.2)
-    assert bridge.soak_ratio([one, two], "auto", "off", "wall", slice(0, 2)) == pytest.approx(1.1)
+    assert stats.soak_ratio([one, two], "auto", "off", "wall", last) == pytest.approx(1.2)
+    assert stats.soak_ratio([one, two], "auto", "off", "wall", slice(0, 2)) == pytest.approx(1.1)
 
 
 _COLLECTING = """
@@ -598,34 +598,34 @@ def test_a_kind_of_task_is_named_from_its_package_on_and_grouped_by_it():
 
     assert kind_of("/x/.venv/lib/python3.11/site-packages/journal_bridge/delivery/bridge.py") == (
         "journal_bridge/delivery/bridge.py:run")
-    assert kind_of("/x/journal_bridge/benchmarks/floor_app.py") == "benchmarks/floor_app.py:run"
+    assert kind_of("/x/journal_bridge/tests/harness/bench/floor_app.py") == "tests/harness/bench/floor_app.py:run"
     assert kind_of("/x/.venv/lib/python3.11/site-packages/langgraph_api/worker.py") == "langgraph_api/worker.py:run"
     assert kind_of("/usr/lib/python3.11/asyncio/queues.py") == "lib/python3.11/asyncio/queues.py:run"
-    assert grouped(Counter({"journal_bridge/delivery/bridge.py:run": 1.0, "benchmarks/floor_app.py:run": 2.0,
+    assert grouped(Counter({"journal_bridge/delivery/bridge.py:run": 1.0, "tests/harness/bench/floor_app.py:run": 2.0,
                             "langgraph_api/worker.py:run": 4.0})) == {"journal": 1.0, "floor": 2.0, "server": 4.0}
 
 
 def test_rss_growth_is_the_line_through_every_turn_and_one_odd_reading_barely_moves_it():
     turns = list(range(20))
     steady = [100 + 0.5 * t for t in turns]
-    assert bridge.rss_slope(steady, turns) == pytest.approx(0.5)
-    assert bridge.rss_slope(steady, turns[10:]) == pytest.approx(0.5)
+    assert stats.rss_slope(steady, turns) == pytest.approx(0.5)
+    assert stats.rss_slope(steady, turns[10:]) == pytest.approx(0.5)
     # A collection just before the last reading: the two ends would say 0.26 per turn.
     odd = [*steady[:-1], steady[-1] - 4.5]
     assert (odd[-1] - odd[0]) / 19 == pytest.approx(0.263, abs=0.001)
-    assert 0.40 < bridge.rss_slope(odd, turns) < 0.5
+    assert 0.40 < stats.rss_slope(odd, turns) < 0.5
 
 
 def test_the_growth_ratios_interval_holds_the_ratio_and_is_narrow_for_steady_growth():
     turns = list(range(30))
     base = [100 + 1.0 * t + (0.3 if t % 3 == 0 else -0.15) for t in turns]
     mine = [120 + 1.1 * t + (0.2 if t % 4 == 0 else -0.05) for t in turns]
-    low, high = bridge.slope_ratio_interval(mine, base, turns)
-    ratio = bridge.rss_slope(mine, turns) / bridge.rss_slope(base, turns)
+    low, high = stats.slope_ratio_interval(mine, base, turns)
+    ratio = stats.rss_slope(mine, turns) / stats.rss_slope(base, turns)
     assert low <= ratio <= high
     assert 1.05 < low and high < 1.15
     noisy = [b + (6 if t % 2 else -6) * (t % 5) for t, b in zip(turns, base, strict=True)]
-    wide = bridge.slope_ratio_interval(mine, noisy, turns)
+    wide = stats.slope_ratio_interval(mine, noisy, turns)
     assert wide[1] - wide[0] > 2 * (high - low)
 
 
@@ -639,7 +639,7 @@ def test_a_paired_split_merges_each_kind_of_cell_over_the_servers():
 
     one = cell(10, 0.20, 0.15, {"event loop": 0.15, "SQLite connections": 0.01}, {"journal_bridge/a": 0.02})
     two = cell(30, 0.40, 0.30, {"event loop": 0.30, "executor pool": 0.02}, {"journal_bridge/a": 0.01})
-    both = paired.merged([one, two])
+    both = report.merged([one, two])
     assert len(both.durations) == 40
     assert both.cpu_per_run == pytest.approx(0.6 / 40) and both.loop_cpu_per_run == pytest.approx(0.45 / 40)
     assert dict(both.by_thread) == pytest.approx({"event loop": 0.45, "SQLite connections": 0.01, "executor pool": 0.02})
@@ -647,16 +647,16 @@ def test_a_paired_split_merges_each_kind_of_cell_over_the_servers():
 
 
 async def test_the_run_append_figure_stores_every_run_once_and_clocks_the_writers_thread(tmp_path, monkeypatch):
-    monkeypatch.setattr(store_bench, "RUN_APPENDS", 4)
-    monkeypatch.setattr(store_bench, "ROUNDS", 2)
+    monkeypatch.setattr(store_workload, "RUN_APPENDS", 4)
+    monkeypatch.setattr(store_workload, "ROUNDS", 2)
     store_path, raw_path = tmp_path / "store.db", tmp_path / "raw.db"
     async with open_store(f"sqlite:///{raw_path}"):
         pass  # the raw driver writes into the store's table shape
-    run = store_bench.one_run("t")
+    run = store_workload.one_run("t")
     assert [e.event_type for e in (run[0], run[-1])] == ["run.start", "run.end"]
     assert len({e.run_id for e in run}) == 1 and len({e.source_key for e in run}) == len(run)
 
-    figures = await store_bench.sqlite_run_appends(store_path, raw_path)
+    figures = await store_workload.sqlite_run_appends(store_path, raw_path)
 
     assert [name for name, _, _ in figures] == ["store", "raw"]
     for _, thread_ms, process_ms in figures:

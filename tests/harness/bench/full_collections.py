@@ -1,6 +1,6 @@
 """A benchmark server's full garbage collections, seen from outside.
 
-The server's processes load `benchmarks/server_probe/sitecustomize.py` (see there):
+The server's processes load `tests/harness/bench/server_probe/sitecustomize.py` (see there):
 each writes its count of full collections and the CPU they took to a file of
 this object's directory.
 """

@@ -3,18 +3,24 @@
 On a machine of two CPUs a server's event loop and the benchmark's clients
 share them. The scheduler then decides how often the loop sleeps while its
 client works and on which CPU it wakes: part of a server's CPU per run is the
-clients' doing. Pinned apart, it is not.
+clients' doing. Pinned apart, it is not. Unpinned, `busy_process` keeps a CPU
+busy beside one cell's clients, so that it leaves the servers as little room
+as another cell whose clients work harder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
 
 import psutil
 
-from benchmarks.process_cpu import tree
+from tests.harness.bench.process_cpu import tree
 
-__all__ = ["CpuSplit"]
+__all__ = ["CpuSplit", "busy_process"]
 
 
 class CpuSplit:
@@ -58,3 +64,18 @@ class CpuSplit:
     def release(self) -> None:
         """The benchmark back on every CPU it had: what it starts next is not pinned."""
         os.sched_setaffinity(0, self.client_cpus | {self.server_cpu})
+
+
+@contextlib.contextmanager
+def busy_process(on: bool = True) -> Iterator[None]:
+    """With `on`, a process spinning on a CPU while the block runs (stopped after it):
+    unpinned, the room one cell's clients leave the servers made the same as another's."""
+    if not on:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()

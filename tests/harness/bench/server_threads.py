@@ -1,9 +1,9 @@
 """A benchmark server's CPU split by thread, each thread named by what it is.
 
 The kernel counts each thread's CPU (`/proc/<pid>/task/<tid>/schedstat`, read
-by `benchmarks.process_cpu.threads_seconds`) but names every thread of a
+by `tests.harness.bench.process_cpu.threads_seconds`) but names every thread of a
 Python process after the process. The server's probe
-(`benchmarks/server_probe/sitecustomize.py`, `JOURNAL_BRIDGE_BENCH_THREADS_DIR`)
+(`tests/harness/bench/server_probe/sitecustomize.py`, `JOURNAL_BRIDGE_BENCH_THREADS_DIR`)
 writes each thread's Python name; this module reads the names and sums the
 CPU per group: the event loop (the main thread), the SQLite connections'
 threads (aiosqlite runs each connection on a thread of its own: the journal's
@@ -19,7 +19,7 @@ import json
 import re
 from collections import Counter
 
-from benchmarks.full_collections import ProbeDirectory
+from tests.harness.bench.full_collections import ProbeDirectory
 
 LOOP = "event loop"
 SQLITE = "SQLite connections"

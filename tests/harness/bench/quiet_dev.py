@@ -1,6 +1,6 @@
 """`langgraph dev` without the in-memory runtime's file persistence: the benchmark's servers.
 
-    python benchmarks/quiet_dev.py dev --config langgraph.json ...
+    python tests/harness/bench/quiet_dev.py dev --config langgraph.json ...
 
 `langgraph dev` pickles its whole in-memory runtime to disk every 10 s from
 a thread of its own. `LANGGRAPH_DISABLE_FILE_PERSISTENCE` cannot turn that

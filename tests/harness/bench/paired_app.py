@@ -44,7 +44,7 @@ _SUMMED = ("active_runs", "backlog", "runs_observed", "runs_completed", "runs_fa
 
 
 def _floor_module() -> Any:
-    """`benchmarks/floor_app.py`, loaded from beside this file (the server loads this one by path)."""
+    """`tests/harness/bench/floor_app.py`, loaded from beside this file (the server loads this one by path)."""
     path = Path(__file__).resolve().with_name("floor_app.py")
     spec = importlib.util.spec_from_file_location("journal_bridge_bench_floor_app", path)
     if spec is None or spec.loader is None:

@@ -126,7 +126,7 @@ def _task_kind(coro: object) -> str:
     path = code.co_filename.replace(os.sep, "/")
     # From the package on (the last of these in the path): the same kind in every
     # server, wherever the project or its dependencies are installed.
-    at = max(path.rfind(anchor) for anchor in ("/site-packages/", "/journal_bridge/", "/benchmarks/", "/lib/python"))
+    at = max(path.rfind(anchor) for anchor in ("/site-packages/", "/journal_bridge/", "/tests/harness/", "/lib/python"))
     if at >= 0:
         path = path[at + 1 :].removeprefix("site-packages/")
     return f"{path}:{getattr(coro, '__qualname__', code.co_name)}"

@@ -49,7 +49,7 @@ from journal_bridge.mapping.capture_setting import CaptureSetting
 logger = logging.getLogger(__name__)
 
 _ERROR_MODE = "error"
-# On a paired server (`benchmarks/paired_app.py`), a request with this header
+# On a paired server (`tests/harness/bench/paired_app.py`), a request with this header
 # is read by the floor, not journaled.
 FLOOR_HEADER = "x-journal-bridge-bench-floor"
 # On a paired server, a request with this header is neither journaled nor read

@@ -1,7 +1,7 @@
 """The CPU of a benchmark server's event-loop tasks, per kind of task, seen from the probe.
 
 With `--tasks`, the bridge benchmark starts its servers with the task clock of
-`benchmarks/server_probe/sitecustomize.py` on (see there): each server process
+`tests/harness/bench/server_probe/sitecustomize.py` on (see there): each server process
 writes, every `TASK_REPORT_SECONDS`, the CPU its main thread spent in the steps
 of each kind of task (the coroutine's file and qualified name), and this
 object reads the sums.
@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from benchmarks.full_collections import ProbeDirectory
+from tests.harness.bench.full_collections import ProbeDirectory
 
 # As the probe writes them (a test holds the two equal); a reading waits SETTLED after the work it reads.
 TASK_REPORT_SECONDS = 0.02
 SETTLED = 3 * TASK_REPORT_SECONDS
 
 JOURNAL = "journal_bridge/"
-FLOOR = "benchmarks/floor_app.py"
+FLOOR = "tests/harness/bench/floor_app.py"
 
 
 class TaskClock(ProbeDirectory):
