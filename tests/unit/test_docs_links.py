@@ -20,7 +20,7 @@ def _root() -> Path:
 
 
 ROOT = _root()
-README_MAX_LINES = 250
+README_MAX_LINES = 150
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _CODE_SPAN = re.compile(r"`[^`]*`")
@@ -30,7 +30,7 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
 def markdown_files() -> list[Path]:
-    files = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "ARCHITECTURE.md"]
+    files = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "ARCHITECTURE.md", ROOT / "benchmarks" / "README.md"]
     return [path for path in files if path.is_file()] + sorted((ROOT / "docs").glob("*.md"))
 
 
