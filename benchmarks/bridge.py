@@ -107,10 +107,12 @@ from tests.harness.bench.report import (
     print_tasks,
     print_threads,
 )
+from tests.harness.bench import servers as bench_servers
 from tests.harness.bench.server_threads import ThreadNames
 from tests.harness.bench.servers import (
     CAPTURES,
     ON_REQUEST,
+    quiet_dev_server,
     rss_mib,
     start_order,
     start_servers,
@@ -126,6 +128,21 @@ from tests.harness.bench.task_clock import TaskClock
 from tests.harness.langgraph_server import LanggraphDevServer
 
 Cells = dict[tuple[str, str], Cell]
+
+
+# Another script may run this matrix on servers of its own (a setting beside
+# `CAPTURES`): it replaces `CAPTURES`, `start_server` or the `quiet_dev_server`
+# that launches it, or a printer, in this module, and the matrix uses what it
+# finds here when it runs.
+def start_server(
+    capture: str,
+    pace: float,
+    collections: FullCollections | None = None,
+    clock: TaskClock | None = None,
+    thread_names: ThreadNames | None = None,
+) -> LanggraphDevServer:
+    """The server of a capture setting, launched through this module's `quiet_dev_server`."""
+    return bench_servers.start_server(capture, pace, collections, clock, thread_names, launch=quiet_dev_server)
 
 
 def rotated(items: list[Any], by: int) -> list[Any]:
@@ -171,7 +188,7 @@ class Matrix:
     async def run_set(self, instance: int) -> None:
         """One set of servers, started afresh in a shuffled order: its share of the rounds."""
         order = tuple(start_order(self.captures, instance))
-        servers = start_servers(self.pace, self.collections, order, self.clocks, self.thread_names)
+        servers = start_servers(self.pace, self.collections, order, self.clocks, self.thread_names, start_server)
         try:
             if self.pin is not None:
                 pinned = self.pin.pin([server.process.pid for server in servers.values()])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,12 @@ def start_server(
     collections: FullCollections | None = None,
     clock: TaskClock | None = None,
     thread_names: ThreadNames | None = None,
+    *,
+    launch: Callable[..., LanggraphDevServer] | None = None,
 ) -> LanggraphDevServer:
+    """The server of a capture setting (`CAPTURES`), with the probes given; `launch`
+    starts it (`quiet_dev_server` by default, which a variant may wrap)."""
+    launch = launch or quiet_dev_server
     env = {
         "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(pace),
         **(collections.env if collections else {}),
@@ -69,10 +74,10 @@ def start_server(
         **(thread_names.env if thread_names else {}),
     }
     if capture == "off":
-        return quiet_dev_server(plugin=False, env=env)
+        return launch(plugin=False, env=env)
     if capture in ("floor", "floor-twin"):
-        return quiet_dev_server(env=env, http={"app": f"{FLOOR_APP}:app"})
-    return quiet_dev_server(env={**env, "JOURNAL_BRIDGE_CAPTURE": capture})
+        return launch(env=env, http={"app": f"{FLOOR_APP}:app"})
+    return launch(env={**env, "JOURNAL_BRIDGE_CAPTURE": capture})
 
 
 def start_order(names: Iterable[str], instance: int) -> list[str]:
@@ -89,11 +94,15 @@ def start_servers(
     captures: tuple[str, ...] = CAPTURES,
     clocks: dict[str, TaskClock] | None = None,
     thread_names: dict[str, ThreadNames] | None = None,
+    start: Callable[..., LanggraphDevServer] | None = None,
 ) -> dict[str, LanggraphDevServer]:
+    """A server per capture setting, in the order given (`start`: `start_server` by default);
+    those started are stopped if one fails to."""
+    start = start or start_server
     servers: dict[str, LanggraphDevServer] = {}
     try:
         for capture in captures:
-            servers[capture] = start_server(
+            servers[capture] = start(
                 capture, pace, collections[capture], (clocks or {}).get(capture), (thread_names or {}).get(capture)
             )
     except BaseException:
