@@ -40,7 +40,10 @@ from starlette.types import Scope
 
 from journal_bridge.capture.intercept import READER_HEADER, ClientFrames, RunObserverMiddleware
 from journal_bridge.capture.protocol_v2 import CommandObserverMiddleware
-from journal_bridge.mapping.reader import OWNERS, ClientJoin, ClientStream, RunSource
+from journal_bridge.mapping.client_join import ClientJoin
+from journal_bridge.mapping.client_stream import ClientStream
+from journal_bridge.mapping.owners import OWNERS
+from journal_bridge.mapping.reader import RunSource
 from journal_bridge.capture.reconcile import Reconciler
 from journal_bridge.capture.run_requests import RunPlan
 from journal_bridge.capture.thread_life import ThreadLifeMiddleware

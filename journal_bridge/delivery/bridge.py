@@ -40,14 +40,10 @@ from journal_bridge.host.outcome import CANCELLED, ERRORED, INTERRUPTED
 from journal_bridge.host.sdk import SdkClient
 from journal_bridge.mapping.capture_setting import EVENTS_PATH_MODES, Capture
 from journal_bridge.mapping.events_mapper import RunMapper
-from journal_bridge.mapping.reader import (
-    OWNERS,
-    ClientStream,
-    RunSource,
-    owned,
-    read_checkpoint,
-    read_run,
-)
+from journal_bridge.mapping.client_stream import ClientStream
+from journal_bridge.mapping.forks import read_checkpoint
+from journal_bridge.mapping.owners import OWNERS, owned
+from journal_bridge.mapping.reader import RunSource, read_run
 from journal_bridge.mapping.state_mapper import StateMapper
 from journal_bridge.model import records
 from journal_bridge.model.envelope import RunEvent
