@@ -2,7 +2,7 @@
 
 - lifespan: opens the run event store (retrying in the background while it is
   unreachable, so the server starts regardless) and starts the bridge, which
-  reads runs through the in-process SDK client (`compat.in_process_client`);
+  reads runs through the in-process SDK client (`in_process.in_process_client`);
 - ASGI middleware: `RunObserverMiddleware` makes every run observable and
   hands it to the bridge;
 - routes: the journal's history API and viewer, `/journal/health` (the
@@ -51,13 +51,9 @@ from journal_bridge.delivery.bridge import Bridge
 from journal_bridge.delivery.health import http_status, prometheus_text
 from journal_bridge.delivery.spool import redact_url, spool_path
 from journal_bridge.delivery.thread_copy import copy_journal
-from journal_bridge.host.compat import (
-    LifespanFirstMiddleware,
-    check_server,
-    extend_served_openapi,
-    in_process_client,
-    runtime_edition,
-)
+from journal_bridge.host.compat import check_server, extend_served_openapi, runtime_edition
+from journal_bridge.host.in_process import in_process_client
+from journal_bridge.host.lifespan import LifespanFirstMiddleware
 from journal_bridge.host import retained_frames
 from journal_bridge.host.sse import Frame
 from journal_bridge.settings import ENV, Settings

@@ -34,7 +34,8 @@ from typing import Any
 from journal_bridge.host.compat import assistant_uuid, join_params
 from journal_bridge.host.modes import ERROR_MODE
 from journal_bridge.host.outcome import ROLLBACK, RunOutcome, read_outcome
-from journal_bridge.host.sdk import OncePerAssistant, SdkClient
+from journal_bridge.host.assistant_answers import OncePerAssistant
+from journal_bridge.host.sdk import SdkClient
 from journal_bridge.mapping.batches import Batches, Emit
 from journal_bridge.mapping.capture_setting import Capture
 from journal_bridge.mapping.client_join import ClientJoin

@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from journal_bridge.capture.intercept import READER_HEADER
-from journal_bridge.host.compat import in_process_client
+from journal_bridge.host.in_process import in_process_client
 from journal_bridge.model.errors import JournalBridgeError
 from journal_bridge.model.setting_values import DEFAULT_ROUTE_PREFIX, route_prefix
 from journal_bridge.projection import history, overview
