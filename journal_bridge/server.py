@@ -56,7 +56,7 @@ from journal_bridge.host.in_process import in_process_client
 from journal_bridge.host.lifespan import LifespanFirstMiddleware
 from journal_bridge.host import retained_frames
 from journal_bridge.host.sse import Frame
-from journal_bridge.settings import ENV, Settings
+from journal_bridge.settings import ENV, Settings, SettingsError
 from journal_bridge.store import (
     RunEventStore,
     StoreUnavailable,
@@ -455,7 +455,7 @@ def _load_app(spec: str) -> Starlette:
     """The app `spec` names: `package.module:attr` or `path/to/file.py:attr`."""
     target, _, attr = spec.rpartition(":")
     if not target or not attr:
-        raise ValueError(f"{APP_ENV}={spec!r}: expected module:attr or path/to/file.py:attr")
+        raise SettingsError(f"{APP_ENV}={spec!r}: expected module:attr or path/to/file.py:attr")
     if target.endswith(".py"):
         path = Path(target).resolve()
         loader = importlib.util.spec_from_file_location(f"journal_bridge_user_app_{path.stem}", path)

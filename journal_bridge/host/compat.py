@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 import orjson
 
-from journal_bridge.model.errors import JournalBridgeError
+from journal_bridge.model.errors import UnsupportedServer
 
 __all__ = [
     "SUPPORTED_API",
@@ -73,10 +73,6 @@ def __getattr__(name: str) -> Any:
 SUPPORTED_API = ((0, 10), (0, 17))
 SUPPORTED_INMEM = ((0, 30), (0, 37))
 _EDITION_ENV = "LANGGRAPH_RUNTIME_EDITION"
-
-
-class UnsupportedServer(JournalBridgeError, RuntimeError):
-    """The LangGraph Server around the plugin is a version it was not made for."""
 
 
 def _minor(version: str) -> tuple[int, int] | None:

@@ -17,13 +17,9 @@ from typing import Any
 
 import orjson
 
-from journal_bridge.model.errors import JournalBridgeError
+from journal_bridge.model.errors import RuntimeUnreadable
 
 __all__ = ["RuntimeUnreadable", "runtime_run_list", "runtime_run_status", "runtime_thread_search"]
-
-
-class RuntimeUnreadable(JournalBridgeError, LookupError):
-    """The runtime of a LangGraph server cannot be read in process here."""
 
 
 def _server_ops(routes: str, ops: str, method: str) -> tuple[Any, Any]:

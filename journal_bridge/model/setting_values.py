@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from journal_bridge.model.errors import JournalBridgeError
+from journal_bridge.model.errors import SettingsError
 
 __all__ = [
     "DEFAULT_ROUTE_PREFIX",
@@ -30,10 +30,6 @@ DEFAULT_ROUTE_PREFIX = "/journal"
 
 # (variable name, its text) -> value; raises SettingsError naming the variable.
 Parser = Callable[[str, str], Any]
-
-
-class SettingsError(JournalBridgeError, ValueError):
-    """A variable holds a value the journal cannot use; the message names it."""
 
 
 def route_prefix(prefix: str) -> str:

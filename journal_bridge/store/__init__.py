@@ -23,11 +23,8 @@ import os
 from collections.abc import Callable, Generator
 from typing import Any
 
-from journal_bridge.model.envelope import (
-    DEFAULT_MAX_CONTENT_BYTES,
-    EventRecord,
-    InvalidEvent,
-)
+from journal_bridge.model.envelope import DEFAULT_MAX_CONTENT_BYTES, EventRecord
+from journal_bridge.model.errors import InvalidEvent, InvalidStoreUrl
 from journal_bridge.model.setting_values import (
     MAX_CONTENT_BYTES,
     STORE_URL,
@@ -44,6 +41,7 @@ from journal_bridge.store.base import (
 __all__ = [
     "EventRecord",
     "InvalidEvent",
+    "InvalidStoreUrl",
     "RunEventStore",
     "StoreError",
     "StoreFactory",
@@ -106,11 +104,11 @@ def _factory(scheme: str) -> StoreFactory | None:
 
 
 def create_store(url: str, **options: Any) -> RunEventStore:
-    """The store for `url`, not yet opened. Unknown schemes raise ValueError."""
+    """The store for `url`, not yet opened. Unknown schemes raise `InvalidStoreUrl` (a ValueError)."""
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     factory = _factory(scheme) if scheme else None
     if factory is None:
-        raise ValueError(
+        raise InvalidStoreUrl(
             f"unsupported run event store URL {url!r}: expected sqlite:///path.db,"
             " postgresql://... (or postgres://...), memory:// or a registered scheme"
         )

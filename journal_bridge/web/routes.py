@@ -31,7 +31,7 @@ from starlette.staticfiles import StaticFiles
 
 from journal_bridge.capture.intercept import READER_HEADER
 from journal_bridge.host.in_process import in_process_client
-from journal_bridge.model.errors import JournalBridgeError
+from journal_bridge.model.errors import JournalBridgeError, RunNotFound
 from journal_bridge.model.setting_values import DEFAULT_ROUTE_PREFIX, route_prefix
 from journal_bridge.projection import history, overview
 from journal_bridge.web import openapi
@@ -200,7 +200,7 @@ async def _branch_param(request: Request, thread_id: str) -> dict[str, Any]:
 async def _page_of(read: Any, store: RunEventStore, thread_id: str, params: dict[str, Any]) -> Response:
     try:
         return _JSON(await read(store, thread_id, **params))
-    except LookupError as exc:
+    except RunNotFound as exc:
         raise HTTPException(404, str(exc.args[0]) if exc.args else "no such run") from None
 
 
