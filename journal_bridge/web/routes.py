@@ -32,7 +32,6 @@ from starlette.staticfiles import StaticFiles
 from journal_bridge.capture.intercept import READER_HEADER
 from journal_bridge.host.in_process import in_process_client
 from journal_bridge.model.errors import JournalBridgeError, RunNotFound
-from journal_bridge.model.setting_values import DEFAULT_ROUTE_PREFIX, route_prefix
 from journal_bridge.projection import history, overview
 from journal_bridge.web import openapi
 from journal_bridge.web.access import (
@@ -41,6 +40,7 @@ from journal_bridge.web.access import (
     require_thread_access,
 )
 from journal_bridge.web.openapi import MAX_LIMIT, MAX_RUN_IDS, MAX_SEQ
+from journal_bridge.web.prefix import DEFAULT_ROUTE_PREFIX, route_prefix
 
 if TYPE_CHECKING:
     from journal_bridge.store.base import RunEventStore
