@@ -84,6 +84,12 @@ class BridgeStats(DeliveryStats):
     malformed: int = 0
 
 
+# The counters of reading runs, reported by `Bridge.health` beside the queue's.
+_READING_COUNTERS = tuple(
+    field.name for field in dataclasses.fields(BridgeStats) if field.name not in DeliveryStats.__dataclass_fields__
+)
+
+
 class Bridge:
     """Journals observed runs into a store. Start with `start()`, stop with `stop()`."""
 
@@ -425,19 +431,7 @@ class Bridge:
         """The queue's report and the reading counters, with `status` and `reason`
         (`journal_bridge.delivery.health.assess`)."""
         report = self.delivery.report()
-        stats = self.stats
         report.update(
-            active_runs=self.active_runs,
-            runs_observed=stats.runs_observed,
-            runs_read=stats.runs_read,
-            runs_read_elsewhere=stats.runs_read_elsewhere,
-            runs_read_from_client_joins=stats.runs_read_from_client_joins,
-            runs_completed=stats.runs_completed,
-            runs_failed=stats.runs_failed,
-            runs_errored=stats.runs_errored,
-            runs_cancelled=stats.runs_cancelled,
-            runs_interrupted=stats.runs_interrupted,
-            parts_seen=stats.parts_seen,
-            malformed=stats.malformed,
+            active_runs=self.active_runs, **{name: getattr(self.stats, name) for name in _READING_COUNTERS}
         )
         return {**assess(report), **report}
