@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "TrackingSummarizationMiddleware": "journal_bridge.tracking",
-    "open_store": "journal_bridge.store",
+    "open_store": "journal_bridge.settings",
     "RunEventStore": "journal_bridge.store",
     "RunEvent": "journal_bridge.model.envelope",
     "JournalBridgeError": "journal_bridge.model.errors",

@@ -28,7 +28,7 @@ import textwrap
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from journal_bridge.model.errors import JournalBridgeError
+from journal_bridge.model.errors import JournalBridgeError, RunNotFound
 from journal_bridge.projection.overview import message_text
 from journal_bridge.settings import ENV, Settings, SettingsError
 
@@ -171,7 +171,7 @@ async def _history_from_store(
                 ),
                 limit,
             )
-        except LookupError as exc:
+        except RunNotFound as exc:
             raise _Failure(str(exc)) from None
 
 

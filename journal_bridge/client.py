@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterat
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from journal_bridge.model.errors import InvalidArgument
 from journal_bridge.settings import Settings, route_prefix
 
 if TYPE_CHECKING:
@@ -108,12 +109,12 @@ class _Requests:
     ) -> _Walk:
         if newest_first:
             if after_seq is not None:
-                raise ValueError("after_seq: newest_first pages go backwards; use before_seq")
+                raise InvalidArgument("after_seq: newest_first pages go backwards; use before_seq")
             return _paged(
                 lambda cursor: self.messages(thread_id, page_size, cursor, None, branch), before_seq, "next_before_seq"
             )
         if before_seq is not None:
-            raise ValueError("before_seq: oldest-first pages go forwards; use after_seq")
+            raise InvalidArgument("before_seq: oldest-first pages go forwards; use after_seq")
         return _paged(
             lambda cursor: self.messages(thread_id, page_size, None, cursor, branch), after_seq or 0, "next_after_seq"
         )
@@ -152,13 +153,13 @@ def _branch(run_id: str | None, checkpoint_id: str | None) -> _Branch:
     """The query parameters naming a branch: the one ending with `run_id`, the one
     as of `checkpoint_id`, or (neither) the thread's current one."""
     if run_id is not None and checkpoint_id is not None:
-        raise ValueError("run_id and checkpoint_id: give at most one")
+        raise InvalidArgument("run_id and checkpoint_id: give at most one")
     return _params(run_id=run_id, checkpoint_id=checkpoint_id)
 
 
 def _check_cursors(before_seq: int | None, after_seq: int | None) -> None:
     if before_seq is not None and after_seq is not None:
-        raise ValueError("before_seq and after_seq: give at most one cursor")
+        raise InvalidArgument("before_seq and after_seq: give at most one cursor")
 
 
 class JournalClient:

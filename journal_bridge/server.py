@@ -2,7 +2,7 @@
 
 - lifespan: opens the run event store (retrying in the background while it is
   unreachable, so the server starts regardless) and starts the bridge, which
-  reads runs through the in-process SDK client (`compat.in_process_client`);
+  reads runs through the in-process SDK client (`in_process.in_process_client`);
 - ASGI middleware: `RunObserverMiddleware` makes every run observable and
   hands it to the bridge;
 - routes: the journal's history API and viewer, `/journal/health` (the
@@ -40,7 +40,10 @@ from starlette.types import Scope
 
 from journal_bridge.capture.intercept import READER_HEADER, ClientFrames, RunObserverMiddleware
 from journal_bridge.capture.protocol_v2 import CommandObserverMiddleware
-from journal_bridge.mapping.reader import OWNERS, ClientJoin, ClientStream, RunSource
+from journal_bridge.mapping.client_join import ClientJoin
+from journal_bridge.mapping.client_stream import ClientStream
+from journal_bridge.mapping.owners import OWNERS
+from journal_bridge.mapping.reader import RunSource
 from journal_bridge.capture.reconcile import Reconciler
 from journal_bridge.capture.run_requests import RunPlan
 from journal_bridge.capture.thread_life import ThreadLifeMiddleware
@@ -48,16 +51,12 @@ from journal_bridge.delivery.bridge import Bridge
 from journal_bridge.delivery.health import http_status, prometheus_text
 from journal_bridge.delivery.spool import redact_url, spool_path
 from journal_bridge.delivery.thread_copy import copy_journal
-from journal_bridge.host.compat import (
-    LifespanFirstMiddleware,
-    check_server,
-    extend_served_openapi,
-    in_process_client,
-    runtime_edition,
-)
+from journal_bridge.host.compat import check_server, extend_served_openapi, runtime_edition
+from journal_bridge.host.in_process import in_process_client
+from journal_bridge.host.lifespan import LifespanFirstMiddleware
 from journal_bridge.host import retained_frames
 from journal_bridge.host.sse import Frame
-from journal_bridge.settings import ENV, Settings
+from journal_bridge.settings import ENV, Settings, SettingsError
 from journal_bridge.store import (
     RunEventStore,
     StoreUnavailable,
@@ -456,7 +455,7 @@ def _load_app(spec: str) -> Starlette:
     """The app `spec` names: `package.module:attr` or `path/to/file.py:attr`."""
     target, _, attr = spec.rpartition(":")
     if not target or not attr:
-        raise ValueError(f"{APP_ENV}={spec!r}: expected module:attr or path/to/file.py:attr")
+        raise SettingsError(f"{APP_ENV}={spec!r}: expected module:attr or path/to/file.py:attr")
     if target.endswith(".py"):
         path = Path(target).resolve()
         loader = importlib.util.spec_from_file_location(f"journal_bridge_user_app_{path.stem}", path)

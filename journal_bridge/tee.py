@@ -60,7 +60,8 @@ from journal_bridge.host.compat import run_stream_modes
 from journal_bridge.delivery.health import assess
 from journal_bridge.capture.run_requests import requested_checkpoint
 from journal_bridge.host.modes import mode_of, requested_modes
-from journal_bridge.mapping.reader import ClientStream, RunSource
+from journal_bridge.mapping.client_stream import ClientStream
+from journal_bridge.mapping.reader import RunSource
 from journal_bridge.settings import Settings
 from journal_bridge.delivery.spool import spool_path
 from journal_bridge.host.sse import Frame

@@ -40,14 +40,10 @@ from journal_bridge.host.outcome import CANCELLED, ERRORED, INTERRUPTED
 from journal_bridge.host.sdk import SdkClient
 from journal_bridge.mapping.capture_setting import EVENTS_PATH_MODES, Capture
 from journal_bridge.mapping.events_mapper import RunMapper
-from journal_bridge.mapping.reader import (
-    OWNERS,
-    ClientStream,
-    RunSource,
-    owned,
-    read_checkpoint,
-    read_run,
-)
+from journal_bridge.mapping.client_stream import ClientStream
+from journal_bridge.mapping.forks import read_checkpoint
+from journal_bridge.mapping.owners import OWNERS, owned
+from journal_bridge.mapping.reader import RunSource, read_run
 from journal_bridge.mapping.state_mapper import StateMapper
 from journal_bridge.model import records
 from journal_bridge.model.envelope import RunEvent
@@ -86,6 +82,12 @@ class BridgeStats(DeliveryStats):
     runs_interrupted: int = 0
     parts_seen: int = 0
     malformed: int = 0
+
+
+# The counters of reading runs, reported by `Bridge.health` beside the queue's.
+_READING_COUNTERS = tuple(
+    field.name for field in dataclasses.fields(BridgeStats) if field.name not in DeliveryStats.__dataclass_fields__
+)
 
 
 class Bridge:
@@ -429,19 +431,7 @@ class Bridge:
         """The queue's report and the reading counters, with `status` and `reason`
         (`journal_bridge.delivery.health.assess`)."""
         report = self.delivery.report()
-        stats = self.stats
         report.update(
-            active_runs=self.active_runs,
-            runs_observed=stats.runs_observed,
-            runs_read=stats.runs_read,
-            runs_read_elsewhere=stats.runs_read_elsewhere,
-            runs_read_from_client_joins=stats.runs_read_from_client_joins,
-            runs_completed=stats.runs_completed,
-            runs_failed=stats.runs_failed,
-            runs_errored=stats.runs_errored,
-            runs_cancelled=stats.runs_cancelled,
-            runs_interrupted=stats.runs_interrupted,
-            parts_seen=stats.parts_seen,
-            malformed=stats.malformed,
+            active_runs=self.active_runs, **{name: getattr(self.stats, name) for name in _READING_COUNTERS}
         )
         return {**assess(report), **report}

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EVENTS_MODE", "SERVER_DEFAULT_MODES", "mode_of", "requested_modes"]
+__all__ = ["ERROR_MODE", "EVENTS_MODE", "SERVER_DEFAULT_MODES", "mode_of", "requested_modes"]
 
 EVENTS_MODE = "events"
 """`astream_events(version="v2")` output, the only stream that carries custom events."""
+
+ERROR_MODE = "error"
+"""A run's failure; a join gets it only when it names it."""
 
 SERVER_DEFAULT_MODES = ("values",)
 

@@ -28,7 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from journal_bridge.host.compat import RuntimeUnreadable, cancel_reason
+from journal_bridge.host.compat import cancel_reason
+from journal_bridge.host.runtime_reads import RuntimeUnreadable
 from journal_bridge.model.records import interrupt_values
 from journal_bridge.host.sdk import SdkClient
 
@@ -129,7 +130,7 @@ async def read_outcome(
 
 async def _run_status(sdk: SdkClient, thread_id: str, run_id: str) -> tuple[bool, str | None]:
     """`(found, status)` of the run: from the server's runtime where the client can
-    read it in process (`compat.InProcessClient`), else -- or when that read
+    read it in process (`in_process.InProcessClient`), else -- or when that read
     fails -- through `runs.get`."""
     run_status = getattr(sdk, "run_status", None)
     if run_status is not None:

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from journal_bridge.host.modes import EVENTS_MODE
+from journal_bridge.model.errors import InvalidArgument
 
 __all__ = [
     "EVENTS_PATH_MODES",
@@ -54,7 +55,7 @@ class CaptureSetting(enum.StrEnum):
             return cls(text)
         except ValueError:
             choices = ", ".join(member.value for member in cls)
-            raise ValueError(f"capture={value!r}: expected one of {choices}") from None
+            raise InvalidArgument(f"capture={value!r}: expected one of {choices}") from None
 
 
 @dataclass(frozen=True, slots=True)

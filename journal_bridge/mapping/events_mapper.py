@@ -55,6 +55,7 @@ from journal_bridge.mapping.compactions import message_text
 from journal_bridge.mapping.state_mapper import VALUES_MODE, StateMapper
 from journal_bridge.model import records
 from journal_bridge.model.envelope import SUMMARIZATION_EVENT, SUMMARIZER_CALLER, RunEvent
+from journal_bridge.model.errors import MalformedPart
 from journal_bridge.model.records import Draft, message_dict
 
 logger = logging.getLogger(__name__)
@@ -207,13 +208,13 @@ class RunMapper:
 
     def _from_callback_event(self, data: Any) -> list[RunEvent]:
         if not isinstance(data, Mapping):
-            raise TypeError(f"expected an event object, got {type(data).__name__}")
+            raise MalformedPart(f"expected an event object, got {type(data).__name__}")
         kind = data.get("event")
         if not isinstance(kind, str):
-            raise TypeError("event object without an 'event' name")
+            raise MalformedPart("event object without an 'event' name")
         payload = data.get("data") or {}
         if not isinstance(payload, Mapping):
-            raise TypeError(f"'data' of {kind} is {type(payload).__name__}, not an object")
+            raise MalformedPart(f"'data' of {kind} is {type(payload).__name__}, not an object")
 
         if kind == "on_chat_model_end":
             self._calls.append(self._model_call(data, payload))
@@ -262,7 +263,7 @@ class RunMapper:
     def _model_call(data: Mapping[str, Any], payload: Mapping[str, Any]) -> _Call:
         message = message_dict(payload.get("output"))
         if message is None:
-            raise TypeError("on_chat_model_end without a message output")
+            raise MalformedPart("on_chat_model_end without a message output")
         return _Call("ai", message, f"llm:{data.get('run_id')}", call_caller(data))
 
     @staticmethod

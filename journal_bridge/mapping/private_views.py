@@ -19,7 +19,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from journal_bridge.host.sdk import OncePerAssistant, SdkClient
+from journal_bridge.host.assistant_answers import OncePerAssistant
+from journal_bridge.host.sdk import SdkClient
 from journal_bridge.mapping.compactions import Compactions, message_ids, summary_ids
 from journal_bridge.model import records
 from journal_bridge.model.envelope import RunEvent

@@ -16,7 +16,7 @@ A run is read from one of two sources:
 `read_run` maps the parts with the capture's mapper (`events` -> `RunMapper`,
 `state` -> `StateMapper`) and hands the records to `emit`, in stream order,
 one batch at a time: reading goes on while a batch is written, and the records
-mapped meanwhile make the next batch (`_Batches`), so a run costs the store a
+mapped meanwhile make the next batch (`Batches`), so a run costs the store a
 few transactions instead of one per frame. When the stream is over it asks
 the server how the run ended (`journal_bridge.host.outcome`) for what the stream
 cannot say: a cancel, a failure whose `error` part it missed, the interrupts
@@ -26,24 +26,23 @@ of a paused run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import logging
-import re
-from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from journal_bridge.host.compat import assistant_uuid, join_params
-from journal_bridge.host.modes import EVENTS_MODE
+from journal_bridge.host.modes import ERROR_MODE
 from journal_bridge.host.outcome import ROLLBACK, RunOutcome, read_outcome
-from journal_bridge.host.sdk import OncePerAssistant, SdkClient
-from journal_bridge.host.sse import Frame
+from journal_bridge.host.assistant_answers import OncePerAssistant
+from journal_bridge.host.sdk import SdkClient
+from journal_bridge.mapping.batches import Batches, Emit
 from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.mapping.client_join import ClientJoin
+from journal_bridge.mapping.client_stream import ClientStream, Part, unmapped_callback_bytes
 from journal_bridge.mapping.events_mapper import RunMapper
+from journal_bridge.mapping.forks import fork_record, read_checkpoint
+from journal_bridge.mapping.owners import OWNER_KEY, OWNERS, ThreadOwners, owned
 from journal_bridge.mapping.private_views import PRIVATE_VIEWS, with_markers
 from journal_bridge.mapping.state_mapper import StateMapper
 from journal_bridge.model import records
@@ -51,401 +50,21 @@ from journal_bridge.model.envelope import MESSAGE, MIDDLEWARE, RunEvent
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OWNERS", "Part", "RunSource", "ClientJoin", "ClientStream", "fork_record", "owned", "read_checkpoint", "read_run"]
-
-_ERROR_MODE = "error"
-_INTERRUPT_MODES = frozenset({"values", "updates"})
-_INTERRUPT_KEY = b'"__interrupt__"'
-_ALWAYS_READ = frozenset({_ERROR_MODE, "metadata"})
-
-Emit = Callable[[list[RunEvent]], Awaitable[None]]
-# Records held back while more frames wait, at most.
-_MAX_PENDING = 500
-# A run's batch starts no sooner than this after its reader began writing or
-# after its last batch began: a run whose frames come quickly (a model that
-# answers at once) is written in one or two transactions. The end of the
-# reading does not wait for it.
-_GATHER_SECONDS = 0.05
-# A run's first records (its `run.start`) wait for its first frame, this long at
-# most: a run is written with its first frames, in one transaction, when the
-# server starts it within this (a created run waits about a second for the
-# runtime's queue); a run still queued behind another shows as running once
-# this has passed.
-_START_HOLD_SECONDS = 2.0
-# A streamed run's reader is woken this long after the first frame it keeps
-# came, not at every frame: the frames that came meanwhile are read in one
-# go, a few wake-ups per run instead of one per frame. Short beside the
-# gathering of its records (`_GATHER_SECONDS`); the stream's end wakes it at once.
-_READ_AFTER_SECONDS = 0.01
-# Once the run's stream has ended, what is left to read (its outcome) comes
-# within this: the records kept meanwhile wait for the run's last ones and go
-# in one transaction with them, not in one of their own just before.
-_END_HOLD_SECONDS = 0.5
-
-
-class _Batches:
-    """Hands a run's records to `emit` in order, one batch at a time.
-
-    `add` keeps records; `send` has them written by a writer that gathers
-    first: a batch goes `_GATHER_SECONDS` after the writer started, or after
-    the previous batch began, so a run whose frames come quickly is written in
-    one or two transactions (the records kept meanwhile make the batch).
-    `send` waits only when `_MAX_PENDING` records are kept, and then does not
-    wait for the gathering time. After `hold_start`, the first batch waits for
-    `started` (then gathers from there), `_START_HOLD_SECONDS` at most.
-    `finish` ends the gathering and waits until everything is written. A
-    failed write is raised by the next call; a reader that is cancelled
-    cancels the write under way. After `ending` (the stream is over, the
-    run's last records are being made), the writer keeps what it holds for
-    `finish`, `_END_HOLD_SECONDS` at most.
-    """
-
-    def __init__(self, emit: Emit) -> None:
-        self._emit = emit
-        self._pending: list[RunEvent] = []
-        self._writing: asyncio.Future[None] | None = None
-        # Set: the writer takes what is kept without gathering more.
-        self._hurry = False
-        self._gate: asyncio.Future[None] | None = None
-        self._finishing = False
-        self._end_hold: float | None = None  # the loop's time until which `ending` holds batches
-        self._start_hold: float | None = None  # the loop's time until which the first batch waits
-
-    def add(self, records: list[RunEvent]) -> None:
-        self._pending.extend(records)
-
-    @property
-    def full(self) -> bool:
-        return len(self._pending) >= _MAX_PENDING
-
-    async def send(self) -> None:
-        if self._writing is not None:
-            if not self._writing.done():
-                if not self.full:
-                    return  # the writer takes them next
-                self._hurry_up()  # full: the writer stops gathering
-            await self._written()
-            if not self._finishing:
-                self._hurry = False
-        if self._pending:
-            self._writing = asyncio.ensure_future(self._write())
-
-    def hold_start(self) -> None:
-        """What is kept now waits for `started`, a short while at most."""
-        self._start_hold = asyncio.get_running_loop().time() + _START_HOLD_SECONDS
-
-    def started(self) -> None:
-        """A frame of the run came: a held first batch gathers from the first one on
-        (later frames never put it off)."""
-        if self._start_hold is not None:
-            gathered = asyncio.get_running_loop().time() + _GATHER_SECONDS
-            if gathered < self._start_hold:
-                self._start_hold = gathered
-                self._wake()
-
-    def ending(self) -> None:
-        """The stream is over: the next batch waits for `finish`, a short while at most."""
-        self._end_hold = asyncio.get_running_loop().time() + _END_HOLD_SECONDS
-        self._wake()  # a writer gathering now waits the longer
-
-    async def finish(self) -> None:
-        self._finishing = True
-        self._hurry_up()
-        await self.send()
-        await self._written()
-
-    async def cancel(self) -> None:
-        writing, self._writing = self._writing, None
-        if writing is None:
-            return
-        writing.cancel()
-        with contextlib.suppress(BaseException):
-            await writing
-
-    def _hurry_up(self) -> None:
-        self._hurry = True
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._gate is not None and not self._gate.done():
-            self._gate.set_result(None)
-
-    async def _gather(self, began: float) -> None:
-        """Wait until `_GATHER_SECONDS` after the loop's time `began` (later while
-        `ending` holds), or until hurried."""
-        loop = asyncio.get_running_loop()
-        while not self._hurry:
-            until = max(began + _GATHER_SECONDS, self._end_hold or 0.0, self._start_hold or 0.0)
-            if until <= loop.time():
-                return
-            gate = self._gate = loop.create_future()
-            timer = loop.call_at(until, lambda: gate.done() or gate.set_result(None))
-            try:
-                await gate
-            finally:
-                timer.cancel()
-                self._gate = None
-
-    async def _write(self) -> None:
-        loop = asyncio.get_running_loop()
-        began = loop.time()
-        while True:
-            await self._gather(began)
-            self._start_hold = None
-            batch, self._pending = self._pending, []
-            if not batch:
-                return
-            began = loop.time()
-            await self._emit(batch)
-
-    async def _written(self) -> None:
-        writing, self._writing = self._writing, None
-        if writing is not None:
-            await writing
-
-
-@dataclass(frozen=True)
-class Part:
-    event: str
-    data: Any
-    id: str | None = None
-
-
-# Callback events the `events` mapper ignores; the server writes the event's name
-# first, so a frame is recognised before it is parsed. Tokens are most of the bytes.
-_UNMAPPED_CALLBACKS = re.compile(rb'\{"event":"on_(chat_model_stream|chain_stream|chat_model_start|llm_stream|llm_start)"')
-
-
-def _unmapped_callback(frame: Frame) -> bool:
-    return frame.mode == EVENTS_MODE and frame.data is not None and _UNMAPPED_CALLBACKS.match(frame.data) is not None
-
-
-# The lines before such a frame's data, as the server writes them: its `event`
-# line (the root's `events`, or a subgraph's `events|<namespace>`), then `data`.
-_EVENTS_DATA = re.compile(rb"event: ?events(?:\|[^\r\n]*)?(?:\r\n|\r|\n)data: ?")
-# What may follow the data line: the frame's `id` line, the last (a resumable run's).
-_ID_LINE = re.compile(rb"(?:\r\n|\r|\n)id: ?([^\r\n]*)")
-
-
-def unmapped_callback_bytes(body: bytes, start: int, end: int) -> tuple[bool, str | None]:
-    """Whether the unparsed frame `body[start:end]` is an `events` frame of an
-    unmapped callback, laid out as the server writes one: its `event` line, one
-    `data` line, then an `id` line or nothing; and that id. Such a frame
-    `ClientStream.feed` keeps nothing of but its id and that a frame came.
-
-    JSON data holds no raw line break: the data line ends at the first CR or LF
-    after its start. Any other layout (data over several lines, a field after
-    the id) answers False, and the frame is parsed."""
-    lines = _EVENTS_DATA.match(body, start, end)
-    if lines is None or _UNMAPPED_CALLBACKS.match(body, lines.end(), end) is None:
-        return False, None
-    data_end = body.find(b"\n", lines.end(), end)
-    carriage = body.find(b"\r", lines.end(), data_end if data_end >= 0 else end)
-    if carriage >= 0:
-        data_end = carriage
-    if data_end < 0:
-        return True, None
-    frame_id = _ID_LINE.fullmatch(body, data_end, end)
-    if frame_id is None:
-        return False, None
-    return True, frame_id.group(1).decode("utf-8", "replace").strip()
-
-
-class ClientStream:
-    """The frames of one streamed run, as its client receives them.
-
-    `feed` never waits and never raises into the response path; frames of
-    modes the capture does not read are not kept.
-    """
-
-    def __init__(self, capture: Capture, client_modes: tuple[str, ...] = ()) -> None:
-        self._wanted = frozenset(capture.modes) | _ALWAYS_READ
-        self._frames: deque[Frame] = deque()
-        self._closed = False
-        # The reader waiting for frames, and the wake-up it is due (`_READ_AFTER_SECONDS`).
-        self._waiter: asyncio.Future[None] | None = None
-        self._wake: asyncio.TimerHandle | None = None
-        self.complete: bool | None = None
-        self.last_id: str | None = None
-        # Whether a frame of the run came after its opening `metadata` one.
-        self.fed = False
-        # A run that pauses at `interrupt()` says so in its `values` and `updates`
-        # frames; when its client streams either, this notes whether one did.
-        self.watches_interrupts = bool(_INTERRUPT_MODES.intersection(client_modes))
-        self.saw_interrupt = False
-
-    def wants(self, mode: str | None) -> bool:
-        """Whether frames of `mode` are read (a caller holding parsed parts skips the others)."""
-        return mode in self._wanted
-
-    def feed(self, frame: Frame) -> None:
-        if frame.event is not None and frame.mode != "metadata":
-            self.fed = True
-        if frame.id is not None:
-            self.last_id = frame.id
-        if self.watches_interrupts and frame.mode in _INTERRUPT_MODES and frame.data and _INTERRUPT_KEY in frame.data:
-            self.saw_interrupt = True
-        if frame.event is not None and self.wants(frame.mode) and not _unmapped_callback(frame):
-            self._frames.append(frame)
-            if self._waiter is not None and self._wake is None:
-                self._wake = self._waiter.get_loop().call_later(_READ_AFTER_SECONDS, self._woken)
-
-    def passes_over(self, body: bytes, start: int, end: int) -> bool:
-        """Whether the unparsed frame `body[start:end]` is one `feed` would keep
-        nothing of but its id (`unmapped_callback_bytes`): noted as `feed` would
-        note it, and not to be parsed. A frame this answers False for goes to `feed`."""
-        return self.pass_over(body, start, end)[0]
-
-    def pass_over(self, body: bytes, start: int, end: int) -> tuple[bool, str | None]:
-        """`passes_over`, and the id of a frame passed over (None when it has none)."""
-        passed, frame_id = unmapped_callback_bytes(body, start, end)
-        if not passed:
-            return False, None
-        self.fed = True
-        if frame_id is not None:
-            self.last_id = frame_id
-        return True, frame_id
-
-    def discard(self) -> None:
-        """Nobody here reads the run (another process does): keep no frame from now on."""
-        self._wanted = frozenset()
-        self._frames.clear()
-
-    def ready(self) -> bool:
-        """Whether another frame (or the end) is waiting to be read."""
-        return bool(self._frames) or self._closed
-
-    def close(self, *, complete: bool) -> None:
-        if self.complete is None:
-            self.complete = complete
-            self._closed = True
-            self._woken()  # the end is not held back
-
-    def _woken(self) -> None:
-        if self._wake is not None:
-            self._wake.cancel()
-            self._wake = None
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def _more(self) -> None:
-        """Wait until frames have come and `_READ_AFTER_SECONDS` passed since the
-        first of them, or the stream closed."""
-        waiter = self._waiter = asyncio.get_running_loop().create_future()
-        try:
-            await waiter
-        finally:
-            self._woken()  # a reader cancelled meanwhile leaves no wake-up behind
-
-    async def parts(self, needs: Callable[[bytes], bool] | None = None) -> AsyncIterator[Part | None]:
-        """The frames kept, parsed, in order.
-
-        An `events` frame whose bytes `needs` turns down (asked as it comes to be
-        read) is passed over unparsed; when no other frame is waiting then, None
-        comes instead: the reader is not to wait on the next frame for what it keeps.
-        """
-        frames = self._frames
-        while True:
-            if not frames:
-                if self._closed:
-                    return
-                await self._more()
-                continue
-            frame = frames.popleft()
-            if needs is not None and frame.mode == EVENTS_MODE and frame.data and not needs(frame.data):
-                if not self.ready():
-                    yield None
-                continue
-            try:
-                data = orjson.loads(frame.data) if frame.data else None
-            except orjson.JSONDecodeError:
-                data = frame.data.decode("utf-8", "replace") if frame.data else None
-            yield Part(frame.event or "", data, frame.id)
-
-
-class ClientJoin:
-    """A created run's first join by its client, which the run may be read from
-    instead of a join of the journal's own.
-
-    Waits `wait` seconds for the client's join (`take`); a join taken is read
-    only if the first frame it gets is the run's own `metadata` frame, so it
-    holds the run from its start. Otherwise, or without a join in time,
-    `stream()` answers None and the reader joins the run itself.
-    """
-
-    def __init__(self, run_id: str, capture: Capture, wait: float) -> None:
-        loop = asyncio.get_running_loop()
-        self.run_id = str(run_id)
-        self._capture = capture
-        self._decided: asyncio.Future[ClientStream | None] = loop.create_future()
-        self._timer: asyncio.TimerHandle | None = loop.call_later(wait, self._decide, None)
-        self._taken = False
-
-    @property
-    def open(self) -> bool:
-        """Whether a client join can still be taken."""
-        return not self._taken and not self._decided.done()
-
-    def take(self, modes: tuple[str, ...]) -> _JoinFrames | None:
-        """The client's join of the run, reading `modes` (each frame of them is fed):
-        what to feed its frames to, or None when the wait is over or a join was taken."""
-        if not self.open:
-            return None
-        self._taken = True
-        self._stop_timer()
-        return _JoinFrames(self, ClientStream(self._capture, modes))
-
-    def cancel(self) -> None:
-        """The run is read another way: no join is taken from now on, none taken is kept."""
-        self._stop_timer()
-        self._decide(None)
-        taken = self._decided.result()
-        if taken is not None:
-            taken.discard()
-
-    @property
-    def read_from_client(self) -> bool:
-        """Whether the run is read from its client's join."""
-        return self._decided.done() and self._decided.result() is not None
-
-    async def stream(self) -> ClientStream | None:
-        """The client's join to read the run from, None to join it here."""
-        return await self._decided
-
-    def _stop_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _decide(self, stream: ClientStream | None) -> None:
-        if not self._decided.done():
-            self._decided.set_result(stream)
-
-
-class _JoinFrames:
-    """The frames of a client's join, checked at the first for the run's start."""
-
-    def __init__(self, join: ClientJoin, stream: ClientStream) -> None:
-        self._join = join
-        self._stream = stream
-        self._reading: bool | None = None  # None until the first frame decides
-
-    def feed(self, frame: Frame) -> None:
-        if frame.event is None:
-            return
-        if self._reading is None:
-            self._reading = frame.mode == "metadata" and frame.field("run_id") == self._join.run_id
-            self._join._decide(self._stream if self._reading else None)
-        if self._reading:
-            self._stream.feed(frame)
-
-    def close(self, *, complete: bool) -> None:
-        if self._reading is None:
-            self._reading = False
-            self._join._decide(None)
-        elif self._reading:
-            self._stream.close(complete=complete)
+# What a run is read with lives beside this module; the names stay importable from here.
+__all__ = [
+    "OWNERS",
+    "OWNER_KEY",
+    "ClientJoin",
+    "ClientStream",
+    "Part",
+    "RunSource",
+    "ThreadOwners",
+    "fork_record",
+    "owned",
+    "read_checkpoint",
+    "read_run",
+    "unmapped_callback_bytes",
+]
 
 
 @dataclass
@@ -469,47 +88,6 @@ async def _graph_id(sdk: SdkClient, assistant_id: str) -> str | None:
 
 # Which graph each assistant runs (none known: run.start without it).
 _ASSISTANTS = OncePerAssistant(_graph_id, None, "the graph")
-
-# Where a thread's owner is kept: deer-flow's auth handler (and handlers like
-# it) stamps the authenticated identity on every thread as `metadata.user_id`.
-OWNER_KEY = "user_id"
-
-
-class ThreadOwners:
-    """Whose each thread is (`metadata.user_id`), asked of the server once per thread."""
-
-    def __init__(self, size: int = 10_000) -> None:
-        self._owners: OrderedDict[str, str | None] = OrderedDict()
-        self._size = size
-
-    async def owner_of(self, sdk: SdkClient, thread_id: str) -> str | None:
-        if thread_id in self._owners:
-            return self._owners[thread_id]
-        try:
-            thread = await sdk.threads.get(thread_id)
-        except Exception as exc:  # noqa: BLE001 - a stateless run's thread, one deleted since: no owner
-            logger.debug("journal-bridge: thread %s not readable (%s)", thread_id, exc)
-            return None  # not remembered: a thread that appears later is asked again
-        owner = (thread.get("metadata") or {}).get(OWNER_KEY) if isinstance(thread, Mapping) else None
-        owner = owner if isinstance(owner, str) and owner else None
-        self._owners[thread_id] = owner
-        while len(self._owners) > self._size:
-            self._owners.popitem(last=False)
-        return owner
-
-    def forget(self, thread_id: str) -> None:
-        """The thread was deleted: one made again with its id may be someone else's."""
-        self._owners.pop(thread_id, None)
-
-
-OWNERS = ThreadOwners()
-
-
-def owned(events: list[RunEvent], owner: str | None) -> list[RunEvent]:
-    """`events` with `owner` as the owner of those that have none."""
-    if owner is None:
-        return events
-    return [e if e.user_id is not None else dataclasses.replace(e, user_id=owner) for e in events]
 
 
 async def _start_state_mapper(sdk: SdkClient, mapper: StateMapper, source: RunSource) -> list[RunEvent]:
@@ -535,21 +113,6 @@ async def _start_state_mapper(sdk: SdkClient, mapper: StateMapper, source: RunSo
     return mapper.start(graph, str(assistant_id) if assistant_id else None, run_input)
 
 
-async def read_checkpoint(sdk: SdkClient, thread_id: str, checkpoint_id: str) -> dict[str, Any] | None:
-    """The thread's state at `checkpoint_id`, None (logged) when the server cannot say."""
-    try:
-        return await sdk.threads.get_state(thread_id, checkpoint_id=checkpoint_id)
-    except Exception as exc:  # noqa: BLE001 - the fork is then recorded from an unknown place
-        logger.warning("journal-bridge: checkpoint %s of thread %s not readable (%s)", checkpoint_id, thread_id, exc)
-        return None
-
-
-async def fork_record(sdk: SdkClient, thread_id: str, run_id: str | None, checkpoint: Mapping[str, Any]) -> RunEvent:
-    """The `journal.fork` record of a run that went on from `checkpoint`."""
-    state = await read_checkpoint(sdk, thread_id, str(checkpoint["checkpoint_id"]))
-    return records.fork(thread_id, run_id, checkpoint, state)
-
-
 async def read_run(
     sdk: SdkClient,
     thread_id: str,
@@ -571,7 +134,7 @@ async def read_run(
     async def emit_owned(events: list[RunEvent]) -> None:
         await emit(owned(events, owner))
 
-    batches = _Batches(emit_owned)
+    batches = Batches(emit_owned)
     try:
         mapper = await _read(sdk, thread_id, run_id, source, batches, on_part)
     except asyncio.CancelledError:
@@ -590,7 +153,7 @@ async def _read(
     thread_id: str,
     run_id: str,
     source: RunSource,
-    batches: _Batches,
+    batches: Batches,
     on_part: Callable[[], None] | None,
 ) -> RunMapper | StateMapper:
     capture = source.capture
@@ -648,7 +211,7 @@ async def _read(
         else:
             start = None
         # A join gets only the modes it names: `error` too, or a failure reaches it as a bare end.
-        modes = (*capture.modes, _ERROR_MODE)
+        modes = (*capture.modes, ERROR_MODE)
         stream = sdk.runs.join_stream(thread_id, run_id, params=join_params(modes), last_event_id=start)
         await consume(_parts_of(stream))
     batches.ending()

@@ -48,6 +48,7 @@ from journal_bridge.model import records
 from journal_bridge.host.compat import is_cancel_part
 from journal_bridge.mapping.compactions import Compactions, message_ids, summary_ids
 from journal_bridge.model.envelope import SUMMARIZATION_EVENT, RunEvent
+from journal_bridge.model.errors import MalformedPart
 from journal_bridge.host.outcome import CANCELLED, COMPLETED, ERRORED, INTERRUPTED, RunOutcome
 from journal_bridge.model.records import Draft
 
@@ -184,7 +185,7 @@ class StateMapper:
 
     def _state(self, state: Any) -> list[RunEvent]:
         if not isinstance(state, Mapping):
-            raise TypeError(f"a values part is {type(state).__name__}, not an object")
+            raise MalformedPart(f"a values part is {type(state).__name__}, not an object")
         # What the run waits on is what its last state shows.
         self._interrupts = records.interrupt_values(state.get(INTERRUPT_KEY))
         if INTERRUPT_KEY in state:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar, overload
 
-from journal_bridge.model.errors import JournalBridgeError
+from journal_bridge.model.errors import InvalidEvent
 
 __all__ = [
     "DEFAULT_MAX_CONTENT_BYTES",
@@ -95,10 +95,6 @@ MAX_EVENT_TYPE_LENGTH = 32
 MAX_CATEGORY_LENGTH = 16
 
 DEFAULT_MAX_CONTENT_BYTES = 256 * 1024
-
-
-class InvalidEvent(JournalBridgeError, ValueError):
-    """A record breaks the envelope contract; the message names the field."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,7 @@ from journal_bridge.model.envelope import (
     RunEvent,
     make_event,
 )
+from journal_bridge.model.errors import MalformedPart
 
 __all__ = [
     "BRANCHES_RUN_ID",
@@ -356,7 +357,7 @@ def custom_event(name: Any, payload: Any) -> Draft | None:
     if make is None:
         return None
     if not isinstance(payload, Mapping):
-        raise TypeError(f"{name} payload is not an object")
+        raise MalformedPart(f"{name} payload is not an object")
     return make(payload)
 
 def run_end(output: Any) -> Draft:

@@ -39,6 +39,7 @@ from typing import Any
 
 from journal_bridge.model.envelope import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, TRACE, RunEvent
 from journal_bridge.model import records
+from journal_bridge.model.errors import RunNotFound
 from journal_bridge.model.records import BRANCHES_RUN_ID, FORK_EVENT
 from journal_bridge.store.base import RunEventStore
 
@@ -344,7 +345,7 @@ async def branch_of(
             break
         after = page[-1].seq
     if last is None:
-        raise LookupError(f"run {run_id!r} has no record in thread {thread_id!r}")
+        raise RunNotFound(f"run {run_id!r} has no record in thread {thread_id!r}")
     return Branch(store, thread_id, top=min(last, ceiling))
 
 

@@ -73,6 +73,7 @@ from journal_bridge.model.envelope import (
     RUN_INTERRUPT,
     RunEvent,
 )
+from journal_bridge.model.errors import InvalidArgument
 from journal_bridge.model.records import CANCELLED_ERROR_TYPE, MARKER_COUNTS, is_hidden
 from journal_bridge.projection.branches import Branch, annotate_forks, branch_of
 from journal_bridge.store.base import RunEventStore
@@ -429,9 +430,9 @@ async def _ordered_page(
 async def _page(store: RunEventStore, thread_id: str, query: _PageQuery) -> dict[str, Any]:
     limit, before_seq, after_seq = query.limit, query.before_seq, query.after_seq
     if limit < 1:
-        raise ValueError(f"limit: must be at least 1, got {limit}")
+        raise InvalidArgument(f"limit: must be at least 1, got {limit}")
     if before_seq is not None and after_seq is not None:
-        raise ValueError("before_seq and after_seq: give at most one cursor")
+        raise InvalidArgument("before_seq and after_seq: give at most one cursor")
     displaced = await _displaced(store, thread_id)
     if displaced:
         page = await _ordered_page(store, thread_id, query, displaced)

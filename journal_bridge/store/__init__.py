@@ -19,21 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import os
 from collections.abc import Callable, Generator
 from typing import Any
 
-from journal_bridge.model.envelope import (
-    DEFAULT_MAX_CONTENT_BYTES,
-    EventRecord,
-    InvalidEvent,
-)
-from journal_bridge.model.setting_values import (
-    MAX_CONTENT_BYTES,
-    STORE_URL,
-    journal_url,
-    read_variables,
-)
+from journal_bridge.model.envelope import EventRecord
+from journal_bridge.model.errors import InvalidEvent, InvalidStoreUrl
 from journal_bridge.store.base import (
     RunEventStore,
     StoreError,
@@ -44,22 +34,18 @@ from journal_bridge.store.base import (
 __all__ = [
     "EventRecord",
     "InvalidEvent",
+    "InvalidStoreUrl",
+    "OpeningStore",
     "RunEventStore",
     "StoreError",
     "StoreFactory",
     "StoreUnavailable",
     "create_store",
-    "default_store_url",
     "open_store",
     "open_store_when_available",
     "register_backend",
     "supports",
 ]
-
-
-def default_store_url() -> str:
-    """Env `JOURNAL_BRIDGE_STORE_URL`, else a SQLite file `journal.db` in the cwd."""
-    return journal_url(read_variables({"store_url": STORE_URL}, os.environ).get("store_url"))
 
 
 # (url, **options) -> a store not yet opened.
@@ -106,18 +92,18 @@ def _factory(scheme: str) -> StoreFactory | None:
 
 
 def create_store(url: str, **options: Any) -> RunEventStore:
-    """The store for `url`, not yet opened. Unknown schemes raise ValueError."""
+    """The store for `url`, not yet opened. Unknown schemes raise `InvalidStoreUrl` (a ValueError)."""
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     factory = _factory(scheme) if scheme else None
     if factory is None:
-        raise ValueError(
+        raise InvalidStoreUrl(
             f"unsupported run event store URL {url!r}: expected sqlite:///path.db,"
             " postgresql://... (or postgres://...), memory:// or a registered scheme"
         )
     return factory(url, **options)
 
 
-class _OpeningStore:
+class OpeningStore:
     """`open_store(...)`: use with `async with` (closes on exit) or `await` it."""
 
     def __init__(self, store: RunEventStore) -> None:
@@ -137,18 +123,16 @@ class _OpeningStore:
         await self._store.close()
 
 
-def open_store(url: str | None = None, **options: Any) -> _OpeningStore:
-    """Open the store for `url` (default: `default_store_url()`).
+def open_store(url: str, **options: Any) -> OpeningStore:
+    """Open the store for `url`.
 
     `async with open_store(url) as store:` closes it on exit; `store = await
     open_store(url)` leaves closing to the caller. Backend options (e.g.
-    `max_content_bytes`, Postgres `schema`) are passed through; the content
-    limit not given is `JOURNAL_BRIDGE_MAX_CONTENT_BYTES`, as for the plugin.
+    `max_content_bytes`, Postgres `schema`) are passed through. The package's
+    `journal_bridge.open_store` is this with the settings' defaults: the URL
+    and content limit the environment gives.
     """
-    # The same variables and parsers as `journal_bridge.settings`, which sits above this package.
-    env = read_variables({"store_url": STORE_URL, "max_content_bytes": MAX_CONTENT_BYTES}, os.environ)
-    defaults = {"max_content_bytes": env.get("max_content_bytes", DEFAULT_MAX_CONTENT_BYTES)}
-    return _OpeningStore(create_store(url or journal_url(env.get("store_url")), **{**defaults, **options}))
+    return OpeningStore(create_store(url, **options))
 
 
 async def open_store_when_available(

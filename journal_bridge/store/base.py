@@ -53,7 +53,7 @@ from journal_bridge.model.envelope import (
     make_event,
     prepare_event,
 )
-from journal_bridge.model.errors import JournalBridgeError
+from journal_bridge.model.errors import InvalidArgument, InvalidStoreUrl, StoreError, StoreUnavailable
 
 __all__ = [
     "CAPABILITIES",
@@ -111,7 +111,7 @@ def take_layout(url: str, layouts: Mapping[str, str], backend: str) -> tuple[str
     named = [value for name, value in query if name == "layout"]
     layout = named[-1] if named else "journal"
     if layout not in layouts:
-        raise ValueError(
+        raise InvalidStoreUrl(
             f"unsupported {backend} journal layout {layout!r}: expected one of"
             f" {', '.join(layouts)}"
         )
@@ -131,27 +131,19 @@ CAPABILITIES: tuple[str, ...] = ("search_threads", "fill_owner", "claim_run")
 def supports(store: RunEventStore, capability: str) -> bool:
     """Whether `store` offers the optional method `capability` (it overrides the base's)."""
     if capability not in CAPABILITIES:
-        raise ValueError(f"unknown store capability {capability!r}: expected one of {', '.join(CAPABILITIES)}")
+        raise InvalidArgument(f"unknown store capability {capability!r}: expected one of {', '.join(CAPABILITIES)}")
     method = getattr(type(store), capability, None)
     return method is not None and method is not getattr(RunEventStore, capability, None)
 
 
-class StoreError(JournalBridgeError):
-    """The store failed for a reason retrying will not fix."""
-
-
-class StoreUnavailable(StoreError):
-    """The backend is unreachable, locked or refused the connection; retry later."""
-
-
 def _check_limit(limit: int) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"limit must be an int >= 1, got {limit!r}")
+        raise InvalidArgument(f"limit must be an int >= 1, got {limit!r}")
 
 
 def _check_cursor(name: str, value: int | None) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError(f"{name} must be an int or None, got {value!r}")
+        raise InvalidArgument(f"{name} must be an int or None, got {value!r}")
 
 
 def _check_page(limit: int, before_seq: int | None, after_seq: int | None) -> None:
@@ -162,7 +154,7 @@ def _check_page(limit: int, before_seq: int | None, after_seq: int | None) -> No
 
 def _check_user(user_id: str | None) -> None:
     if user_id is not None and not isinstance(user_id, str):
-        raise ValueError(f"user_id must be a str or None, got {user_id!r}")
+        raise InvalidArgument(f"user_id must be a str or None, got {user_id!r}")
 
 
 @dataclass(frozen=True)
@@ -346,7 +338,7 @@ class RunEventStore(abc.ABC):
         if max_content_bytes is None:
             max_content_bytes = DEFAULT_MAX_CONTENT_BYTES
         elif max_content_bytes < 1:
-            raise ValueError(f"max_content_bytes must be >= 1, got {max_content_bytes}")
+            raise InvalidArgument(f"max_content_bytes must be >= 1, got {max_content_bytes}")
         self.max_content_bytes = max_content_bytes
 
     async def __aenter__(self) -> Self:
@@ -582,7 +574,7 @@ class RunEventStore(abc.ABC):
         _check_cursor("after_seq", after_seq)
         _check_user(user_id)
         if task_id is not None and not isinstance(task_id, str):
-            raise ValueError(f"task_id must be a str or None, got {task_id!r}")
+            raise InvalidArgument(f"task_id must be a str or None, got {task_id!r}")
         types = None if event_types is None else tuple(dict.fromkeys(event_types))
         if types is not None and not types:
             return []

@@ -373,15 +373,6 @@ class RunEventStoreConformance:
         stored = await put(small_store, LLM_AI_RESPONSE, MESSAGE, content=text)
         assert stored.content == text and "truncated" not in stored.metadata
 
-    async def test_content_limit_comes_from_the_environment(
-        self, store_url, store_options, monkeypatch
-    ):
-        monkeypatch.setenv("JOURNAL_BRIDGE_MAX_CONTENT_BYTES", "64")
-        async with open_store(store_url, **store_options) as opened:
-            stored = await opened.put_batch([event(content="z" * 500)])
-        assert stored[0].content == "z" * 62
-        assert stored[0].metadata["original_size"] == 502
-
     # -- validation --------------------------------------------------------------
 
     @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from journal_bridge.model.envelope import MESSAGE, PreparedEvent, RunEvent
+from journal_bridge.model.errors import InvalidArgument
 from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     VISIBLE_AI_EVENT_TYPES,
@@ -236,7 +237,7 @@ class MemoryRunEventStore(RunEventStore):
 
     async def fill_owner(self, thread_id: str, user_id: str) -> int:
         if not isinstance(user_id, str) or not user_id:
-            raise ValueError(f"user_id must be a non-empty str, got {user_id!r}")
+            raise InvalidArgument(f"user_id must be a non-empty str, got {user_id!r}")
         self._check_open()
         thread = self._threads.get(thread_id)
         if thread is None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from journal_bridge.model.envelope import MESSAGE, PreparedEvent, RunEvent
+from journal_bridge.model.errors import InvalidArgument
 from journal_bridge.store.base import (
     Page,
     RunEventsQuery,
@@ -263,7 +264,7 @@ class SqlRunEventStore(RunEventStore):
 
     async def fill_owner(self, thread_id: str, user_id: str) -> int:
         if not isinstance(user_id, str) or not user_id:
-            raise ValueError(f"user_id must be a non-empty str, got {user_id!r}")
+            raise InvalidArgument(f"user_id must be a non-empty str, got {user_id!r}")
         m = self.mark
         try:
             async with self._writing([thread_id]) as conn:

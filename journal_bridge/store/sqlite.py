@@ -26,6 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 import aiosqlite
 
 from journal_bridge.model.envelope import MESSAGE, PreparedEvent, RunEvent
+from journal_bridge.model.errors import InvalidStoreUrl
 from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     SCHEMA_VERSION,
@@ -107,13 +108,13 @@ def sqlite_path_from_url(url: str) -> str:
     """`sqlite:///relative.db` -> `relative.db`; `sqlite:////abs/events.db` -> `/abs/events.db`."""
     prefix = "sqlite:///"
     if not url.startswith(prefix) or len(url) == len(prefix):
-        raise ValueError(
+        raise InvalidStoreUrl(
             f"SQLite URL must look like sqlite:///relative.db or sqlite:////absolute/path.db,"
             f" got {url!r}"
         )
     path = url[len(prefix) :].split("?", 1)[0]
     if path == ":memory:":
-        raise ValueError("an in-memory SQLite journal cannot be shared; use memory://")
+        raise InvalidStoreUrl("an in-memory SQLite journal cannot be shared; use memory://")
     return path
 
 
@@ -130,14 +131,14 @@ def _url_options(url: str) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for name, values in query.items():
         if name != "busy_timeout":
-            raise ValueError(
+            raise InvalidStoreUrl(
                 f"unsupported SQLite URL option {name!r}:"
                 " only busy_timeout and layout are known"
             )
         try:
             options["busy_timeout"] = float(values[-1])
         except ValueError as exc:
-            raise ValueError(
+            raise InvalidStoreUrl(
                 f"busy_timeout: expected seconds, got {values[-1]!r}"
             ) from exc
     return options

@@ -28,7 +28,7 @@ import httpx
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
-from journal_bridge.model.errors import JournalBridgeError
+from journal_bridge.model.errors import JournalAccessError
 
 __all__ = [
     "JournalAccessError",
@@ -55,10 +55,6 @@ _HOP_HEADERS = {
     b"keep-alive",
     b"upgrade",
 }
-
-
-class JournalAccessError(JournalBridgeError):
-    """The access check could not reach a decision."""
 
 
 def auth_configured() -> bool:

@@ -30,9 +30,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from journal_bridge.capture.intercept import READER_HEADER
-from journal_bridge.host.compat import in_process_client
-from journal_bridge.model.errors import JournalBridgeError
-from journal_bridge.model.setting_values import DEFAULT_ROUTE_PREFIX, route_prefix
+from journal_bridge.host.in_process import in_process_client
+from journal_bridge.model.errors import JournalBridgeError, RunNotFound
 from journal_bridge.projection import history, overview
 from journal_bridge.web import openapi
 from journal_bridge.web.access import (
@@ -41,6 +40,7 @@ from journal_bridge.web.access import (
     require_thread_access,
 )
 from journal_bridge.web.openapi import MAX_LIMIT, MAX_RUN_IDS, MAX_SEQ
+from journal_bridge.web.prefix import DEFAULT_ROUTE_PREFIX, route_prefix
 
 if TYPE_CHECKING:
     from journal_bridge.store.base import RunEventStore
@@ -200,7 +200,7 @@ async def _branch_param(request: Request, thread_id: str) -> dict[str, Any]:
 async def _page_of(read: Any, store: RunEventStore, thread_id: str, params: dict[str, Any]) -> Response:
     try:
         return _JSON(await read(store, thread_id, **params))
-    except LookupError as exc:
+    except RunNotFound as exc:
         raise HTTPException(404, str(exc.args[0]) if exc.args else "no such run") from None
 
 

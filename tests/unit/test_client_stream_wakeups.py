@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from journal_bridge.host.sse import Frame
-from journal_bridge.mapping import reader
+from journal_bridge.mapping import client_stream
 from journal_bridge.mapping.capture_setting import CaptureSetting, plan_capture
 
 
@@ -20,11 +20,11 @@ def _frame(index: int) -> Frame:
     return Frame(b"", b"\n\n", "events", data, f"{index}-0")
 
 
-async def _reading(monkeypatch, wait: float) -> tuple[reader.ClientStream, list, list, asyncio.Task]:
+async def _reading(monkeypatch, wait: float) -> tuple[client_stream.ClientStream, list, list, asyncio.Task]:
     """A stream whose reader waits `wait` seconds after a frame; what it read, and
     each wait of the reader's that ended (how many frames it had read by then)."""
-    monkeypatch.setattr(reader, "_READ_AFTER_SECONDS", wait)
-    stream = reader.ClientStream(plan_capture(["values"], CaptureSetting.EVENTS), ("values",))
+    monkeypatch.setattr(client_stream, "_READ_AFTER_SECONDS", wait)
+    stream = client_stream.ClientStream(plan_capture(["values"], CaptureSetting.EVENTS), ("values",))
     got: list = []
     woken: list[int] = []
     waited = stream._more

@@ -16,13 +16,9 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
-from journal_bridge.host.compat import (
-    InProcessClient,
-    RuntimeUnreadable,
-    UnsupportedServer,
-    check_server,
-    runtime_run_status,
-)
+from journal_bridge.host.compat import UnsupportedServer, check_server
+from journal_bridge.host.in_process import InProcessClient
+from journal_bridge.host.runtime_reads import RuntimeUnreadable, runtime_run_status
 
 SUPPORTED = {"langgraph-api": "0.16.7", "langgraph-runtime-inmem": "0.36.7"}
 
@@ -217,7 +213,7 @@ _AGAINST_THE_RUNTIME = """
 import asyncio, json, sys, types, uuid
 import langgraph_runtime_inmem.database as database
 import langgraph_runtime_inmem.ops as ops
-from journal_bridge.host.compat import runtime_run_status
+from journal_bridge.host.runtime_reads import runtime_run_status
 
 routes = types.ModuleType("langgraph_api.api.runs")
 routes.Runs, routes.connect = ops.Runs, database.connect

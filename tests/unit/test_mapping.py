@@ -44,6 +44,15 @@ async def _capture(graph, thread_id: str, text: str) -> tuple[str, list[tuple[st
     return run_id, await server_parts(graph, {"messages": [{"role": "user", "content": text}]}, config)
 
 
+async def _conversation_of(graph, text: str) -> tuple[str, list, list[dict]]:
+    """One run of `graph` on a new thread, mapped: the thread, its records, and the
+    messages of its conversation (the hidden calls left out)."""
+    thread_id = str(uuid.uuid4())
+    run_id, parts = await _capture(graph, thread_id, text)
+    records = map_parts(thread_id, run_id, parts)
+    return thread_id, records, [r.content for r in records if r.category == "message" and not is_hidden(r.metadata)]
+
+
 async def server_parts(graph, run_input, config, modes=("values",)) -> list[tuple[str, dict]]:
     """The parts a server sends for a run streamed with `events` and `modes`: the
     root's own stream as parts of those modes, every other callback an `events` part."""
@@ -200,10 +209,7 @@ def _tool_calling_model_graph():
 
 async def test_models_inside_tools_are_hidden_and_nostream_answers_stay_messages():
     graph = _tool_calling_model_graph()
-    thread_id = str(uuid.uuid4())
-    run_id, parts = await _capture(graph, thread_id, "ask_expert question=why")
-    records = map_parts(thread_id, run_id, parts)
-    messages = [r.content for r in records if r.category == "message" and not is_hidden(r.metadata)]
+    thread_id, records, messages = await _conversation_of(graph, "ask_expert question=why")
     assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
     assert messages[1]["tool_calls"][0]["name"] == "ask_expert"
     nested = [r for r in records if is_hidden(r.metadata) and r.event_type == "llm.ai.response"]
@@ -298,10 +304,7 @@ def _agent_as_node_graph():
 
 async def test_what_a_sub_graph_agent_and_a_command_committed_is_the_conversation_and_a_tagged_call_is_hidden():
     graph = _agent_as_node_graph()
-    thread_id = str(uuid.uuid4())
-    run_id, parts = await _capture(graph, thread_id, "remember fact=Paris")
-    records = map_parts(thread_id, run_id, parts)
-    messages = [r.content for r in records if r.category == "message" and not is_hidden(r.metadata)]
+    thread_id, records, messages = await _conversation_of(graph, "remember fact=Paris")
     state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     # Every message the parent's state holds, in its order, each once, with its own id.
     assert [m["id"] for m in messages] == [m.id for m in state.values["messages"]]

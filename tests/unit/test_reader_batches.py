@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from journal_bridge.mapping import reader
-from journal_bridge.mapping.reader import _Batches
+from journal_bridge.mapping import batches as batching
+from journal_bridge.mapping.batches import Batches
 
 
 class Writes:
@@ -51,9 +51,9 @@ async def _until(condition) -> None:
     raise AssertionError("not reached within 5 s")
 
 
-async def _first_write_under_way(writes: Writes, records: list[str]) -> _Batches:
+async def _first_write_under_way(writes: Writes, records: list[str]) -> Batches:
     """A run's batches with `records` sent and their write waiting on the test."""
-    batches = _Batches(writes)
+    batches = Batches(writes)
     batches.add(records)
     await batches.send()
     await _until(lambda: writes.started == 1)
@@ -78,7 +78,7 @@ async def test_records_mapped_during_a_write_go_together_in_the_next_batch():
 
 
 async def test_a_reader_waits_only_when_too_many_records_are_kept(monkeypatch):
-    monkeypatch.setattr(reader, "_MAX_PENDING", 2)
+    monkeypatch.setattr(batching, "_MAX_PENDING", 2)
     writes = Writes()
     batches = await _first_write_under_way(writes, ["a"])
     batches.add(["b"])
@@ -98,7 +98,7 @@ async def test_a_reader_waits_only_when_too_many_records_are_kept(monkeypatch):
 
 
 async def test_records_kept_during_a_write_are_written_after_the_gathering_time_without_another_frame(monkeypatch):
-    monkeypatch.setattr(reader, "_GATHER_SECONDS", 0.2)
+    monkeypatch.setattr(batching, "_GATHER_SECONDS", 0.2)
     writes = Writes()
     batches = await _first_write_under_way(writes, ["start"])
     batches.add(["human"])
@@ -114,9 +114,9 @@ async def test_records_kept_during_a_write_are_written_after_the_gathering_time_
 
 
 async def test_the_first_batch_waits_the_gathering_time_and_the_end_of_the_stream_does_not(monkeypatch):
-    monkeypatch.setattr(reader, "_GATHER_SECONDS", 0.2)
+    monkeypatch.setattr(batching, "_GATHER_SECONDS", 0.2)
     writes = Writes()
-    batches = _Batches(writes)
+    batches = Batches(writes)
     batches.add(["start"])
     await batches.send()
     await _settle()
@@ -128,9 +128,9 @@ async def test_the_first_batch_waits_the_gathering_time_and_the_end_of_the_strea
 
 
 async def test_frames_that_come_quickly_make_one_batch_and_the_end_of_the_stream_does_not_wait(monkeypatch):
-    monkeypatch.setattr(reader, "_GATHER_SECONDS", 60)
+    monkeypatch.setattr(batching, "_GATHER_SECONDS", 60)
     writes = Writes()
-    batches = _Batches(writes)
+    batches = Batches(writes)
     for record in ("start", "human", "ai", "tool", "ai-2"):
         batches.add([record])
         await batches.send()
@@ -163,18 +163,18 @@ async def test_cancel_stops_the_write_under_way():
     assert writes.batches == []
 
 
-async def _gathering(monkeypatch, *, gather: float, hold: float) -> tuple[Writes, _Batches]:
+async def _gathering(monkeypatch, *, gather: float, hold: float) -> tuple[Writes, Batches]:
     """A run's batches with its start and first message sent, their writer gathering."""
-    monkeypatch.setattr(reader, "_GATHER_SECONDS", gather)
-    monkeypatch.setattr(reader, "_END_HOLD_SECONDS", hold)
+    monkeypatch.setattr(batching, "_GATHER_SECONDS", gather)
+    monkeypatch.setattr(batching, "_END_HOLD_SECONDS", hold)
     writes = Writes()
-    batches = _Batches(writes)
+    batches = Batches(writes)
     batches.add(["start", "human"])
     await batches.send()
     return writes, batches
 
 
-async def _finish_with(batches: _Batches, writes: Writes, last: list[str]) -> None:
+async def _finish_with(batches: Batches, writes: Writes, last: list[str]) -> None:
     """Add the run's last records and finish, the write it starts let through."""
     started = writes.started
     batches.add(last)
@@ -185,8 +185,8 @@ async def _finish_with(batches: _Batches, writes: Writes, last: list[str]) -> No
 
 
 async def test_after_the_stream_ends_what_is_kept_waits_for_the_runs_last_records(monkeypatch):
-    monkeypatch.setattr(reader, "_GATHER_SECONDS", 0.05)
-    monkeypatch.setattr(reader, "_END_HOLD_SECONDS", 60)
+    monkeypatch.setattr(batching, "_GATHER_SECONDS", 0.05)
+    monkeypatch.setattr(batching, "_END_HOLD_SECONDS", 60)
     writes = Writes()
     batches = await _first_write_under_way(writes, ["start"])
     batches.add(["human", "ai"])
@@ -220,12 +220,12 @@ async def test_the_hold_after_the_stream_ends_is_short(monkeypatch):
     await _until(lambda: writes.batches == [["start", "human"]])
 
 
-async def _held_start(monkeypatch, *, gather: float, hold: float) -> tuple[Writes, _Batches]:
+async def _held_start(monkeypatch, *, gather: float, hold: float) -> tuple[Writes, Batches]:
     """A run's batches with its start kept and held for its first frame."""
-    monkeypatch.setattr(reader, "_GATHER_SECONDS", gather)
-    monkeypatch.setattr(reader, "_START_HOLD_SECONDS", hold)
+    monkeypatch.setattr(batching, "_GATHER_SECONDS", gather)
+    monkeypatch.setattr(batching, "_START_HOLD_SECONDS", hold)
     writes = Writes()
-    batches = _Batches(writes)
+    batches = Batches(writes)
     batches.add(["start"])
     batches.hold_start()
     await batches.send()

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from journal_bridge.host.compat import RuntimeUnreadable
+from journal_bridge.host.runtime_reads import RuntimeUnreadable
 from journal_bridge.host.outcome import (
     CANCELLED,
     COMPLETED,
@@ -321,7 +321,7 @@ def test_the_cli_prints_run_statuses_inline():
 
 
 class _InProcess(_Server):
-    """A client that reads a run's status from the server's runtime, as `compat.InProcessClient` does."""
+    """A client that reads a run's status from the server's runtime, as `in_process.InProcessClient` does."""
 
     def __init__(self, status, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from journal_bridge.host.sse import Frame, SSEFrames
+from journal_bridge.mapping import batches as batching
 from journal_bridge.mapping import reader
 from journal_bridge.mapping.capture_setting import CaptureSetting, plan_capture
 from journal_bridge.mapping.events_mapper import RunMapper, map_parts
@@ -177,7 +178,7 @@ async def test_frames_passed_over_with_none_waiting_let_the_reader_send_what_it_
 
 async def test_a_streamed_runs_answer_is_written_before_its_next_read_frame_comes(monkeypatch):
     """The answer is written with the state that holds it, not held for the run's next frame."""
-    monkeypatch.setattr(reader, "_GATHER_SECONDS", 0.0)
+    monkeypatch.setattr(batching, "_GATHER_SECONDS", 0.0)
     capture = plan_capture(["events"], CaptureSetting.parse("auto"))
     stream = reader.ClientStream(capture, ("events", "values"))
     written: list[list[str]] = []

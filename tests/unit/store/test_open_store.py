@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+import journal_bridge
+from journal_bridge.model.envelope import DEFAULT_MAX_CONTENT_BYTES
+from journal_bridge.settings import default_store_url
 from journal_bridge.store import (
     RunEventStore,
-    default_store_url,
     open_store,
 )
 from journal_bridge.store.memory import MemoryRunEventStore
@@ -60,12 +62,30 @@ def test_default_url_comes_from_the_environment(monkeypatch):
     assert default_store_url() == "memory://"
 
 
-async def test_open_store_without_url_uses_the_default(tmp_path, monkeypatch):
+async def test_the_packages_open_store_without_url_uses_the_default(tmp_path, monkeypatch):
     monkeypatch.delenv("JOURNAL_BRIDGE_STORE_URL", raising=False)
     monkeypatch.chdir(tmp_path)
-    async with open_store() as store:
+    async with journal_bridge.open_store() as store:
         await store.ping()
     assert (tmp_path / "journal.db").exists()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_the_packages_open_store_takes_the_content_limit_from_the_environment(backend, tmp_path, monkeypatch):
+    url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path / 'events.db'}"
+    monkeypatch.setenv("JOURNAL_BRIDGE_STORE_URL", url)
+    monkeypatch.setenv("JOURNAL_BRIDGE_MAX_CONTENT_BYTES", "64")
+    async with journal_bridge.open_store() as store:
+        stored = await store.put(thread_id="t", run_id="r", event_type="run.end", category="outputs", content="z" * 500)
+    assert stored.content == "z" * 62 and stored.metadata["original_size"] == 502
+    async with journal_bridge.open_store(url, max_content_bytes=20) as store:
+        assert store.max_content_bytes == 20
+
+
+async def test_the_store_packages_open_store_reads_no_variable(monkeypatch):
+    monkeypatch.setenv("JOURNAL_BRIDGE_MAX_CONTENT_BYTES", "12")
+    async with open_store("memory://") as store:
+        assert store.max_content_bytes == DEFAULT_MAX_CONTENT_BYTES
 
 
 async def test_store_options_reach_the_backend():
