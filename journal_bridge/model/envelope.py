@@ -45,10 +45,12 @@ __all__ = [
     "InvalidEvent",
     "PreparedEvent",
     "RunEvent",
+    "StoredRecord",
     "dumps",
     "event_from_record",
     "make_event",
     "prepare_event",
+    "stored_seq",
     "validate_event",
 ]
 
@@ -228,6 +230,18 @@ class EventRecord(dict[str, Any]):
     def created_at(self) -> datetime:
         value = self["created_at"]
         return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+# A record as a store reads it back: either form, with its seq set.
+StoredRecord = RunEvent | EventRecord
+
+
+def stored_seq(record: RunEvent | EventRecord) -> int:
+    """The seq of a record a store has appended; `InvalidEvent` for one it has not."""
+    seq = record.seq
+    if seq is None:
+        raise InvalidEvent(f"seq: a stored record has one; this {record.event_type} record has none")
+    return seq
 
 
 def make_event(

@@ -54,6 +54,7 @@ from journal_bridge.model.envelope import (
     prepare_event,
 )
 from journal_bridge.model.errors import JournalBridgeError
+from journal_bridge.model.shapes import StoredThread
 
 __all__ = [
     "CAPABILITIES",
@@ -636,7 +637,7 @@ class RunEventStore(abc.ABC):
     async def has_thread(self, thread_id: str) -> bool:
         """Whether the thread holds at least one record."""
 
-    async def list_threads(self, *, limit: int = 50) -> list[dict[str, Any]]:
+    async def list_threads(self, *, limit: int = 50) -> list[StoredThread]:
         """Threads with records, most recently appended to first.
 
         Each: `{"thread_id", "last_seq", "event_count", "updated_at"}`, where
@@ -646,7 +647,7 @@ class RunEventStore(abc.ABC):
         return await self._list_threads(limit)
 
     @abc.abstractmethod
-    async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
+    async def _list_threads(self, limit: int) -> list[StoredThread]:
         """`list_threads` with `limit` already checked."""
 
     @abc.abstractmethod
@@ -697,7 +698,7 @@ class RunEventStore(abc.ABC):
         """Give up the claim `claim_run` took; nothing when this store does not hold it."""
         raise NotImplementedError(f"{type(self).__name__} cannot claim runs")
 
-    async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    async def search_threads(self, text: str, *, limit: int = 50) -> list[StoredThread]:
         """Threads with a message whose text contains `text` (ASCII letters in any
         case), as `list_threads` entries, most recently appended to first.
 

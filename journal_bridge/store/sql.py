@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from journal_bridge.model.envelope import MESSAGE, PreparedEvent, RunEvent
+from journal_bridge.model.shapes import StoredThread
 from journal_bridge.store.base import (
     Page,
     RunEventsQuery,
@@ -100,7 +101,7 @@ class SqlRunEventStore(RunEventStore):
         """A thread's stored `updated_at` as the thread index gives it."""
         return value
 
-    def _thread_entries(self, rows: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    def _thread_entries(self, rows: Iterable[tuple[Any, ...]]) -> list[StoredThread]:
         """Rows of `thread_id, last_seq, event_count, updated_at` as thread index entries."""
         return [
             {
@@ -241,7 +242,7 @@ class SqlRunEventStore(RunEventStore):
         )
         return bool(rows)
 
-    async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
+    async def _list_threads(self, limit: int) -> list[StoredThread]:
         rows = await self._fetch(
             f"SELECT thread_id, last_seq, event_count, updated_at FROM {self._threads}"
             f" WHERE event_count > 0 ORDER BY write_order DESC LIMIT {self.mark}",

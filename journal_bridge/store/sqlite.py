@@ -26,6 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 import aiosqlite
 
 from journal_bridge.model.envelope import MESSAGE, PreparedEvent, RunEvent
+from journal_bridge.model.shapes import StoredThread
 from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     SCHEMA_VERSION,
@@ -581,7 +582,7 @@ class SqliteRunEventStore(SqlRunEventStore):
             found.update((run_id, seq) for run_id, seq in rows)
         return found
 
-    async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    async def search_threads(self, text: str, *, limit: int = 50) -> list[StoredThread]:
         _check_limit(limit)
         # Matched against the message's text as stored: a string content as is, a
         # list of blocks as its JSON text (where the text is JSON-escaped).

@@ -205,11 +205,7 @@ _STATUS_REQUIRED, _STATUS_FIELDS = _item(
     interrupts={
         "type": "array",
         "description": "what a paused run waits on (empty unless interrupted)",
-        "items": {
-            "type": "object",
-            "required": ["id", "value"],
-            "properties": {"id": _STRING_OR_NULL, "value": {"description": "what interrupt() was given"}},
-        },
+        "items": _ref("JournalInterrupt"),
     },
 )
 _RUN_EVENT_FIELDS = {
@@ -224,6 +220,12 @@ _RUN_EVENT_FIELDS = {
     "source_key": {"type": "string", "description": "the writer's key for the record, when it gave one"},
     "user_id": {"type": "string", "description": "the owner of the thread, when known"},
 }
+# The counters of `/journal/health` that are whole numbers of runs, parts or frames.
+_RUN_COUNTERS = (
+    "active_runs", "runs_observed", "runs_read", "runs_read_elsewhere", "runs_read_from_client_joins",
+    "runs_completed", "runs_failed", "runs_errored", "runs_cancelled", "runs_interrupted", "parts_seen",
+    "malformed", "retained_frames", "frames_released", "unplanned_requests",
+)
 _RUN_EVENT_REQUIRED = [name for name in _RUN_EVENT_FIELDS if name not in ("source_key", "user_id")]
 
 # The shapes the journal's routes answer with, named in the OpenAPI document's
@@ -295,6 +297,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         _MARKER_FIELDS,
         description="where a compaction happened: after the messages it replaced, before the answer that followed",
     ),
+    "JournalInterrupt": {
+        "type": "object",
+        "description": "an interrupt a paused run waits on",
+        "required": ["id", "value"],
+        "properties": {"id": _STRING_OR_NULL, "value": {"description": "what interrupt() was given"}},
+    },
     "JournalRunStatus": _closed(
         _STATUS_REQUIRED,
         _STATUS_FIELDS,
@@ -374,6 +382,36 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         description="what the backfill did",
     ),
+    "JournalHealth": {
+        "type": "object",
+        "description": "`enabled` alone while the plugin journals nothing; else the verdict and the counters "
+        "(docs/operations.md describes each)",
+        "required": ["enabled"],
+        "properties": {
+            "enabled": {"type": "boolean"},
+            "status": {"type": "string", "enum": ["ok", "degraded", "unavailable"]},
+            "reason": {**_STRING_OR_NULL, "description": "why the status is not ok, in a sentence"},
+            "backlog_growing": {"type": "boolean"},
+            "store_url": {"type": "string", "description": "the store's URL, its password left out"},
+            "store_open": {"type": "boolean"},
+            "store_failing": {"type": "boolean"},
+            "backlog": {"type": "integer", "description": "records accepted and not yet in the store"},
+            "lag_seconds": {"type": "number"},
+            "stalled_seconds": {"type": "number"},
+            "backlog_growing_seconds": {"type": "number"},
+            "growing_after": {"type": "number"},
+            "spool": _STRING_OR_NULL,
+            "spool_recovered": {"type": "integer"},
+            "records_enqueued": {"type": "integer"},
+            "records_written": {"type": "integer"},
+            "retried": {"type": "integer"},
+            "dropped": {"type": "integer"},
+            "last_error": _STRING_OR_NULL,
+            **{name: {"type": "integer"} for name in _RUN_COUNTERS},
+            "reconciler": {"type": "object", "description": "the reconciler's counters, when it runs"},
+        },
+        "additionalProperties": False,
+    },
 }
 
 
@@ -485,10 +523,8 @@ HEALTH = _operation(
     "journal_health",
     [],
     {
-        "200": _ok(
-            "the bridge's state: backlog, lag, retried and dropped counts",
-            {"type": "object", "required": ["enabled"], "properties": {"enabled": {"type": "boolean"}}, "additionalProperties": True},
-        )
+        "200": _ok("the bridge's state: backlog, lag, retried and dropped counts", _ref("JournalHealth")),
+        "503": _ok("journaling is not keeping up: the store is unavailable or the backlog grows", _ref("JournalHealth")),
     },
 )
 
