@@ -126,7 +126,7 @@ class TeeWriter:
         self.setting = capture if isinstance(capture, CaptureSetting) else CaptureSetting.parse(capture)
         self.bridge = Bridge(
             None if isinstance(store, str) else store,
-            lambda: self.client,
+            self._sdk,
             spool=spool,
             queue_size=0,
             max_backoff=max_backoff,
@@ -148,6 +148,12 @@ class TeeWriter:
             self._opener = asyncio.create_task(self._open(self._url), name="journal-tee-open-store")
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._opener), timeout=open_timeout)
+
+    def _sdk(self) -> SdkClient:
+        """The client a run not read to its end is joined through."""
+        if self.client is None:
+            raise ValueError("client: a run whose stream was not read to its end is joined through it; none was given")
+        return self.client
 
     async def _open(self, url: str) -> None:
         def unavailable(exc: StoreUnavailable) -> None:

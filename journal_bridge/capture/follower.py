@@ -58,10 +58,10 @@ import logging
 import os
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph_sdk.errors import NotFoundError
 
@@ -76,6 +76,9 @@ from journal_bridge.mapping.reader import RunSource
 from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
 from journal_bridge.model.timestamps import parse_time
 from journal_bridge.store import RunEventStore
+
+if TYPE_CHECKING:
+    from langgraph_sdk.schema import RunSelectField
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +96,7 @@ _JOURNALED_MARKS = (RUN_START, RUN_END, RUN_ERROR)
 _ACTIVE = {"pending", "running"}
 # What a listing asks of each run: enough to tell a new one. A new run is then
 # read whole (its input among it), once.
-_LISTED = ["run_id", "status", "created_at"]
+_LISTED: list[RunSelectField] = ["run_id", "status", "created_at"]
 _MAX_DECIDED = 100_000
 # Runs whose discovery time is kept, and reports kept for the summary: the
 # newest ones. The counters (`stats`) count every run.
@@ -293,7 +296,7 @@ class Follower:
         )
 
     async def _discover_runs(self, thread_id: str) -> int:
-        runs: list[dict[str, Any]] = []
+        runs: list[Mapping[str, Any]] = []
         offset = 0
         while True:
             page = await self.client.runs.list(thread_id, limit=self.page_size, offset=offset, select=_LISTED)
@@ -348,7 +351,7 @@ class Follower:
             return set()
         return {m.event_type for m in marks}
 
-    def _decide(self, thread_id: str, run: dict[str, Any]) -> None:
+    def _decide(self, thread_id: str, run: Mapping[str, Any]) -> None:
         run_id = str(run["run_id"])
         kwargs = run.get("kwargs") or {}
         modes = requested_modes(kwargs.get("stream_mode")) or []

@@ -286,7 +286,7 @@ class DeliveryQueue:
             and self._write_through_timeout is not None
         )
 
-    async def _write_through(self, records: list[RunEvent]) -> bool | asyncio.Future[None]:
+    async def _write_through(self, records: list[RunEvent]) -> bool | asyncio.Future[list[RunEvent]]:
         """Append `records` to the store, holding the store lock (the writer waits).
 
         True when the store took them within `write_through_timeout`. False when
@@ -362,7 +362,7 @@ class DeliveryQueue:
         if not group.done.done():
             group.done.set_result(written)
 
-    async def _finish_slow_write(self, append: asyncio.Future[None]) -> None:
+    async def _finish_slow_write(self, append: asyncio.Future[list[RunEvent]]) -> None:
         """Hold the store lock until a write-through that missed its deadline ends.
 
         Its records are spooled as well, and the writer delivers those copies

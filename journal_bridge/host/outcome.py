@@ -104,11 +104,11 @@ async def read_outcome(
     """
     if status is None:
         try:
-            found, status = await _run_status(sdk, thread_id, run_id)
+            known, status = await _run_status(sdk, thread_id, run_id)
         except Exception as exc:  # noqa: BLE001 - an unknown outcome is journaled as before
             logger.warning("journal-bridge: could not read the status of run %s: %s", run_id, exc)
             return RunOutcome(None)
-        if not found:
+        if not known:
             status = await _gone(sdk, thread_id)
             if status is None:
                 return RunOutcome(None)

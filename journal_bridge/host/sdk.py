@@ -15,7 +15,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from langgraph_sdk.schema import Checkpoint, QueryParamTypes, SortOrder, ThreadSelectField, ThreadSortBy
+    from langgraph_sdk.schema import (
+        Checkpoint,
+        QueryParamTypes,
+        RunSelectField,
+        SortOrder,
+        ThreadSelectField,
+        ThreadSortBy,
+    )
 
 __all__ = ["OncePerAssistant", "SdkAssistants", "SdkClient", "SdkRuns", "SdkThreads"]
 
@@ -56,7 +63,9 @@ class SdkRuns(Protocol):
 
     async def get(self, thread_id: str, run_id: str) -> Mapping[str, Any]: ...
 
-    async def list(self, thread_id: str, *, limit: int = 10, offset: int = 0) -> Sequence[Mapping[str, Any]]: ...
+    async def list(
+        self, thread_id: str, *, limit: int = 10, offset: int = 0, select: list[RunSelectField] | None = None
+    ) -> Sequence[Mapping[str, Any]]: ...
 
     async def join(self, thread_id: str, run_id: str) -> Any: ...
 

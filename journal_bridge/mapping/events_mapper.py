@@ -269,6 +269,7 @@ class RunMapper:
     def _tool_call(data: Mapping[str, Any], payload: Mapping[str, Any]) -> _Call:
         output = payload.get("output")
         message = message_dict(output) if isinstance(output, Mapping) else None
+        ids: tuple[str, ...]
         if message is not None and message.get("type") == "tool":
             ids = (str(message.get("tool_call_id")),) if message.get("tool_call_id") else ()
         else:

@@ -179,7 +179,7 @@ class _Batches:
             if until <= loop.time():
                 return
             gate = self._gate = loop.create_future()
-            timer = loop.call_at(until, lambda: gate.done() or gate.set_result(None))
+            timer = loop.call_at(until, lambda: gate.done() or gate.set_result(None))  # type: ignore[func-returns-value]
             try:
                 await gate
             finally:
@@ -527,15 +527,15 @@ async def _start_state_mapper(sdk: SdkClient, mapper: StateMapper, source: RunSo
     kwargs = (run or {}).get("kwargs") or {}
     configurable = (kwargs.get("config") or {}).get("configurable") or {}
     graph = configurable.get("graph_id") or ((run or {}).get("metadata") or {}).get("graph_id")
-    assistant_id = (run or {}).get("assistant_id")
+    run_assistant = (run or {}).get("assistant_id")
     run_input = kwargs.get("input")
     if run_input is None and run:
         # A resume (`Command(resume=...)`) has a command instead of an input.
         run_input = kwargs.get("command")
-    return mapper.start(graph, str(assistant_id) if assistant_id else None, run_input)
+    return mapper.start(graph, str(run_assistant) if run_assistant else None, run_input)
 
 
-async def read_checkpoint(sdk: SdkClient, thread_id: str, checkpoint_id: str) -> dict[str, Any] | None:
+async def read_checkpoint(sdk: SdkClient, thread_id: str, checkpoint_id: str) -> Mapping[str, Any] | None:
     """The thread's state at `checkpoint_id`, None (logged) when the server cannot say."""
     try:
         return await sdk.threads.get_state(thread_id, checkpoint_id=checkpoint_id)

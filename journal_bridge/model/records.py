@@ -440,7 +440,9 @@ def fork(
     # A checkpoint the server does not have comes back as an empty state without a time.
     state = state if state and state.get("created_at") is not None else {}
     ids = [str(m["id"]) for m in state_messages(state) if m.get("id")]
-    metadata = state.get("metadata") if isinstance(state.get("metadata"), Mapping) else {}
+    metadata = state.get("metadata")
+    if not isinstance(metadata, Mapping):
+        metadata = {}
     content = {
         "run_id": run_id,
         "checkpoint_id": checkpoint.get("checkpoint_id"),

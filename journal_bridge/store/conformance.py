@@ -30,6 +30,7 @@ import os
 import sys
 import time
 from datetime import UTC, datetime, timedelta, timezone
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,9 @@ from journal_bridge.model.envelope import (
     RUN_START,
     TRACE,
     RunEvent,
+    StoredRecord,
     make_event,
+    stored_seq,
 )
 from journal_bridge.store import (
     InvalidEvent,
@@ -80,8 +83,8 @@ def event(
     )
 
 
-def seqs(events: list[Any]) -> list[int]:
-    return [e.seq for e in events]  # type: ignore[misc]
+def seqs(events: Sequence[StoredRecord]) -> list[int]:
+    return [stored_seq(e) for e in events]
 
 
 def as_events(records: list[Any]) -> list[RunEvent]:
@@ -174,7 +177,7 @@ class RunEventStoreConformance:
         created = datetime(
             2025, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=2))
         )
-        given = {
+        given: dict[str, Any] = {
             "thread_id": THREAD,
             "run_id": "run-9",
             "event_type": LLM_AI_RESPONSE,
@@ -565,8 +568,8 @@ class RunEventStoreConformance:
         stored = await seed_mixed_thread(store, runs=2)
         run_end = next(e for e in stored if e.event_type == RUN_END)
         messages = [e for e in stored if e.category == MESSAGE]
-        below = [e for e in messages if e.seq < run_end.seq]
-        above = [e for e in messages if e.seq > run_end.seq]
+        below = [e for e in messages if stored_seq(e) < stored_seq(run_end)]
+        above = [e for e in messages if stored_seq(e) > stored_seq(run_end)]
         assert (
             as_events(await store.list_messages(THREAD, limit=2, before_seq=run_end.seq))
             == below[-2:]
@@ -660,11 +663,11 @@ class RunEventStoreConformance:
         marker = next(e for e in expected if e.category == MIDDLEWARE)
         index = expected.index(marker)
         assert (
-            await store.list_timeline(THREAD, limit=3, before_seq=marker.seq + 1)
+            await store.list_timeline(THREAD, limit=3, before_seq=stored_seq(marker) + 1)
             == (expected[index - 2 : index + 1])
         )
         assert (
-            await store.list_timeline(THREAD, limit=2, after_seq=marker.seq - 1)
+            await store.list_timeline(THREAD, limit=2, after_seq=stored_seq(marker) - 1)
             == (expected[index : index + 2])
         )
 
@@ -871,7 +874,7 @@ class RunEventStoreConformance:
 
         results = await asyncio.gather(*(writer(w) for w in range(12)))
         total = sum(len(r) for r in results)
-        assert sorted(e.seq for r in results for e in r) == list(range(1, total + 1))
+        assert sorted(stored_seq(e) for r in results for e in r) == list(range(1, total + 1))
         for written in results:  # each writer's own events in the order it wrote them
             assert seqs(written) == sorted(seqs(written))
         assert seqs(await store.list_messages(THREAD, limit=total)) == list(
@@ -886,7 +889,7 @@ class RunEventStoreConformance:
             )
         )
         assert await store.count_messages(THREAD) == 5
-        by_key = {}
+        by_key: dict[str | None, set[int | None]] = {}
         for (stored,) in results:
             by_key.setdefault(stored.source_key, set()).add(stored.seq)
         assert all(len(s) == 1 for s in by_key.values())
@@ -1094,7 +1097,7 @@ class RunEventStoreConformance:
 
     # -- deer-flow's RunEventStore: put_if_absent --------------------------------
 
-    async def test_put_if_absent_writes_once_per_run_and_event_type(self, store):
+    async def test_put_if_absent_writes_once_per_run_and_event_type(self, store: RunEventStore) -> None:
         first, created = await store.put_if_absent(
             thread_id=THREAD, run_id="r", event_type=RUN_END, category=OUTPUTS, content="done"
         )

@@ -77,7 +77,7 @@ def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
     return event_from_row(row, content=row[5], metadata=row[6], created_at=row[7])
 
 
-def _translate(exc: psycopg.Error, what: str) -> Exception:
+def _translate(exc: Exception, what: str) -> Exception:
     if isinstance(exc, psycopg.OperationalError):
         # Connection lost or refused, pool exhausted, deadlock, serialisation
         # failure, server shutting down: all worth a retry.
@@ -349,7 +349,7 @@ class PostgresRunEventStore(SqlRunEventStore):
                     " WHERE thread_id = ANY(%s)",
                     (list(groups),),
                 )
-                last_seqs = dict(await cursor.fetchall())
+                last_seqs: dict[str, int] = dict(await cursor.fetchall())
             existing: dict[str, dict[str, RunEvent]] = {}
             if look_up_keys:
                 for thread_id, items in groups.items():

@@ -280,6 +280,7 @@ class SqlRunEventStore(RunEventStore):
         self, thread_id: str, run_id: str, *, user_id: str | None = None
     ) -> int:
         m = self.mark
+        params: tuple[str, ...]
         where, params = f"thread_id = {m} AND run_id = {m}", (thread_id, run_id)
         if user_id is not None:
             where, params = f"{where} AND user_id = {m}", (*params, user_id)

@@ -20,7 +20,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qs, urlsplit
 
 import aiosqlite
@@ -169,7 +169,7 @@ def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
     )
 
 
-def _translate(exc: sqlite3.Error, what: str) -> StoreError:
+def _translate(exc: Exception, what: str) -> StoreError:
     message = f"SQLite {what} failed: {exc}"
     if isinstance(exc, sqlite3.OperationalError) and any(
         hint in str(exc).lower() for hint in _UNAVAILABLE_HINTS
@@ -444,7 +444,8 @@ class SqliteRunEventStore(SqlRunEventStore):
 
     async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
         try:
-            return list(await self._read_conn().execute_fetchall(sql, tuple(params)))
+            # The connection's rows are plain tuples (no row factory is set).
+            return cast(list[tuple[Any, ...]], list(await self._read_conn().execute_fetchall(sql, tuple(params))))
         except sqlite3.Error as exc:
             raise _translate(exc, "read") from exc
 
