@@ -97,7 +97,7 @@ def _api_key_from_env() -> str | None:
 # -- history -------------------------------------------------------------------
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 

@@ -125,7 +125,7 @@ def default_cursor_path(store_url: str) -> Path:
 
 async def threads_updated_since(
     threads_api: Any, floor: datetime | None, page_size: int, select: list[str]
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The threads updated at or after `floor` (all of them without one), newest first,
     read page by page from `threads.search` until the pages get older than `floor`."""
     threads: list[dict[str, Any]] = []
@@ -152,7 +152,7 @@ class _CountingRuns:
     def join_stream(self, thread_id: str, run_id: str, **kwargs: Any) -> Any:
         return self._count(self._runs.join_stream(thread_id, run_id, **kwargs), str(run_id))
 
-    async def _count(self, stream: Any, run_id: str) -> Any:
+    async def _count(self, stream: Any, run_id: str) -> object:
         async for part in stream:
             self._counts[run_id] += 1
             yield part
@@ -289,7 +289,7 @@ class Follower:
         self.stats["polls"] += 1
         return found
 
-    async def _changed_threads(self) -> list[dict[str, Any]]:
+    async def _changed_threads(self) -> list[dict[str, object]]:
         floor = self._since - self.overlap if self._since is not None else None
         return await threads_updated_since(
             self.client.threads, floor, self.page_size, ["thread_id", "updated_at", "status"]
@@ -418,7 +418,7 @@ class Follower:
             self._decided.popitem(last=False)
         await self._save_cursor()
 
-    def _cursor(self) -> dict[str, Any]:
+    def _cursor(self) -> dict[str, object]:
         # Finished but not confirmed stored counts as in flight: a restart journals it again.
         inflight = {**self._finished, **self._inflight}
         return {
@@ -447,7 +447,7 @@ class Follower:
 
     # -- reporting -------------------------------------------------------------
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         """The bridge's health (`status`, `reason`, backlog, counters) and the follower's own
         counts; while the server cannot be polled, `unavailable` with the poll's error."""
         health = {
@@ -462,7 +462,7 @@ class Follower:
             health["reason"] = f"the server cannot be polled: {self._poll_error}"
         return health
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         health = self.health()
         return {
             "status": health["status"],
@@ -505,12 +505,12 @@ def run_follower(
     once: bool,
     from_now: bool = False,
     spool_dir: Path | None = None,
-    store_options: dict[str, Any] | None = None,
+    store_options: dict[str, object] | None = None,
 ) -> dict[str, Any]:
     """The CLI's entry: follow until SIGINT/SIGTERM (or one pass); the summary."""
     from journal_bridge.store import create_store
 
-    async def main() -> dict[str, Any]:
+    async def main() -> dict[str, object]:
         async with create_store(store_url, **(store_options or {})) as store:
             follower = Follower(
                 client_factory(), store, cursor_path=cursor_path, interval=interval,

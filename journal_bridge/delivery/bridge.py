@@ -272,7 +272,7 @@ class Bridge:
             branches.forget_thread(thread_id)
         return removed
 
-    async def state_forked(self, thread_id: str, checkpoint: Mapping[str, Any], result: Any) -> None:
+    async def state_forked(self, thread_id: str, checkpoint: Mapping[str, object], result: object) -> None:
         """A state update went on from `checkpoint`: journal the fork, then the
         messages the update added or changed, after the thread's runs so far."""
         thread_id = str(thread_id)
@@ -425,7 +425,7 @@ class Bridge:
 
     # -- health ---------------------------------------------------------------
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         """The queue's report and the reading counters, with `status` and `reason`
         (`journal_bridge.delivery.health.assess`)."""
         report = self.delivery.report()

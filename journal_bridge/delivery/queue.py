@@ -499,7 +499,7 @@ class DeliveryQueue:
             self._growing_since = None
         self._window = (now, backlog)
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> dict[str, object]:
         """The queue's counters and state, without a verdict (see `health`)."""
         self._track_growth()
         now = self._clock()
@@ -526,7 +526,7 @@ class DeliveryQueue:
             "last_error": stats.last_error,
         }
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         """`report()` with `status` and `reason` (see `journal_bridge.delivery.health.assess`)."""
         report = self.report()
         return {**assess(report), **report}

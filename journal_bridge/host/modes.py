@@ -16,7 +16,7 @@ EVENTS_MODE = "events"
 SERVER_DEFAULT_MODES = ("values",)
 
 
-def requested_modes(value: Any) -> list[str] | None:
+def requested_modes(value: object) -> list[str] | None:
     """The modes a `stream_mode` value asks for, or None if the server would reject it.
 
     An absent or empty value means the server's default, as the server reads it.

@@ -83,7 +83,7 @@ class RunOutcome:
             return ROLLBACK
         return _CANCEL_ERRORS.get(str((self.error or {}).get("error")), "interrupt")
 
-    def failure(self) -> dict[str, Any]:
+    def failure(self) -> dict[str, object]:
         """The failure as an `error` part would have described it."""
         if self.error is not None:
             return dict(self.error)
@@ -158,7 +158,7 @@ async def _gone(sdk: SdkClient, thread_id: str) -> str | None:
     return ROLLBACK
 
 
-async def _thread_error(sdk: SdkClient, thread_id: str, run_id: str, status: str) -> Mapping[str, Any] | None:
+async def _thread_error(sdk: SdkClient, thread_id: str, run_id: str, status: str) -> Mapping[str, object] | None:
     cancelled = status in _CANCELLED_STATUSES
     if status != ROLLBACK:
         # A cancel marks the run at once, the thread's error follows when the

@@ -43,7 +43,7 @@ class SdkThreads(Protocol):
         *,
         limit: int = 10,
         before: str | Checkpoint | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> Sequence[Mapping[str, Any]]: ...
 
     async def search(
@@ -55,7 +55,7 @@ class SdkThreads(Protocol):
         sort_by: ThreadSortBy | None = None,
         sort_order: SortOrder | None = None,
         select: list[ThreadSelectField] | None = None,
-    ) -> Sequence[Mapping[str, Any]]: ...
+    ) -> Sequence[Mapping[str, object]]: ...
 
 
 class SdkRuns(Protocol):
@@ -65,9 +65,9 @@ class SdkRuns(Protocol):
 
     async def list(
         self, thread_id: str, *, limit: int = 10, offset: int = 0, select: list[RunSelectField] | None = None
-    ) -> Sequence[Mapping[str, Any]]: ...
+    ) -> Sequence[Mapping[str, object]]: ...
 
-    async def join(self, thread_id: str, run_id: str) -> Any: ...
+    async def join(self, thread_id: str, run_id: str) -> object: ...
 
     def join_stream(
         self,
@@ -76,7 +76,7 @@ class SdkRuns(Protocol):
         *,
         params: QueryParamTypes | None = None,
         last_event_id: str | None = None,
-    ) -> AsyncIterator[Any]: ...
+    ) -> AsyncIterator[object]: ...
 
 
 class SdkAssistants(Protocol):
@@ -84,7 +84,7 @@ class SdkAssistants(Protocol):
 
     async def get(self, assistant_id: str) -> Mapping[str, Any]: ...
 
-    async def get_schemas(self, assistant_id: str) -> Mapping[str, Any]: ...
+    async def get_schemas(self, assistant_id: str) -> Mapping[str, object]: ...
 
 
 class SdkClient(Protocol):

@@ -118,7 +118,7 @@ class RunEvent:
     source_key: str | None = None
     user_id: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The JSON envelope; `source_key` and `user_id` appear only when set."""
         data: dict[str, Any] = {
             "thread_id": self.thread_id,
@@ -183,13 +183,13 @@ class _Key(Generic[_T]):
     @overload
     def __get__(self, record: None, owner: type) -> _Key[_T]: ...
     @overload
-    def __get__(self, record: dict[str, Any], owner: type) -> _T: ...
-    def __get__(self, record: dict[str, Any] | None, owner: type) -> Any:
+    def __get__(self, record: dict[str, object], owner: type) -> _T: ...
+    def __get__(self, record: dict[str, object] | None, owner: type) -> object:
         if record is None:
             return self
         return record.get(self._name) if self._optional else record[self._name]
 
-    def __set__(self, record: dict[str, Any], value: Any) -> None:
+    def __set__(self, record: dict[str, object], value: object) -> None:
         raise AttributeError(f"{self._name}: a record's envelope is set by its keys")
 
 
@@ -212,7 +212,7 @@ class EventRecord(dict[str, Any]):
     def to_event(self) -> RunEvent:
         return RunEvent.from_dict(self)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A plain copy of the envelope."""
         return dict(self)
 
@@ -250,8 +250,8 @@ def make_event(
     run_id: str,
     event_type: str,
     category: str | None = None,
-    content: Any = "",
-    metadata: dict[str, Any] | None = None,
+    content: object = "",
+    metadata: dict[str, object] | None = None,
     created_at: datetime | str | None = None,
     source_key: str | None = None,
     user_id: str | None = None,
@@ -327,7 +327,7 @@ def event_from_record(data: Mapping[str, Any]) -> RunEvent:
     return make_event(**fields)
 
 
-def _bad_text(name: str, value: Any, max_length: int | None = None) -> InvalidEvent:
+def _bad_text(name: str, value: object, max_length: int | None = None) -> InvalidEvent:
     if not isinstance(value, str) or not value:
         return InvalidEvent(f"{name}: must be a non-empty string, got {value!r}")
     if "\x00" in value:
@@ -347,7 +347,7 @@ _REQUIRED_TEXT = (
 _OPTIONAL_TEXT = ("source_key", "user_id")
 
 
-def _check_text(name: str, value: Any, max_length: int | None) -> None:
+def _check_text(name: str, value: object, max_length: int | None) -> None:
     if (
         not isinstance(value, str)
         or not value
@@ -392,7 +392,7 @@ _METADATA_ENCODER = json.JSONEncoder(
 )
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     """The one JSON encoding used for stored content and metadata (strict: no NaN)."""
     return _ENCODER.encode(value)
 
@@ -409,7 +409,7 @@ def _truncate_text(text: str, limit: int) -> str:
     return text[:low]
 
 
-def _without_nul(value: Any) -> Any:
+def _without_nul(value: object) -> Any:
     """`value` with every NUL character in its strings (and keys) replaced by U+FFFD."""
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
@@ -438,7 +438,7 @@ class PreparedEvent:
         with the caller's objects."""
         return self._appended(seq, json.loads(self.content_json), json.loads(self.metadata_json))
 
-    def _appended(self, seq: int, content: Any, metadata: dict[str, Any]) -> RunEvent:
+    def _appended(self, seq: int, content: object, metadata: dict[str, object]) -> RunEvent:
         e = self.event
         return RunEvent(
             e.thread_id, e.run_id, e.event_type, e.category, content, metadata,

@@ -15,7 +15,7 @@ from typing import Any
 __all__ = ["parse_time"]
 
 
-def parse_time(value: Any) -> datetime | None:
+def parse_time(value: object) -> datetime | None:
     """A server timestamp (datetime or ISO-8601 text) as a datetime; None if it is neither."""
     if isinstance(value, datetime):
         return value

@@ -105,7 +105,7 @@ def _factory(scheme: str) -> StoreFactory | None:
     return factory
 
 
-def create_store(url: str, **options: Any) -> RunEventStore:
+def create_store(url: str, **options: object) -> RunEventStore:
     """The store for `url`, not yet opened. Unknown schemes raise ValueError."""
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     factory = _factory(scheme) if scheme else None
@@ -127,7 +127,7 @@ class _OpeningStore:
         await self._store.open()
         return self._store
 
-    def __await__(self) -> Generator[Any, None, RunEventStore]:
+    def __await__(self) -> Generator[object, None, RunEventStore]:
         return self._open().__await__()
 
     async def __aenter__(self) -> RunEventStore:
@@ -137,7 +137,7 @@ class _OpeningStore:
         await self._store.close()
 
 
-def open_store(url: str | None = None, **options: Any) -> _OpeningStore:
+def open_store(url: str | None = None, **options: object) -> _OpeningStore:
     """Open the store for `url` (default: `default_store_url()`).
 
     `async with open_store(url) as store:` closes it on exit; `store = await
@@ -156,7 +156,7 @@ async def open_store_when_available(
     *,
     on_unavailable: Callable[[StoreUnavailable], None] | None = None,
     max_delay: float = 10.0,
-    **options: Any,
+    **options: object,
 ) -> RunEventStore:
     """Open the store for `url`, retrying with backoff for as long as it is unavailable.
 

@@ -85,7 +85,7 @@ MIDDLEWARE_CALLER_PREFIX = "middleware:"
 
 
 def event_from_row(
-    row: tuple[Any, ...], *, content: Any, metadata: dict[str, Any], created_at: Any
+    row: tuple[Any, ...], *, content: object, metadata: dict[str, object], created_at: Any
 ) -> RunEvent:
     """A stored row (`thread_id, seq, run_id, event_type, category, content,
     metadata, created_at, source_key, user_id`) as a record, given the values of
@@ -212,7 +212,7 @@ class RunEventsQuery:
         )
 
 
-def page_query(select: str, page: Page, *, mark: str) -> tuple[str, list[Any], bool]:
+def page_query(select: str, page: Page, *, mark: str) -> tuple[str, list[object], bool]:
     """The SQL of one page: `(sql, params, descending)`.
 
     One index range per category, merged with UNION ALL: a page costs the page,
@@ -253,9 +253,9 @@ def run_events_query(
     query: RunEventsQuery,
     *,
     mark: str,
-    types: Callable[[tuple[str, ...]], tuple[str, list[Any]]],
+    types: Callable[[tuple[str, ...]], tuple[str, list[object]]],
     task_id_match: str,
-) -> tuple[str, list[Any]]:
+) -> tuple[str, list[object]]:
     """The SQL of `list_events`: `(sql, params)`.
 
     `types(event_types)` gives the dialect's membership test and its parameters;
@@ -287,7 +287,7 @@ def plan_append(
     encode_time: Any = None,
 ) -> tuple[
     dict[str, list[RunEvent]],
-    list[tuple[Any, ...]],
+    list[tuple[object, ...]],
     list[tuple[str, int, int, int]],
 ]:
     """Assign seqs for an append whose thread counters and known keys were read
@@ -377,8 +377,8 @@ class RunEventStore(abc.ABC):
         run_id: str,
         event_type: str,
         category: str,
-        content: Any = "",
-        metadata: dict[str, Any] | None = None,
+        content: object = "",
+        metadata: dict[str, object] | None = None,
         created_at: datetime | str | None = None,
         source_key: str | None = None,
         user_id: str | None = None,
@@ -402,7 +402,7 @@ class RunEventStore(abc.ABC):
         return EventRecord.from_event(stored)
 
     async def put_batch(
-        self, events: Sequence[RunEvent | Mapping[str, Any]]
+        self, events: Sequence[RunEvent | Mapping[str, object]]
     ) -> list[Any]:
         """Append `events` (possibly of several threads) in one transaction.
 
@@ -465,8 +465,8 @@ class RunEventStore(abc.ABC):
         run_id: str,
         event_type: str,
         category: str,
-        content: Any = "",
-        metadata: dict[str, Any] | None = None,
+        content: object = "",
+        metadata: dict[str, object] | None = None,
         created_at: datetime | str | None = None,
         user_id: str | None = None,
     ) -> tuple[EventRecord, bool]:

@@ -70,7 +70,7 @@ def event(
     run_id: str = "run-1",
     event_type: str = LLM_AI_RESPONSE,
     category: str | None = None,
-    content: Any = "hello",
+    content: object = "hello",
     **kwargs: Any,
 ) -> RunEvent:
     return make_event(
@@ -133,11 +133,11 @@ class RunEventStoreConformance:
         raise NotImplementedError
 
     @pytest.fixture
-    def store_options(self) -> dict[str, Any]:
+    def store_options(self) -> dict[str, object]:
         return {}
 
     @pytest.fixture
-    async def store(self, store_url: str, store_options: dict[str, Any]):
+    async def store(self, store_url: str, store_options: dict[str, object]):
         async with open_store(store_url, **store_options) as opened:
             yield opened
 
@@ -332,7 +332,7 @@ class RunEventStoreConformance:
     # -- truncation --------------------------------------------------------------
 
     @pytest.fixture
-    async def small_store(self, store_url: str, store_options: dict[str, Any]):
+    async def small_store(self, store_url: str, store_options: dict[str, object]):
         async with open_store(
             store_url, **{**store_options, "max_content_bytes": 1000}
         ) as opened:
@@ -1464,7 +1464,7 @@ class SharedStorageConformance(RunEventStoreConformance):
             await asyncio.sleep(0.1)
 
 
-async def _claim_and_wait(url: str, options: dict[str, Any], run_id: str, ready: Path) -> None:
+async def _claim_and_wait(url: str, options: dict[str, object], run_id: str, ready: Path) -> None:
     """The process of `test_a_killed_processs_claims_are_taken_over`: claims, says so, waits to be killed."""
     async with open_store(url, **options) as store:
         assert await store.claim_run(run_id)
@@ -1473,7 +1473,7 @@ async def _claim_and_wait(url: str, options: dict[str, Any], run_id: str, ready:
 
 
 async def _append_as_writer(
-    url: str, options: dict[str, Any], thread_id: str, writer: str, batches: int, barrier: Path
+    url: str, options: dict[str, object], thread_id: str, writer: str, batches: int, barrier: Path
 ) -> None:
     """One writer process of `test_separate_processes_get_contiguous_seqs`.
 

@@ -57,7 +57,7 @@ class SqlRunEventStore(RunEventStore):
     _version: str
 
     @abc.abstractmethod
-    async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
+    async def _fetch(self, sql: str, params: Iterable[object]) -> list[tuple[Any, ...]]:
         """The rows of one read."""
 
     @staticmethod
@@ -66,15 +66,15 @@ class SqlRunEventStore(RunEventStore):
         """The store's error for the driver's `exc` raised by `what` (e.g. "read")."""
 
     @abc.abstractmethod
-    def _decode(self, row: tuple[Any, ...]) -> RunEvent:
+    def _decode(self, row: tuple[object, ...]) -> RunEvent:
         """A row of `_select` as a record."""
 
     @abc.abstractmethod
-    def _one_of(self, column: str, values: tuple[str, ...]) -> tuple[str, list[Any]]:
+    def _one_of(self, column: str, values: tuple[str, ...]) -> tuple[str, list[object]]:
         """A WHERE term: `column` is one of `values`; and its parameters."""
 
     @abc.abstractmethod
-    async def _delete(self, thread_id: str, where: str, params: tuple[Any, ...]) -> int:
+    async def _delete(self, thread_id: str, where: str, params: tuple[object, ...]) -> int:
         """Delete the thread's events matching `where` in one write transaction,
         keeping its counters right; return how many went."""
 

@@ -124,7 +124,7 @@ def _decode_time(text: str) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def _url_options(url: str) -> dict[str, Any]:
+def _url_options(url: str) -> dict[str, object]:
     """`?busy_timeout=SECONDS`: how long a write waits for another writer's lock
     (`layout` is taken out before)."""
     query = parse_qs(urlsplit(url).query)
@@ -153,7 +153,7 @@ LAYOUTS = {
 }
 
 
-def from_url(url: str, **options: Any) -> SqliteRunEventStore:
+def from_url(url: str, **options: object) -> SqliteRunEventStore:
     """The store for `sqlite:///path.db[?busy_timeout=SECONDS][&layout=journal|deerflow]`;
     `options` win over the URL's."""
     url, store_class = take_layout(url, LAYOUTS, "SQLite")
@@ -199,7 +199,7 @@ async def _begin(conn: aiosqlite.Connection) -> None:
 _T = TypeVar("_T")
 
 
-async def run_in_connection_thread(conn: aiosqlite.Connection, fn: Callable[..., _T], *args: Any) -> _T:
+async def run_in_connection_thread(conn: aiosqlite.Connection, fn: Callable[..., _T], *args: object) -> _T:
     """`fn(sqlite3_connection, *args)` on `conn`'s own thread, as one of its operations.
 
     aiosqlite 0.20-0.22 run every operation through `Connection._execute`
@@ -421,7 +421,7 @@ class SqliteRunEventStore(SqlRunEventStore):
             raise _not_open()
         return self._reader
 
-    def _writing(self, thread_ids: Iterable[str]) -> contextlib.AbstractAsyncContextManager[Any]:
+    def _writing(self, thread_ids: Iterable[str]) -> contextlib.AbstractAsyncContextManager[object]:
         # One writer connection: its lock covers every thread.
         return self._write()
 
@@ -442,7 +442,7 @@ class SqliteRunEventStore(SqlRunEventStore):
                 await _rollback(conn)
                 raise
 
-    async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
+    async def _fetch(self, sql: str, params: Iterable[object]) -> list[tuple[Any, ...]]:
         try:
             # The connection's rows are plain tuples (no row factory is set).
             return cast(list[tuple[Any, ...]], list(await self._read_conn().execute_fetchall(sql, tuple(params))))
@@ -451,11 +451,11 @@ class SqliteRunEventStore(SqlRunEventStore):
 
     # -- layout hooks ------------------------------------------------------------
 
-    def _decode(self, row: tuple[Any, ...]) -> RunEvent:
+    def _decode(self, row: tuple[object, ...]) -> RunEvent:
         """A row of `columns` as a record."""
         return _row_to_event(row)
 
-    def _insert_rows(self, raw: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    def _insert_rows(self, raw: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
         """Insert the event rows `plan_append` made (times as `_encode_time` wrote them)."""
         raw.executemany(self._insert_sql, rows)
 
@@ -559,7 +559,7 @@ class SqliteRunEventStore(SqlRunEventStore):
     # -- reading -----------------------------------------------------------------
 
     @staticmethod
-    def _one_of(column: str, values: tuple[str, ...]) -> tuple[str, list[Any]]:
+    def _one_of(column: str, values: tuple[str, ...]) -> tuple[str, list[object]]:
         return f"{column} IN ({', '.join('?' * len(values))})", list(values)
 
     async def _last_visible_ai_seqs(
@@ -615,7 +615,7 @@ class SqliteRunEventStore(SqlRunEventStore):
 
     # -- deleting ----------------------------------------------------------------
 
-    async def _delete(self, thread_id: str, where: str, params: tuple[Any, ...]) -> int:
+    async def _delete(self, thread_id: str, where: str, params: tuple[object, ...]) -> int:
         try:
             async with self._write() as conn:
                 # Counted through the same index the delete uses, so the cost

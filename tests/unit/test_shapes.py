@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import types
 import typing
+from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 import pytest
@@ -156,3 +157,34 @@ def test_every_shape_is_a_schema() -> None:
         name for name in shapes.__all__ if typing.is_typeddict(getattr(shapes, name))
     } - {"StoredThread"}
     assert declared == set(_OBJECT_SCHEMAS)
+
+
+async def test_a_real_health_report_is_valid_against_its_schema(tmp_path: Path) -> None:
+    """`Journal.health()` holds only the counters `JournalHealth` lists, each of its type:
+    before the bridge starts, and with a bridge on a real SQLite journal that wrote a record."""
+    from jsonschema import Draft202012Validator
+
+    from journal_bridge.delivery.bridge import Bridge
+    from journal_bridge.model.envelope import make_event
+    from journal_bridge.server import Journal
+    from journal_bridge.store import open_store
+    from journal_bridge.web.openapi import with_components
+
+    validator = Draft202012Validator(
+        {**with_components({}), "$ref": "#/components/schemas/JournalHealth"}
+    )
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    journal = Journal(url, spool_dir=tmp_path)
+    assert list(validator.iter_errors(journal.health())) == []
+    async with open_store(url) as store:
+        bridge = Bridge(store, lambda: None, spool=tmp_path / "spool.db")
+        journal.bridge = bridge
+        await bridge.start()
+        try:
+            await bridge.write([make_event(thread_id="t", run_id="r", event_type="run.start", content={})])
+            await bridge.drain()
+            report = journal.health()
+        finally:
+            await bridge.stop()
+    assert report["records_written"] == 1 and report["status"] == "ok"
+    assert list(validator.iter_errors(report)) == []
