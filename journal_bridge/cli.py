@@ -536,8 +536,9 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"journal-bridge {args.command}: {exc}", file=sys.stderr)
         return 1
+    handler: Callable[[argparse.Namespace, Settings], int] = args.handler
     try:
-        return args.handler(args, settings)
+        return handler(args, settings)
     except _Usage as exc:
         print(f"journal-bridge {args.command}: {exc}", file=sys.stderr)
         return 2

@@ -470,9 +470,10 @@ def _load_app(spec: str) -> Starlette:
     else:
         module = importlib.import_module(target)
     try:
-        return getattr(module, attr)
+        app: Starlette = getattr(module, attr)  # the user's app, as the setting names it
     except AttributeError:
         raise AttributeError(f"{APP_ENV}={spec!r}: {target} has no {attr!r}") from None
+    return app
 
 
 def _server_app() -> Starlette:
