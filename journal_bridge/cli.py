@@ -25,10 +25,11 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from journal_bridge.model.errors import JournalBridgeError, RunNotFound
+from journal_bridge.model.shapes import JournalHistoryItem, JournalHistoryPage
 from journal_bridge.projection.overview import message_text
 from journal_bridge.settings import ENV, Settings, SettingsError
 
@@ -96,12 +97,12 @@ def _api_key_from_env() -> str | None:
 # -- history -------------------------------------------------------------------
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
 def _indented(text: str, width: int) -> list[str]:
-    lines = []
+    lines: list[str] = []
     for line in text.splitlines() or [""]:
         wrapped = textwrap.wrap(
             line, width=max(width - len(_INDENT), 20), replace_whitespace=False
@@ -110,7 +111,7 @@ def _indented(text: str, width: int) -> list[str]:
     return lines
 
 
-def format_item(item: dict[str, Any], width: int = 100) -> str:
+def format_item(item: Mapping[str, Any], width: int = 100) -> str:
     """One history item as terminal text: a header line, then the content indented."""
     seq = item.get("seq")
     if item.get("type") == "summary_marker":
@@ -156,7 +157,7 @@ def format_item(item: dict[str, Any], width: int = 100) -> str:
 
 async def _history_from_store(
     store_url: str, thread_id: str, limit: int | None, settings: Settings, run_id: str | None = None
-) -> list[dict[str, Any]] | None:
+) -> list[JournalHistoryItem] | None:
     from journal_bridge.projection.history import history_page
     from journal_bridge.store import create_store
 
@@ -184,7 +185,7 @@ async def _history_from_server(
     prefix: str,
     page_size: int = _PAGE,
     run_id: str | None = None,
-) -> list[dict[str, Any]] | None:
+) -> list[JournalHistoryItem] | None:
     from langgraph_sdk.errors import APIStatusError, NotFoundError
 
     from journal_bridge.client import get_journal_client
@@ -193,7 +194,7 @@ async def _history_from_server(
     async with get_journal_client(
         url=url.rstrip("/"), api_key=api_key, headers=headers, timeout=30, prefix=prefix
     ) as journal:
-        items: list[dict[str, Any]] = []
+        items: list[JournalHistoryItem] = []
         try:
             if not limit:
                 return await journal.history(thread_id, page_size=page_size, run_id=run_id)
@@ -243,10 +244,10 @@ def _page_size(limit: int | None, page_size: int = _PAGE) -> int:
 
 
 async def _collect(
-    fetch: Callable[[int | None], Any], limit: int | None
-) -> list[dict[str, Any]]:
+    fetch: Callable[[int | None], Awaitable[JournalHistoryPage]], limit: int | None
+) -> list[JournalHistoryItem]:
     """Page backwards from the newest item until `limit` items (or the start)."""
-    pages: list[list[dict[str, Any]]] = []
+    pages: list[list[JournalHistoryItem]] = []
     total, before = 0, None
     while True:
         page = await fetch(before)
@@ -259,7 +260,7 @@ async def _collect(
     return items[-limit:] if limit else items
 
 
-def _print_items(items: Iterable[dict[str, Any]], out: TextIO, as_json: bool) -> None:
+def _print_items(items: Iterable[JournalHistoryItem], out: TextIO, as_json: bool) -> None:
     if as_json:
         out.writelines(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
         return
@@ -535,8 +536,9 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"journal-bridge {args.command}: {exc}", file=sys.stderr)
         return 1
+    handler: Callable[[argparse.Namespace, Settings], int] = args.handler
     try:
-        return args.handler(args, settings)
+        return handler(args, settings)
     except _Usage as exc:
         print(f"journal-bridge {args.command}: {exc}", file=sys.stderr)
         return 2

@@ -19,17 +19,30 @@ the SDK's (`langgraph_sdk.errors.NotFoundError` for an unknown thread, ...),
 carrying the journal's `{"detail": ...}`.
 
 Pages and cursors are those of the routes (`journal_bridge.projection.history`): a page
-is the `JournalHistoryPage` schema of `journal_bridge.web.openapi`; `before_seq`
-pages to older items, `after_seq` to newer ones.
+is a `JournalHistoryPage` (the types of `journal_bridge.model.shapes`, each the
+schema of that name in the served OpenAPI document); `before_seq` pages to
+older items, `after_seq` to newer ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias, TypedDict, TypeVar, cast
 from urllib.parse import quote
 
 from journal_bridge.model.errors import InvalidArgument
+from journal_bridge.model.shapes import (
+    JournalHistoryItem,
+    JournalHistoryPage,
+    JournalMarkersPage,
+    JournalRunEvent,
+    JournalRunEventsPage,
+    JournalRunSummary,
+    JournalRunSummaryList,
+    JournalSummaryMarker,
+    JournalThread,
+    JournalThreadList,
+)
 from journal_bridge.settings import Settings, route_prefix
 
 if TYPE_CHECKING:
@@ -44,7 +57,17 @@ __all__ = [
 
 MAX_PAGE = 500
 
-_NOT_GIVEN: Any = object()
+
+class _NotGiven:
+    """`api_key` left out: the SDK reads it from the environment."""
+
+
+_NOT_GIVEN = _NotGiven()
+_Shape = TypeVar("_Shape")
+# What `timeout` may be, as the SDK takes it: seconds, or (connect, read[, write, pool]) seconds.
+_Timeout: TypeAlias = (
+    float | tuple[float | None, float | None] | tuple[float | None, float | None, float | None, float | None] | None
+)
 
 
 def _prefix(prefix: str | None) -> str:
@@ -53,11 +76,12 @@ def _prefix(prefix: str | None) -> str:
     return route_prefix(prefix)
 
 
-_Request = tuple[str, dict[str, Any]]
+_Params = dict[str, str | int]
+_Request = tuple[str, _Params]
 # A paged read: yields the request of each page and is sent the page it got
 # back, from which it works out the next request (or stops). Both clients run
 # the same walks, one blocking and one awaiting each request.
-_Walk = Generator[_Request, dict[str, Any], None]
+_Walk = Generator[_Request, Mapping[str, object], None]
 _Branch = dict[str, str]  # the query parameters naming a branch
 
 
@@ -73,29 +97,29 @@ class _Requests:
 
     def messages(
         self, thread_id: str, limit: int, before_seq: int | None, after_seq: int | None, branch: _Branch | None = None
-    ):
+    ) -> _Request:
         return self.thread(thread_id, "/messages"), _params(
             limit=limit, before_seq=before_seq, after_seq=after_seq, **(branch or {})
         )
 
     def markers(
         self, thread_id: str, limit: int, before_seq: int | None, after_seq: int | None, branch: _Branch | None = None
-    ):
+    ) -> _Request:
         return self.thread(thread_id, "/markers"), _params(
             limit=limit, before_seq=before_seq, after_seq=after_seq, **(branch or {})
         )
 
     def run_events(
         self, thread_id: str, run_id: str, event_types: Iterable[str] | None, after_seq: int | None, limit: int
-    ):
+    ) -> _Request:
         path = self.thread(thread_id, f"/runs/{quote(run_id, safe='')}/events")
         types = ",".join(event_types) if event_types is not None else None
         return path, _params(event_types=types, after_seq=after_seq, limit=limit)
 
-    def runs(self, thread_id: str, run_ids: Iterable[str]):
+    def runs(self, thread_id: str, run_ids: Iterable[str]) -> _Request:
         return self.thread(thread_id, "/runs"), _params(run_ids=",".join(run_ids))
 
-    def threads(self, limit: int, q: str | None):
+    def threads(self, limit: int, q: str | None) -> _Request:
         return f"{self.prefix}/threads", _params(limit=limit, q=q)
 
     def history_pages(
@@ -132,16 +156,17 @@ def _paged(request: Callable[[int | None], _Request], cursor: int | None, next_c
     """The pages from `cursor` on, each asked for at the cursor the page before it names."""
     while True:
         page = yield request(cursor)
-        if not page["has_more"]:
+        following = page[next_cursor]
+        if not page["has_more"] or not isinstance(following, int):
             return
-        cursor = page[next_cursor]
+        cursor = following
 
 
-def _params(**values: Any) -> dict[str, Any]:
+def _params(**values: str | int | None) -> _Params:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def _next_request(walk: _Walk, page: dict[str, Any] | None) -> _Request | None:
+def _next_request(walk: _Walk, page: Mapping[str, object] | None) -> _Request | None:
     """The walk's request after `page` (its first without one); None once it is done."""
     try:
         return next(walk) if page is None else walk.send(page)
@@ -154,7 +179,7 @@ def _branch(run_id: str | None, checkpoint_id: str | None) -> _Branch:
     as of `checkpoint_id`, or (neither) the thread's current one."""
     if run_id is not None and checkpoint_id is not None:
         raise InvalidArgument("run_id and checkpoint_id: give at most one")
-    return _params(run_id=run_id, checkpoint_id=checkpoint_id)
+    return {name: value for name, value in (("run_id", run_id), ("checkpoint_id", checkpoint_id)) if value is not None}
 
 
 def _check_cursors(before_seq: int | None, after_seq: int | None) -> None:
@@ -179,16 +204,17 @@ class JournalClient:
     async def aclose(self) -> None:
         await self.sdk.aclose()
 
-    async def _get(self, request: _Request) -> Any:
+    async def _get(self, request: _Request, shape: type[_Shape]) -> _Shape:
+        """The answer to `request`: the JSON of the schema `shape` is named for (the server's word)."""
         path, params = request
-        return await self._http.get(path, params=params)
+        return cast(_Shape, await self._http.get(path, params=params))
 
-    async def _walk(self, walk: _Walk) -> AsyncIterator[dict[str, Any]]:
+    async def _walk(self, walk: _Walk, shape: type[_Shape]) -> AsyncIterator[_Shape]:
         request = _next_request(walk, None)
         while request is not None:
-            page = await self._get(request)
+            page = await self._get(request, shape)
             yield page
-            request = _next_request(walk, page)
+            request = _next_request(walk, cast(Mapping[str, object], page))
 
     async def page(
         self,
@@ -199,7 +225,7 @@ class JournalClient:
         after_seq: int | None = None,
         run_id: str | None = None,
         checkpoint_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> JournalHistoryPage:
         """One page of messages and markers; no cursor gives the newest `limit` items.
 
         Of the thread's current branch; `run_id` reads the branch that ends with
@@ -207,11 +233,11 @@ class JournalClient:
         the history takes both)."""
         _check_cursors(before_seq, after_seq)
         branch = _branch(run_id, checkpoint_id)
-        return await self._get(self._requests.messages(thread_id, limit, before_seq, after_seq, branch))
+        return await self._get(self._requests.messages(thread_id, limit, before_seq, after_seq, branch), JournalHistoryPage)
 
     async def newest(
         self, thread_id: str, *, limit: int = 50, run_id: str | None = None, checkpoint_id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> JournalHistoryPage:
         """The newest `limit` items (a page; `next_before_seq` continues to older ones)."""
         return await self.page(thread_id, limit=limit, run_id=run_id, checkpoint_id=checkpoint_id)
 
@@ -225,12 +251,12 @@ class JournalClient:
         newest_first: bool = False,
         run_id: str | None = None,
         checkpoint_id: str | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[JournalHistoryPage]:
         """Pages in turn: oldest first from `after_seq` (default the start), or with
         `newest_first` from the newest item (or `before_seq`) back to the oldest."""
         branch = _branch(run_id, checkpoint_id)
         walk = self._requests.history_pages(thread_id, page_size, before_seq, after_seq, newest_first, branch)
-        async for page in self._walk(walk):
+        async for page in self._walk(walk, JournalHistoryPage):
             yield page
 
     async def iter_history(
@@ -241,7 +267,7 @@ class JournalClient:
         page_size: int = MAX_PAGE,
         run_id: str | None = None,
         checkpoint_id: str | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[JournalHistoryItem]:
         """Every item after `after_seq` (default: all), oldest first, markers inline."""
         async for page in self.pages(
             thread_id, page_size=page_size, after_seq=after_seq, run_id=run_id, checkpoint_id=checkpoint_id
@@ -256,17 +282,17 @@ class JournalClient:
         page_size: int = MAX_PAGE,
         run_id: str | None = None,
         checkpoint_id: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[JournalHistoryItem]:
         """The whole history, oldest first."""
         items = self.iter_history(thread_id, page_size=page_size, run_id=run_id, checkpoint_id=checkpoint_id)
         return [item async for item in items]
 
     async def markers(
         self, thread_id: str, *, run_id: str | None = None, checkpoint_id: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JournalSummaryMarker]:
         """Every summary marker of the thread's branch, oldest first."""
         walk = self._requests.marker_pages(thread_id, _branch(run_id, checkpoint_id))
-        return [marker async for page in self._walk(walk) for marker in page["data"]]
+        return [marker async for page in self._walk(walk, JournalMarkersPage) for marker in page["data"]]
 
     async def run_events(
         self,
@@ -276,26 +302,26 @@ class JournalClient:
         event_types: Iterable[str] | None = None,
         after_seq: int | None = None,
         limit: int = MAX_PAGE,
-    ) -> dict[str, Any]:
+    ) -> JournalRunEventsPage:
         """A page of a run's raw records: `{"data", "has_more", "next_after_seq"}`."""
-        return await self._get(self._requests.run_events(thread_id, run_id, event_types, after_seq, limit))
+        return await self._get(self._requests.run_events(thread_id, run_id, event_types, after_seq, limit), JournalRunEventsPage)
 
     async def iter_run_events(
         self, thread_id: str, run_id: str, *, event_types: Iterable[str] | None = None
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[JournalRunEvent]:
         """All of a run's raw records, ascending seq."""
         types = list(event_types) if event_types is not None else None
-        async for page in self._walk(self._requests.run_event_pages(thread_id, run_id, types)):
+        async for page in self._walk(self._requests.run_event_pages(thread_id, run_id, types), JournalRunEventsPage):
             for record in page["data"]:
                 yield record
 
-    async def runs(self, thread_id: str, run_ids: Iterable[str]) -> list[dict[str, Any]]:
+    async def runs(self, thread_id: str, run_ids: Iterable[str]) -> list[JournalRunSummary]:
         """Status, start, end, duration and error of each run."""
-        return (await self._get(self._requests.runs(thread_id, run_ids)))["data"]
+        return (await self._get(self._requests.runs(thread_id, run_ids), JournalRunSummaryList))["data"]
 
-    async def threads(self, *, limit: int = 50, q: str | None = None) -> list[dict[str, Any]]:
+    async def threads(self, *, limit: int = 50, q: str | None = None) -> list[JournalThread]:
         """Recently journaled threads (with title and counts); `q` searches their messages."""
-        return (await self._get(self._requests.threads(limit, q)))["data"]
+        return (await self._get(self._requests.threads(limit, q), JournalThreadList))["data"]
 
 
 class SyncJournalClient:
@@ -315,16 +341,16 @@ class SyncJournalClient:
     def close(self) -> None:
         self.sdk.close()
 
-    def _get(self, request: _Request) -> Any:
+    def _get(self, request: _Request, shape: type[_Shape]) -> _Shape:
         path, params = request
-        return self._http.get(path, params=params)
+        return cast(_Shape, self._http.get(path, params=params))
 
-    def _walk(self, walk: _Walk) -> Iterator[dict[str, Any]]:
+    def _walk(self, walk: _Walk, shape: type[_Shape]) -> Iterator[_Shape]:
         request = _next_request(walk, None)
         while request is not None:
-            page = self._get(request)
+            page = self._get(request, shape)
             yield page
-            request = _next_request(walk, page)
+            request = _next_request(walk, cast(Mapping[str, object], page))
 
     def page(
         self,
@@ -335,14 +361,14 @@ class SyncJournalClient:
         after_seq: int | None = None,
         run_id: str | None = None,
         checkpoint_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> JournalHistoryPage:
         _check_cursors(before_seq, after_seq)
         branch = _branch(run_id, checkpoint_id)
-        return self._get(self._requests.messages(thread_id, limit, before_seq, after_seq, branch))
+        return self._get(self._requests.messages(thread_id, limit, before_seq, after_seq, branch), JournalHistoryPage)
 
     def newest(
         self, thread_id: str, *, limit: int = 50, run_id: str | None = None, checkpoint_id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> JournalHistoryPage:
         return self.page(thread_id, limit=limit, run_id=run_id, checkpoint_id=checkpoint_id)
 
     def pages(
@@ -355,10 +381,11 @@ class SyncJournalClient:
         newest_first: bool = False,
         run_id: str | None = None,
         checkpoint_id: str | None = None,
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[JournalHistoryPage]:
         branch = _branch(run_id, checkpoint_id)
         yield from self._walk(
-            self._requests.history_pages(thread_id, page_size, before_seq, after_seq, newest_first, branch)
+            self._requests.history_pages(thread_id, page_size, before_seq, after_seq, newest_first, branch),
+            JournalHistoryPage,
         )
 
     def iter_history(
@@ -369,7 +396,7 @@ class SyncJournalClient:
         page_size: int = MAX_PAGE,
         run_id: str | None = None,
         checkpoint_id: str | None = None,
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[JournalHistoryItem]:
         for page in self.pages(
             thread_id, page_size=page_size, after_seq=after_seq, run_id=run_id, checkpoint_id=checkpoint_id
         ):
@@ -382,14 +409,14 @@ class SyncJournalClient:
         page_size: int = MAX_PAGE,
         run_id: str | None = None,
         checkpoint_id: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[JournalHistoryItem]:
         return list(self.iter_history(thread_id, page_size=page_size, run_id=run_id, checkpoint_id=checkpoint_id))
 
     def markers(
         self, thread_id: str, *, run_id: str | None = None, checkpoint_id: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JournalSummaryMarker]:
         walk = self._requests.marker_pages(thread_id, _branch(run_id, checkpoint_id))
-        return [marker for page in self._walk(walk) for marker in page["data"]]
+        return [marker for page in self._walk(walk, JournalMarkersPage) for marker in page["data"]]
 
     def run_events(
         self,
@@ -399,26 +426,34 @@ class SyncJournalClient:
         event_types: Iterable[str] | None = None,
         after_seq: int | None = None,
         limit: int = MAX_PAGE,
-    ) -> dict[str, Any]:
-        return self._get(self._requests.run_events(thread_id, run_id, event_types, after_seq, limit))
+    ) -> JournalRunEventsPage:
+        return self._get(self._requests.run_events(thread_id, run_id, event_types, after_seq, limit), JournalRunEventsPage)
 
     def iter_run_events(
         self, thread_id: str, run_id: str, *, event_types: Iterable[str] | None = None
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[JournalRunEvent]:
         types = list(event_types) if event_types is not None else None
-        for page in self._walk(self._requests.run_event_pages(thread_id, run_id, types)):
+        for page in self._walk(self._requests.run_event_pages(thread_id, run_id, types), JournalRunEventsPage):
             yield from page["data"]
 
-    def runs(self, thread_id: str, run_ids: Iterable[str]) -> list[dict[str, Any]]:
-        return self._get(self._requests.runs(thread_id, run_ids))["data"]
+    def runs(self, thread_id: str, run_ids: Iterable[str]) -> list[JournalRunSummary]:
+        return self._get(self._requests.runs(thread_id, run_ids), JournalRunSummaryList)["data"]
 
-    def threads(self, *, limit: int = 50, q: str | None = None) -> list[dict[str, Any]]:
-        return self._get(self._requests.threads(limit, q))["data"]
+    def threads(self, *, limit: int = 50, q: str | None = None) -> list[JournalThread]:
+        return self._get(self._requests.threads(limit, q), JournalThreadList)["data"]
 
 
-def _sdk_arguments(api_key: Any, headers: Mapping[str, str] | None, timeout: Any) -> dict[str, Any]:
-    arguments: dict[str, Any] = {"headers": headers, "timeout": timeout}
-    if api_key is not _NOT_GIVEN:
+class _SdkArguments(TypedDict, total=False):
+    headers: Mapping[str, str] | None
+    timeout: _Timeout
+    api_key: str | None
+
+
+def _sdk_arguments(
+    api_key: str | None | _NotGiven, headers: Mapping[str, str] | None, timeout: _Timeout
+) -> _SdkArguments:
+    arguments: _SdkArguments = {"headers": headers, "timeout": timeout}
+    if not isinstance(api_key, _NotGiven):
         arguments["api_key"] = api_key
     return arguments
 
@@ -426,9 +461,9 @@ def _sdk_arguments(api_key: Any, headers: Mapping[str, str] | None, timeout: Any
 def get_journal_client(
     *,
     url: str | None = None,
-    api_key: str | None = _NOT_GIVEN,
+    api_key: str | None | _NotGiven = _NOT_GIVEN,
     headers: Mapping[str, str] | None = None,
-    timeout: Any = None,
+    timeout: _Timeout = None,
     prefix: str | None = None,
 ) -> JournalClient:
     """An async journal client built by `langgraph_sdk.get_client` with these arguments.
@@ -444,9 +479,9 @@ def get_journal_client(
 def get_sync_journal_client(
     *,
     url: str | None = None,
-    api_key: str | None = _NOT_GIVEN,
+    api_key: str | None | _NotGiven = _NOT_GIVEN,
     headers: Mapping[str, str] | None = None,
-    timeout: Any = None,
+    timeout: _Timeout = None,
     prefix: str | None = None,
 ) -> SyncJournalClient:
     """A blocking journal client built by `langgraph_sdk.get_sync_client` with these arguments."""

@@ -29,7 +29,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -44,6 +44,7 @@ from journal_bridge.mapping.client_join import ClientJoin
 from journal_bridge.mapping.client_stream import ClientStream
 from journal_bridge.mapping.owners import OWNERS
 from journal_bridge.mapping.reader import RunSource
+from journal_bridge.model.shapes import JournalHealth
 from journal_bridge.capture.reconcile import Reconciler
 from journal_bridge.capture.run_requests import RunPlan
 from journal_bridge.capture.thread_life import ThreadLifeMiddleware
@@ -260,7 +261,7 @@ class Journal:
         if owner is not None and supports(self.store, "fill_owner"):
             await self.store.fill_owner(copy_id, owner)
 
-    async def state_forked(self, thread_id: str, checkpoint: dict[str, Any], result: Any) -> None:
+    async def state_forked(self, thread_id: str, checkpoint: dict[str, object], result: object) -> None:
         """A state update from an earlier checkpoint: the thread's branch moved there."""
         assert self.bridge is not None
         await self.bridge.state_forked(thread_id, checkpoint, result)
@@ -272,7 +273,7 @@ class Journal:
         if plan.changed:
             self.frames_released += retained_frames.release_run_frames(thread_id, run_id, modes=plan.journal_modes)
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> JournalHealth:
         report: dict[str, Any] = {"enabled": True, "store_url": redact_url(self.store_url)}
         if self.bridge is not None:
             report.update(self.bridge.health())
@@ -281,7 +282,9 @@ class Journal:
         report["unplanned_requests"] = self.unplanned_requests
         if self.reconciler is not None:
             report["reconciler"] = self.reconciler.report()
-        return report
+        # The queue's and the bridge's counters, each one `JournalHealth` lists
+        # (tests/unit/test_shapes.py checks a report against the schema).
+        return cast(JournalHealth, report)
 
 
 class _ReleasedWhenHeld:
@@ -441,7 +444,7 @@ def _describe_in_fastapi_openapi(app: Starlette, routes: list[BaseRoute]) -> Non
     if not callable(openapi):
         return
 
-    def with_journal_paths() -> dict[str, Any]:
+    def with_journal_paths() -> dict[str, object]:
         spec = openapi()
         paths = spec.setdefault("paths", {})
         for path, operations in document(routes)["paths"].items():
@@ -466,9 +469,10 @@ def _load_app(spec: str) -> Starlette:
     else:
         module = importlib.import_module(target)
     try:
-        return getattr(module, attr)
+        app: Starlette = getattr(module, attr)  # the user's app, as the setting names it
     except AttributeError:
         raise AttributeError(f"{APP_ENV}={spec!r}: {target} has no {attr!r}") from None
+    return app
 
 
 def _server_app() -> Starlette:

@@ -127,7 +127,7 @@ class TeeWriter:
         self.setting = capture if isinstance(capture, CaptureSetting) else CaptureSetting.parse(capture)
         self.bridge = Bridge(
             None if isinstance(store, str) else store,
-            lambda: self.client,
+            self._sdk,
             spool=spool,
             queue_size=0,
             max_backoff=max_backoff,
@@ -149,6 +149,12 @@ class TeeWriter:
             self._opener = asyncio.create_task(self._open(self._url), name="journal-tee-open-store")
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._opener), timeout=open_timeout)
+
+    def _sdk(self) -> SdkClient:
+        """The client a run not read to its end is joined through."""
+        if self.client is None:
+            raise ValueError("client: a run whose stream was not read to its end is joined through it; none was given")
+        return self.client
 
     async def _open(self, url: str) -> None:
         def unavailable(exc: StoreUnavailable) -> None:
@@ -205,13 +211,13 @@ class TeeWriter:
                 await self.delivery.store.close()
             self.delivery.store = None
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         """The bridge's health (`journal_bridge.delivery.health.assess`: `status`, `reason`, counters)."""
         report = {k: v for k, v in self.bridge.health().items() if k not in _VERDICT}
         report["runs_partial"] = self.runs_partial
         return {**assess(report), **report}
 
-    def _keep_reading(self, stream: Any, run: _RunTee) -> None:
+    def _keep_reading(self, stream: object, run: _RunTee) -> None:
         task = asyncio.create_task(run.read_rest(stream), name=f"journal-tee-rest-{run.run_id}")
         self._readers.add(task)
         task.add_done_callback(self._readers.discard)
@@ -285,7 +291,7 @@ class _RunTee:
                 await stream.aclose()
 
 
-def _planned(value: Any, setting: CaptureSetting) -> tuple[Any, Capture | None]:
+def _planned(value: object, setting: CaptureSetting) -> tuple[object, Capture | None]:
     """The `stream_mode` to send and the capture; no capture for a value the server rejects."""
     asked = requested_modes(value)
     if asked is None or not set(asked) <= run_stream_modes():
@@ -299,7 +305,7 @@ async def tee_stream(
     writer: TeeWriter,
     thread_id: str | None,
     assistant_id: str,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> AsyncIterator[Any]:
     """`runs.stream(thread_id, assistant_id, **kwargs)`, journaled through `writer`.
 
@@ -356,7 +362,7 @@ async def tee_stream(
 class _JournalingRuns:
     """`client.runs` with `stream` journaled; every other attribute is the original."""
 
-    def __init__(self, runs: Any, writer: TeeWriter) -> None:
+    def __init__(self, runs: object, writer: TeeWriter) -> None:
         self._runs = runs
         self._writer = writer
 
@@ -412,7 +418,7 @@ class JournalingClient:
     async def drain(self, timeout: float | None = None) -> bool:
         return await self.writer.drain(timeout)
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         return self.writer.health()
 
     def __getattr__(self, name: str) -> Any:

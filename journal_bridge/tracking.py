@@ -70,7 +70,7 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
 
     def before_model(  # type: ignore[override]
         self, state: Any, runtime: Runtime[Any], config: RunnableConfig
-    ) -> dict[str, Any] | None:
+    ) -> dict[str, object] | None:
         # `create_agent` injects `config` based on this (sync) signature, for both hooks.
         call = self._for_call(config)
         if call is None:
@@ -85,7 +85,7 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
 
     async def abefore_model(  # type: ignore[override]
         self, state: Any, runtime: Runtime[Any], config: RunnableConfig
-    ) -> dict[str, Any] | None:
+    ) -> dict[str, object] | None:
         call = self._for_call(config)
         if call is None:
             return None
@@ -97,12 +97,12 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
             runtime.stream_writer(payload)
         return update
 
-    def _start(self, state: Any) -> list[Any]:
+    def _start(self, state: Any) -> list[object]:
         """The messages before this call's compaction; forgets any summary of an earlier call."""
         self._summary_text = None
         return list(state["messages"])
 
-    def _announcement(self, messages: list[Any], update: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _announcement(self, messages: list[Any], update: dict[str, object] | None) -> dict[str, object] | None:
         """The `summarization` payload of the compaction `update` made of `messages`, if it made one."""
         return None if update is None else self._compaction_payload(messages, update)
 
@@ -136,7 +136,7 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
         self,
         messages: Sequence[AnyMessage],
         update: Mapping[str, Any],
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         new_messages: list[BaseMessage] = list(update["messages"])
         if not (
             new_messages
@@ -187,7 +187,7 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
 
     def _fired_trigger(
         self, messages: list[AnyMessage], total_tokens: int
-    ) -> dict[str, Any] | None:
+    ) -> dict[str, object] | None:
         """The first trigger clause that holds, in the payload's `{type, value}` form."""
         for clause in self._trigger_clauses:
             probe = copy.copy(self)
@@ -197,7 +197,7 @@ class TrackingSummarizationMiddleware(SummarizationMiddleware):
         return None
 
 
-def _describe_clause(clause: Mapping[str, Any]) -> dict[str, Any]:
+def _describe_clause(clause: Mapping[str, object]) -> dict[str, object]:
     conditions = [{"type": kind, "value": value} for kind, value in clause.items()]
     if len(conditions) == 1:
         return conditions[0]

@@ -42,7 +42,7 @@ Limits, reported per thread rather than hidden:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -58,6 +58,7 @@ from journal_bridge.model.envelope import (
     TRACE,
     RunEvent,
     make_event,
+    stored_seq,
 )
 from journal_bridge.projection.history import ORDER_EVENT, ORDER_RUN_ID, anchor_of
 from journal_bridge.mapping.compactions import summary_text
@@ -139,18 +140,18 @@ def _is_summary(message: dict[str, Any]) -> bool:
     return records.is_summary_message(message)
 
 
-def _messages(state: dict[str, Any]) -> list[dict[str, Any]]:
+def _messages(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     values = state.get("values")
     messages = values.get("messages") if isinstance(values, dict) else None
     return [m for m in messages or [] if isinstance(m, dict)]
 
 
-def _checkpoint_id(state: dict[str, Any]) -> str | None:
+def _checkpoint_id(state: Mapping[str, Any]) -> str | None:
     checkpoint = state.get("checkpoint") or {}
     return checkpoint.get("checkpoint_id") or state.get("checkpoint_id")
 
 
-def _writer_node(previous: dict[str, Any] | None) -> str | None:
+def _writer_node(previous: Mapping[str, Any] | None) -> str | None:
     """The node that produced a checkpoint: the one task its parent had pending."""
     if previous is None:
         return None
@@ -161,9 +162,9 @@ def _writer_node(previous: dict[str, Any] | None) -> str | None:
 
 async def read_history(
     client: SdkClient, thread_id: str, *, page_size: int = _PAGE
-) -> list[dict[str, Any]]:
+) -> list[Mapping[str, Any]]:
     """The thread's root checkpoints, oldest first, every page of them."""
-    states: list[dict[str, Any]] = []
+    states: list[Mapping[str, Any]] = []
     before: Any = None
     while True:
         page = await client.threads.get_history(thread_id, limit=page_size, before=before)
@@ -179,11 +180,11 @@ async def read_history(
     return states
 
 
-def _current_branch(states: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _current_branch(states: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Of a thread's checkpoints (newest first, every branch), those of the branch the
     newest is on, newest first: a backfill rebuilds the conversation the thread is in."""
     by_id = {_checkpoint_id(state): state for state in states}
-    chain: list[dict[str, Any]] = []
+    chain: list[Mapping[str, Any]] = []
     state = states[0] if states else None
     while state is not None:
         chain.append(state)
@@ -202,9 +203,9 @@ class _Reconstruction:
         # (kind, identity) per record, for the already-journaled check.
         self.identities: list[tuple[str, str]] = []
 
-    def walk(self, states: list[dict[str, Any]]) -> None:
+    def walk(self, states: list[Mapping[str, Any]]) -> None:
         seen: set[str] = set()
-        previous: dict[str, Any] | None = None
+        previous: Mapping[str, Any] | None = None
         previous_ids: list[str] = []
         for state in states:
             messages = _messages(state)
@@ -222,7 +223,7 @@ class _Reconstruction:
                     self._message(message, state, previous)
             previous, previous_ids = state, ids
 
-    def _metadata(self, state: dict[str, Any], node: str | None) -> dict[str, Any]:
+    def _metadata(self, state: Mapping[str, Any], node: str | None) -> dict[str, Any]:
         metadata = state.get("metadata") or {}
         return {
             "source": BACKFILL_SOURCE,
@@ -231,10 +232,10 @@ class _Reconstruction:
             "langgraph_node": node,
         }
 
-    def _run_id(self, state: dict[str, Any]) -> str:
+    def _run_id(self, state: Mapping[str, Any]) -> str:
         return str((state.get("metadata") or {}).get("run_id") or BACKFILL_SOURCE)
 
-    def _message(self, message: dict[str, Any], state: dict[str, Any], previous: dict[str, Any] | None) -> None:
+    def _message(self, message: dict[str, Any], state: Mapping[str, Any], previous: Mapping[str, Any] | None) -> None:
         event_type = _EVENT_TYPES.get(str(message.get("type")))
         if event_type is None:
             return
@@ -262,8 +263,8 @@ class _Reconstruction:
     def _marker(
         self,
         summary: dict[str, Any],
-        state: dict[str, Any],
-        previous: dict[str, Any] | None,
+        state: Mapping[str, Any],
+        previous: Mapping[str, Any] | None,
         previous_ids: list[str],
         present: set[str],
     ) -> None:
@@ -331,7 +332,7 @@ async def _journaled_identities(store: RunEventStore, thread_id: str) -> dict[tu
             content = record.content
             if not isinstance(content, dict):
                 continue
-            position = anchor_of(record) or record.seq
+            position = anchor_of(record) or stored_seq(record)
             if record.category == MESSAGE and content.get("id"):
                 found.setdefault(("message", str(content["id"])), position)
             elif record.event_type == MIDDLEWARE_SUMMARIZE:
@@ -340,10 +341,10 @@ async def _journaled_identities(store: RunEventStore, thread_id: str) -> dict[tu
                     found.setdefault(("marker", str(summary_id)), position)
         if len(page) < 500:
             return found
-        after = page[-1].seq
+        after = stored_seq(page[-1])
 
 
-def _completeness(states: list[dict[str, Any]], result: ThreadBackfill, since_checkpoint: str | None) -> None:
+def _completeness(states: list[Mapping[str, Any]], result: ThreadBackfill, since_checkpoint: str | None) -> None:
     oldest = states[0]
     messages = _messages(oldest)
     truncated = since_checkpoint is not None or oldest.get("parent_checkpoint") is not None
@@ -445,7 +446,7 @@ async def backfill_thread(
         result.written += len(added)
         result.already_present += len(stored) - len(added)
         last_seq = max([last_seq, *(r.seq for r in added)])
-        displaced.update({str(r.seq): anchor_of(r) for r in added if anchor_of(r) is not None})
+        displaced.update({str(r.seq): anchor for r in added if (anchor := anchor_of(r)) is not None})
     if displaced:
         await store.put_batch([make_event(
             thread_id=thread_id, run_id=ORDER_RUN_ID, event_type=ORDER_EVENT, category=TRACE,

@@ -58,10 +58,10 @@ import logging
 import os
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph_sdk.errors import NotFoundError
 
@@ -76,6 +76,9 @@ from journal_bridge.mapping.reader import RunSource
 from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
 from journal_bridge.model.timestamps import parse_time
 from journal_bridge.store import RunEventStore
+
+if TYPE_CHECKING:
+    from langgraph_sdk.schema import RunSelectField
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +96,7 @@ _JOURNALED_MARKS = (RUN_START, RUN_END, RUN_ERROR)
 _ACTIVE = {"pending", "running"}
 # What a listing asks of each run: enough to tell a new one. A new run is then
 # read whole (its input among it), once.
-_LISTED = ["run_id", "status", "created_at"]
+_LISTED: list[RunSelectField] = ["run_id", "status", "created_at"]
 _MAX_DECIDED = 100_000
 # Runs whose discovery time is kept, and reports kept for the summary: the
 # newest ones. The counters (`stats`) count every run.
@@ -122,7 +125,7 @@ def default_cursor_path(store_url: str) -> Path:
 
 async def threads_updated_since(
     threads_api: Any, floor: datetime | None, page_size: int, select: list[str]
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The threads updated at or after `floor` (all of them without one), newest first,
     read page by page from `threads.search` until the pages get older than `floor`."""
     threads: list[dict[str, Any]] = []
@@ -149,7 +152,7 @@ class _CountingRuns:
     def join_stream(self, thread_id: str, run_id: str, **kwargs: Any) -> Any:
         return self._count(self._runs.join_stream(thread_id, run_id, **kwargs), str(run_id))
 
-    async def _count(self, stream: Any, run_id: str) -> Any:
+    async def _count(self, stream: Any, run_id: str) -> object:
         async for part in stream:
             self._counts[run_id] += 1
             yield part
@@ -286,14 +289,14 @@ class Follower:
         self.stats["polls"] += 1
         return found
 
-    async def _changed_threads(self) -> list[dict[str, Any]]:
+    async def _changed_threads(self) -> list[dict[str, object]]:
         floor = self._since - self.overlap if self._since is not None else None
         return await threads_updated_since(
             self.client.threads, floor, self.page_size, ["thread_id", "updated_at", "status"]
         )
 
     async def _discover_runs(self, thread_id: str) -> int:
-        runs: list[dict[str, Any]] = []
+        runs: list[Mapping[str, Any]] = []
         offset = 0
         while True:
             page = await self.client.runs.list(thread_id, limit=self.page_size, offset=offset, select=_LISTED)
@@ -348,7 +351,7 @@ class Follower:
             return set()
         return {m.event_type for m in marks}
 
-    def _decide(self, thread_id: str, run: dict[str, Any]) -> None:
+    def _decide(self, thread_id: str, run: Mapping[str, Any]) -> None:
         run_id = str(run["run_id"])
         kwargs = run.get("kwargs") or {}
         modes = requested_modes(kwargs.get("stream_mode")) or []
@@ -415,7 +418,7 @@ class Follower:
             self._decided.popitem(last=False)
         await self._save_cursor()
 
-    def _cursor(self) -> dict[str, Any]:
+    def _cursor(self) -> dict[str, object]:
         # Finished but not confirmed stored counts as in flight: a restart journals it again.
         inflight = {**self._finished, **self._inflight}
         return {
@@ -444,7 +447,7 @@ class Follower:
 
     # -- reporting -------------------------------------------------------------
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         """The bridge's health (`status`, `reason`, backlog, counters) and the follower's own
         counts; while the server cannot be polled, `unavailable` with the poll's error."""
         health = {
@@ -459,7 +462,7 @@ class Follower:
             health["reason"] = f"the server cannot be polled: {self._poll_error}"
         return health
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         health = self.health()
         return {
             "status": health["status"],
@@ -502,12 +505,12 @@ def run_follower(
     once: bool,
     from_now: bool = False,
     spool_dir: Path | None = None,
-    store_options: dict[str, Any] | None = None,
+    store_options: dict[str, object] | None = None,
 ) -> dict[str, Any]:
     """The CLI's entry: follow until SIGINT/SIGTERM (or one pass); the summary."""
     from journal_bridge.store import create_store
 
-    async def main() -> dict[str, Any]:
+    async def main() -> dict[str, object]:
         async with create_store(store_url, **(store_options or {})) as store:
             follower = Follower(
                 client_factory(), store, cursor_path=cursor_path, interval=interval,

@@ -27,6 +27,7 @@ Everything else passes through untouched.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import re
 from collections import OrderedDict
@@ -446,7 +447,7 @@ class _CreatedRunSend(_FilteredSend):
                 run_id = str(run["run_id"])
                 self.known[run_id] = plan
                 self.remember(run_id, plan)
-                self._hand_over(lambda r=run_id, p=plan, t=str(run["thread_id"]): self.sink.join(t, r, p), run_id)
+                self._hand_over(functools.partial(self.sink.join, str(run["thread_id"]), run_id, plan), run_id)
 
     def finish(self) -> None:
         """The response is over: the journal's reader of a streamed run learns whether its client saw it all.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -47,7 +48,7 @@ PROTOCOL_V2_CAPTURE = Capture("state", ("values", "custom"), ())
 """How the journal reads a protocol v2 run: from modes the server already gives it."""
 
 
-def command_plan(params: Any) -> RunPlan:
+def command_plan(params: object) -> RunPlan:
     """The plan of a run created by a protocol v2 command with these `params`."""
     params = params if isinstance(params, dict) else {}
     return RunPlan(
@@ -63,7 +64,7 @@ def command_plan(params: Any) -> RunPlan:
     )
 
 
-def _command(raw: bytes | str | None) -> tuple[Any, dict[str, Any]] | None:
+def _command(raw: bytes | str | None) -> tuple[object, dict[str, object]] | None:
     """`(id, params)` of a run-creating command, or None for anything else."""
     if not raw:
         return None
@@ -77,7 +78,7 @@ def _command(raw: bytes | str | None) -> tuple[Any, dict[str, Any]] | None:
     return payload.get("id"), params if isinstance(params, dict) else {}
 
 
-def _run_id(raw: bytes | str | None, command_id: Any) -> str | None:
+def _run_id(raw: bytes | str | None, command_id: object) -> str | None:
     """The run a command's success answer names, if `raw` is that answer."""
     if not raw:
         return None
@@ -95,7 +96,7 @@ def _run_id(raw: bytes | str | None, command_id: Any) -> str | None:
 class CommandObserverMiddleware:
     """See the module docstring. `sink_for(scope)` returns where runs go, or None to stay out."""
 
-    def __init__(self, app: ASGIApp, sink_for: Any) -> None:
+    def __init__(self, app: ASGIApp, sink_for: Callable[[Scope], RunSink | None]) -> None:
         self.app = app
         self._sink_for = sink_for
 
@@ -168,7 +169,7 @@ class CommandObserverMiddleware:
         await self.app(scope, watch_receive, watch_send)
 
 
-def _hand_over(sink: RunSink, thread_id: str, run_id: str | None, params: dict[str, Any]) -> None:
+def _hand_over(sink: RunSink, thread_id: str, run_id: str | None, params: dict[str, object]) -> None:
     if run_id is None:
         return
     try:

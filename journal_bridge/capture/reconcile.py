@@ -51,10 +51,10 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph_sdk.errors import NotFoundError
 
@@ -70,6 +70,9 @@ from journal_bridge.mapping.reader import RunSource
 from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
 from journal_bridge.model.timestamps import parse_time
 from journal_bridge.store import RunEventStore
+
+if TYPE_CHECKING:
+    from langgraph_sdk.schema import RunSelectField
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +91,7 @@ _MAX_REMEMBERED = 10_000
 _FIRST_PAGE = 5
 # What a listing asks of each run: what it takes to tell a new run. The whole
 # run, its input among it, is read only for a run the bridge was not handed.
-_LISTED = ["run_id", "status", "created_at"]
+_LISTED: list[RunSelectField] = ["run_id", "status", "created_at"]
 # Every this many passes, the journal's newest threads are checked against the server.
 _SWEEP_EVERY = 10
 _SWEEP_THREADS = 500
@@ -249,7 +252,7 @@ class Reconciler:
         """Decide on the thread's new runs; False while one of them is still the bridge's to read."""
         self.stats["threads_listed"] += 1
         decided = True
-        runs: list[dict[str, Any]] = []
+        runs: list[Mapping[str, Any]] = []
         # Runs come newest first, and every run older than a settled one was decided
         # by an earlier pass (or waits in `_waiting`): paging stops at the first
         # settled run. A thread changed since the last pass mostly has one new run,
@@ -309,7 +312,7 @@ class Reconciler:
             self.stats["runs_taken_over"] += 1
             await self._decide_claimed(thread_id, run, taken_over=True)
 
-    async def _read_claimed(self, thread_id: str, run_id: str) -> dict[str, Any] | None:
+    async def _read_claimed(self, thread_id: str, run_id: str) -> Mapping[str, Any] | None:
         """The whole run, whose claim this process just took; None (the claim given up)
         when it was deleted since it was listed. Any other failure gives the claim up
         and fails the pass, as a failed listing does."""
@@ -322,7 +325,7 @@ class Reconciler:
             await self.bridge.release(run_id)
             raise
 
-    async def _decide_claimed(self, thread_id: str, run: dict[str, Any], *, taken_over: bool) -> None:
+    async def _decide_claimed(self, thread_id: str, run: Mapping[str, Any], *, taken_over: bool) -> None:
         """Decide on a run whose claim this process holds; the claim goes with the
         run to the bridge when it is joined, else it is given up here. A run
         `taken_over` from another process was read there until it let go (or died)."""
@@ -333,7 +336,7 @@ class Reconciler:
             if not self.bridge.following(thread_id, run_id):
                 await self.bridge.release(run_id)
 
-    async def _decide_run(self, thread_id: str, run: dict[str, Any], *, taken_over: bool) -> None:
+    async def _decide_run(self, thread_id: str, run: Mapping[str, Any], *, taken_over: bool) -> None:
         run_id = str(run["run_id"])
         kwargs = run.get("kwargs") or {}
         if run.get("status") in _ACTIVE:

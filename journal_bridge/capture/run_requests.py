@@ -65,7 +65,7 @@ class RunPlan:
         return None if self.forced_resumable else frozenset(self.capture.added)
 
 
-def requested_checkpoint(payload: Any) -> dict[str, Any] | None:
+def requested_checkpoint(payload: object) -> dict[str, object] | None:
     """The checkpoint a run or a state update goes on from, when its request names one."""
     if not isinstance(payload, Mapping):
         return None
@@ -91,7 +91,7 @@ def run_creating_kind(method: str, path: str) -> tuple[str, bool] | None:
     return sys.intern((match.group("kind") or "").strip("/") or "create"), stateless
 
 
-def _client_modes(payload: Mapping[str, Any]) -> tuple[str, ...] | None:
+def _client_modes(payload: Mapping[str, object]) -> tuple[str, ...] | None:
     """The modes as the server will store them, or None if the plugin cannot be sure."""
     if "stream_mode" not in payload:
         return _DEFAULT_MODES
@@ -110,7 +110,7 @@ def _shared(modes: tuple[str, ...]) -> tuple[str, ...]:
     return modes
 
 
-def _plan_one(payload: Any, kind: str, stateless: bool, setting: CaptureSetting) -> RunPlan | None:
+def _plan_one(payload: object, kind: str, stateless: bool, setting: CaptureSetting) -> RunPlan | None:
     if not isinstance(payload, dict):
         return None
     modes = _client_modes(payload)

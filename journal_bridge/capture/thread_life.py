@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import orjson
@@ -49,7 +49,7 @@ class ThreadSink(Protocol):
 
     async def copied(self, source_id: str, copy_id: str) -> None: ...
 
-    async def state_forked(self, thread_id: str, checkpoint: dict[str, Any], result: Any) -> None: ...
+    async def state_forked(self, thread_id: str, checkpoint: dict[str, object], result: object) -> None: ...
 
 
 class ThreadLifeMiddleware:
@@ -108,7 +108,7 @@ async def _pruned(sink: ThreadSink, request: bytes, _response: bytes) -> None:
         await sink.deleted([str(i) for i in ids])
 
 
-def _json(body: bytes) -> Any:
+def _json(body: bytes) -> object:
     try:
         return orjson.loads(body) if body else None
     except orjson.JSONDecodeError:
@@ -138,7 +138,7 @@ async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
 class _AfterSuccess:
     """Wraps `send`: on a 2xx answer, runs `then(response_body)` before the body's last part goes out."""
 
-    def __init__(self, send: Send, then: Callable[[bytes], Any]) -> None:
+    def __init__(self, send: Send, then: Callable[[bytes], Awaitable[object]]) -> None:
         self._send = send
         self._then = then
         self._ok = False

@@ -32,7 +32,6 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from journal_bridge.delivery.health import assess
 from journal_bridge.delivery.queue import DeliveryQueue, DeliveryStats
@@ -274,7 +273,7 @@ class Bridge:
             branches.forget_thread(thread_id)
         return removed
 
-    async def state_forked(self, thread_id: str, checkpoint: Mapping[str, Any], result: Any) -> None:
+    async def state_forked(self, thread_id: str, checkpoint: Mapping[str, object], result: object) -> None:
         """A state update went on from `checkpoint`: journal the fork, then the
         messages the update added or changed, after the thread's runs so far."""
         thread_id = str(thread_id)
@@ -427,7 +426,7 @@ class Bridge:
 
     # -- health ---------------------------------------------------------------
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         """The queue's report and the reading counters, with `status` and `reason`
         (`journal_bridge.delivery.health.assess`)."""
         report = self.delivery.report()

@@ -31,11 +31,11 @@ UNAVAILABLE = "unavailable"
 STATUSES = (OK, DEGRADED, UNAVAILABLE)
 
 
-def _error(report: Mapping[str, Any]) -> str:
+def _error(report: Mapping[str, object]) -> str:
     return f": {report['last_error']}" if report.get("last_error") else ""
 
 
-def assess(report: Mapping[str, Any]) -> dict[str, Any]:
+def assess(report: Mapping[str, Any]) -> dict[str, object]:
     """`{"status", "reason", "backlog_growing"}` for a report of counters.
 
     Reads `store_open`, `store_failing`, `backlog`, `lag_seconds`,
@@ -69,7 +69,7 @@ def assess(report: Mapping[str, Any]) -> dict[str, Any]:
     return {"status": status, "reason": reason, "backlog_growing": growing}
 
 
-def http_status(health: Mapping[str, Any]) -> int:
+def http_status(health: Mapping[str, object]) -> int:
     """503 while journaling is not keeping up (store unavailable, backlog growing), else 200."""
     if health.get("status") == UNAVAILABLE or health.get("backlog_growing"):
         return 503
@@ -137,7 +137,7 @@ def _number(value: Any) -> str:
     return repr(float(value))
 
 
-def prometheus_text(health: Mapping[str, Any]) -> str:
+def prometheus_text(health: Mapping[str, object]) -> str:
     """The counters of a health report in the Prometheus text exposition format (0.0.4)."""
     lines: list[str] = []
     for key, name, kind, help_text in _METRICS:

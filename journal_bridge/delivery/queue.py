@@ -41,7 +41,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from journal_bridge.model.envelope import InvalidEvent, RunEvent
 from journal_bridge.delivery.health import assess
@@ -286,7 +285,7 @@ class DeliveryQueue:
             and self._write_through_timeout is not None
         )
 
-    async def _write_through(self, records: list[RunEvent]) -> bool | asyncio.Future[None]:
+    async def _write_through(self, records: list[RunEvent]) -> bool | asyncio.Future[list[RunEvent]]:
         """Append `records` to the store, holding the store lock (the writer waits).
 
         True when the store took them within `write_through_timeout`. False when
@@ -362,7 +361,7 @@ class DeliveryQueue:
         if not group.done.done():
             group.done.set_result(written)
 
-    async def _finish_slow_write(self, append: asyncio.Future[None]) -> None:
+    async def _finish_slow_write(self, append: asyncio.Future[list[RunEvent]]) -> None:
         """Hold the store lock until a write-through that missed its deadline ends.
 
         Its records are spooled as well, and the writer delivers those copies
@@ -499,7 +498,7 @@ class DeliveryQueue:
             self._growing_since = None
         self._window = (now, backlog)
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> dict[str, object]:
         """The queue's counters and state, without a verdict (see `health`)."""
         self._track_growth()
         now = self._clock()
@@ -526,7 +525,7 @@ class DeliveryQueue:
             "last_error": stats.last_error,
         }
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         """`report()` with `status` and `reason` (see `journal_bridge.delivery.health.assess`)."""
         report = self.report()
         return {**assess(report), **report}

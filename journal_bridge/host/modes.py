@@ -6,7 +6,6 @@ middleware, the SDK tee and the follower.
 
 from __future__ import annotations
 
-from typing import Any
 
 __all__ = ["ERROR_MODE", "EVENTS_MODE", "SERVER_DEFAULT_MODES", "mode_of", "requested_modes"]
 
@@ -19,7 +18,7 @@ ERROR_MODE = "error"
 SERVER_DEFAULT_MODES = ("values",)
 
 
-def requested_modes(value: Any) -> list[str] | None:
+def requested_modes(value: object) -> list[str] | None:
     """The modes a `stream_mode` value asks for, or None if the server would reject it.
 
     An absent or empty value means the server's default, as the server reads it.

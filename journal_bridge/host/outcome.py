@@ -84,7 +84,7 @@ class RunOutcome:
             return ROLLBACK
         return _CANCEL_ERRORS.get(str((self.error or {}).get("error")), "interrupt")
 
-    def failure(self) -> dict[str, Any]:
+    def failure(self) -> dict[str, object]:
         """The failure as an `error` part would have described it."""
         if self.error is not None:
             return dict(self.error)
@@ -105,11 +105,11 @@ async def read_outcome(
     """
     if status is None:
         try:
-            found, status = await _run_status(sdk, thread_id, run_id)
+            known, status = await _run_status(sdk, thread_id, run_id)
         except Exception as exc:  # noqa: BLE001 - an unknown outcome is journaled as before
             logger.warning("journal-bridge: could not read the status of run %s: %s", run_id, exc)
             return RunOutcome(None)
-        if not found:
+        if not known:
             status = await _gone(sdk, thread_id)
             if status is None:
                 return RunOutcome(None)
@@ -159,7 +159,7 @@ async def _gone(sdk: SdkClient, thread_id: str) -> str | None:
     return ROLLBACK
 
 
-async def _thread_error(sdk: SdkClient, thread_id: str, run_id: str, status: str) -> Mapping[str, Any] | None:
+async def _thread_error(sdk: SdkClient, thread_id: str, run_id: str, status: str) -> Mapping[str, object] | None:
     cancelled = status in _CANCELLED_STATUSES
     if status != ROLLBACK:
         # A cancel marks the run at once, the thread's error follows when the

@@ -8,7 +8,7 @@ from typing import Any
 __all__ = ["run_checkpoint"]
 
 
-def run_checkpoint(kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+def run_checkpoint(kwargs: Mapping[str, Any]) -> dict[str, object] | None:
     """The checkpoint the run was created to go on from (`kwargs.config.configurable.checkpoint_id`)."""
     configurable = ((kwargs.get("config") or {}).get("configurable")) or {}
     checkpoint_id = configurable.get("checkpoint_id")

@@ -13,7 +13,14 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from langgraph_sdk.schema import Checkpoint, QueryParamTypes, SortOrder, ThreadSelectField, ThreadSortBy
+    from langgraph_sdk.schema import (
+        Checkpoint,
+        QueryParamTypes,
+        RunSelectField,
+        SortOrder,
+        ThreadSelectField,
+        ThreadSortBy,
+    )
 
 __all__ = ["SdkAssistants", "SdkClient", "SdkRuns", "SdkThreads"]
 
@@ -31,7 +38,7 @@ class SdkThreads(Protocol):
         *,
         limit: int = 10,
         before: str | Checkpoint | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> Sequence[Mapping[str, Any]]: ...
 
     async def search(
@@ -43,7 +50,7 @@ class SdkThreads(Protocol):
         sort_by: ThreadSortBy | None = None,
         sort_order: SortOrder | None = None,
         select: list[ThreadSelectField] | None = None,
-    ) -> Sequence[Mapping[str, Any]]: ...
+    ) -> Sequence[Mapping[str, object]]: ...
 
 
 class SdkRuns(Protocol):
@@ -51,9 +58,11 @@ class SdkRuns(Protocol):
 
     async def get(self, thread_id: str, run_id: str) -> Mapping[str, Any]: ...
 
-    async def list(self, thread_id: str, *, limit: int = 10, offset: int = 0) -> Sequence[Mapping[str, Any]]: ...
+    async def list(
+        self, thread_id: str, *, limit: int = 10, offset: int = 0, select: list[RunSelectField] | None = None
+    ) -> Sequence[Mapping[str, object]]: ...
 
-    async def join(self, thread_id: str, run_id: str) -> Any: ...
+    async def join(self, thread_id: str, run_id: str) -> object: ...
 
     def join_stream(
         self,
@@ -62,7 +71,7 @@ class SdkRuns(Protocol):
         *,
         params: QueryParamTypes | None = None,
         last_event_id: str | None = None,
-    ) -> AsyncIterator[Any]: ...
+    ) -> AsyncIterator[object]: ...
 
 
 class SdkAssistants(Protocol):
@@ -70,7 +79,7 @@ class SdkAssistants(Protocol):
 
     async def get(self, assistant_id: str) -> Mapping[str, Any]: ...
 
-    async def get_schemas(self, assistant_id: str) -> Mapping[str, Any]: ...
+    async def get_schemas(self, assistant_id: str) -> Mapping[str, object]: ...
 
 
 class SdkClient(Protocol):

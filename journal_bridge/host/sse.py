@@ -21,7 +21,7 @@ without `on_frame` seeing it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 import orjson
@@ -121,6 +121,7 @@ class Frame(NamedTuple):
     def _in(cls, body: bytes, start: int, end: int, terminator: bytes) -> Frame:
         """The frame at `body[start:end]`; the raw lines of a large one are a view of `body`."""
         raw: bytes | memoryview
+        fields: Iterable[tuple[bytes, bytes]]
         if end - start <= _SMALL_FRAME:
             small = body[start:end]
             raw, fields = small, _split_fields(small)

@@ -131,7 +131,7 @@ class Batches:
             if until <= loop.time():
                 return
             gate = self._gate = loop.create_future()
-            timer = loop.call_at(until, lambda: gate.done() or gate.set_result(None))
+            timer = loop.call_at(until, lambda: gate.done() or gate.set_result(None))  # type: ignore[func-returns-value]
             try:
                 await gate
             finally:

@@ -50,7 +50,7 @@ def _summary_prefix() -> tuple[str, str]:
 PREFIX, SUFFIX = _summary_prefix()
 
 
-def message_text(message: Mapping[str, Any]) -> str:
+def message_text(message: Mapping[str, object]) -> str:
     """A message's text: its content, or its content blocks' text joined."""
     content = message.get("content")
     if isinstance(content, list):
@@ -58,7 +58,7 @@ def message_text(message: Mapping[str, Any]) -> str:
     return str(content or "")
 
 
-def summary_text(message: Mapping[str, Any]) -> str:
+def summary_text(message: Mapping[str, object]) -> str:
     """The summary a summary message carries, without upstream's template around it."""
     text = message_text(message)
     if PREFIX and text.startswith(PREFIX) and text.endswith(SUFFIX):
@@ -66,16 +66,16 @@ def summary_text(message: Mapping[str, Any]) -> str:
     return text
 
 
-def is_removal(message: Any) -> bool:
+def is_removal(message: object) -> bool:
     return isinstance(message, Mapping) and message.get("type") == "remove"
 
 
-def message_ids(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+def message_ids(messages: Sequence[Mapping[str, object]]) -> list[str]:
     """The ids of `messages` (those that have one), as text."""
     return [str(m["id"]) for m in messages if m.get("id")]
 
 
-def summary_ids(messages: Sequence[Mapping[str, Any]]) -> set[str]:
+def summary_ids(messages: Sequence[Mapping[str, object]]) -> set[str]:
     """The ids of the messages among `messages` that are state rather than
     conversation: summaries a compaction put there (`records.is_summary_message`)
     and system messages (a summarizer node's running summary, a prompt); a
@@ -86,7 +86,7 @@ def summary_ids(messages: Sequence[Mapping[str, Any]]) -> set[str]:
     }
 
 
-def _summary_key(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, str] | None:
+def _summary_key(before: Mapping[str, object], after: Mapping[str, object]) -> tuple[str, str] | None:
     """A state key other than `messages` that holds the summary: one that now holds
     new text (a key named for it first), else a key named for it whose text a
     later compaction wrote again unchanged."""
@@ -101,7 +101,7 @@ def _summary_key(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[s
 _SUMMARY_TAGS = re.compile(r"<summary>\s*(.*?)\s*</summary>", re.DOTALL)
 
 
-def _view_summary(value: Any) -> str | None:
+def _view_summary(value: object) -> str | None:
     """The text of a condensed view's summary (a message, or text)."""
     if isinstance(value, Mapping):
         text = summary_text(value)
@@ -114,7 +114,7 @@ def _view_summary(value: Any) -> str | None:
     return inner.group(1) if inner else text
 
 
-def _view_of(value: Any, history: Sequence[str]) -> tuple[frozenset[str], str | None] | None:
+def _view_of(value: object, history: Sequence[str]) -> tuple[frozenset[str], str | None] | None:
     """What a state value says the model no longer sees, as (message ids, summary), or None.
 
     Two shapes keep the messages and show the model a summary instead of the
@@ -133,7 +133,7 @@ def _view_of(value: Any, history: Sequence[str]) -> tuple[frozenset[str], str | 
     return None
 
 
-def condensed_view(rest: Mapping[str, Any], history: Sequence[str]) -> tuple[frozenset[str], str | None] | None:
+def condensed_view(rest: Mapping[str, object], history: Sequence[str]) -> tuple[frozenset[str], str | None] | None:
     """The condensed view a state's keys but `messages` hold (`_view_of`), looked
     for in each key's value and one level inside it; None when there is none."""
     for value in rest.values():
@@ -164,7 +164,7 @@ class Compactions:
         without one (None: the state was read, the answer is not wanted any more)."""
         self._heard = answer or None
 
-    def announced(self, payload: Mapping[str, Any]) -> Draft | None:
+    def announced(self, payload: Mapping[str, object]) -> Draft | None:
         """A `summarization` custom event: the marker, or None while it waits for the state."""
         replaced = payload.get("replaced_message_ids")
         summary_id = payload.get("summary_message_id")
@@ -181,11 +181,11 @@ class Compactions:
 
     def from_states(
         self,
-        before: Mapping[str, Any],
+        before: Mapping[str, object],
         previous_ids: list[str],
         previous_summaries: set[str],
-        after: Mapping[str, Any],
-        now: list[dict[str, Any]],
+        after: Mapping[str, object],
+        now: list[dict[str, object]],
     ) -> Draft | None:
         """Two successive states: a compaction when messages left.
 
@@ -197,7 +197,7 @@ class Compactions:
             return None
         return self._compaction(previous_ids, previous_summaries, now, before, after)
 
-    def from_view(self, rest: Mapping[str, Any], history: Sequence[str], summaries: set[str]) -> Draft | None:
+    def from_view(self, rest: Mapping[str, object], history: Sequence[str], summaries: set[str]) -> Draft | None:
         """A state's condensed view (`condensed_view`): a compaction when the model
         now sees fewer of the messages than before, though the state keeps them.
 
@@ -230,7 +230,7 @@ class Compactions:
         }
         return self._marker(payload)
 
-    def summary_added(self, message: Mapping[str, Any]) -> Draft | None:
+    def summary_added(self, message: Mapping[str, object]) -> Draft | None:
         """A summary message new in the state whose compaction no state showed: an
         agent run as a sub-graph compacted what its model sees, and the parent's
         messages, merged by id, keep what it replaced. The marker has the summary;
@@ -253,7 +253,7 @@ class Compactions:
         }
         return self._marker(payload)
 
-    def seen_view(self, rest: Mapping[str, Any], history: Sequence[str]) -> None:
+    def seen_view(self, rest: Mapping[str, object], history: Sequence[str]) -> None:
         """The condensed view of a state that was there before the run: not this run's compaction."""
         view = condensed_view(rest, history)
         self._view = view[0] if view is not None else frozenset()
@@ -278,7 +278,7 @@ class Compactions:
         }
         return self._marker(payload)
 
-    def _marker(self, payload: Mapping[str, Any]) -> Draft:
+    def _marker(self, payload: Mapping[str, object]) -> Draft:
         self.marked += 1
         heard, self._heard = self._heard, None
         if not payload.get("summary") and heard:
@@ -292,9 +292,9 @@ class Compactions:
         self,
         previous_ids: list[str],
         summaries: set[str],
-        after: list[dict[str, Any]],
-        state_before: Mapping[str, Any],
-        state_after: Mapping[str, Any],
+        after: list[dict[str, object]],
+        state_before: Mapping[str, object],
+        state_after: Mapping[str, object],
     ) -> Draft | None:
         present = set(message_ids(after))
         replaced = [i for i in previous_ids if i not in present]
@@ -343,6 +343,6 @@ class Compactions:
         return self._marker(payload)
 
 
-def _is_state_summary(message: Mapping[str, Any]) -> bool:
+def _is_state_summary(message: Mapping[str, object]) -> bool:
     """A message a compaction put in the state to stand for what it replaced."""
     return message.get("type") == SYSTEM or records.is_summary_message(message)

@@ -122,7 +122,7 @@ class RunMapper:
 
     # -- public -----------------------------------------------------------
 
-    def feed(self, event: str, data: Any) -> list[RunEvent]:
+    def feed(self, event: str, data: object) -> list[RunEvent]:
         """Records for one stream part (`event` is the SSE event name)."""
         try:
             if event == VALUES_MODE:
@@ -167,7 +167,7 @@ class RunMapper:
         return name in _MAPPED_KINDS
 
     @property
-    def outcome_wanted(self) -> dict[str, Any] | None:
+    def outcome_wanted(self) -> dict[str, object] | None:
         """What `flush` needs to know from the server (`read_outcome` arguments), or None."""
         if self._failed:
             return None
@@ -176,7 +176,7 @@ class RunMapper:
             return {"status": "success", "interrupts": True}
         return {"interrupts": True}
 
-    def flush(self, outcome: RunOutcome | None = None, final_state: Any = None) -> list[RunEvent]:
+    def flush(self, outcome: RunOutcome | None = None, final_state: object = None) -> list[RunEvent]:
         """What the end of the stream adds: messages only `final_state` shows (a
         stream read in part), the calls no state showed, then how the run ended:
         `run.end` (after `run.interrupt` when the outcome shows interrupts) or,
@@ -206,7 +206,7 @@ class RunMapper:
 
     # -- callbacks ----------------------------------------------------------
 
-    def _from_callback_event(self, data: Any) -> list[RunEvent]:
+    def _from_callback_event(self, data: object) -> list[RunEvent]:
         if not isinstance(data, Mapping):
             raise MalformedPart(f"expected an event object, got {type(data).__name__}")
         kind = data.get("event")
@@ -242,13 +242,13 @@ class RunMapper:
             return self._fail(records.run_error(payload.get("error")))
         return []
 
-    def _is_root(self, data: Mapping[str, Any]) -> bool:
+    def _is_root(self, data: Mapping[str, object]) -> bool:
         if str(data.get("run_id")) == self.run_id:
             return True
         parents = data.get("parent_ids")
         return isinstance(parents, list) and not parents
 
-    def _run_start(self, data: Mapping[str, Any], payload: Mapping[str, Any]) -> list[RunEvent]:
+    def _run_start(self, data: Mapping[str, Any], payload: Mapping[str, object]) -> list[RunEvent]:
         if self._started:
             return []
         self._started = True
@@ -260,16 +260,17 @@ class RunMapper:
     # -- calls ------------------------------------------------------------------
 
     @staticmethod
-    def _model_call(data: Mapping[str, Any], payload: Mapping[str, Any]) -> _Call:
+    def _model_call(data: Mapping[str, object], payload: Mapping[str, object]) -> _Call:
         message = message_dict(payload.get("output"))
         if message is None:
             raise MalformedPart("on_chat_model_end without a message output")
         return _Call("ai", message, f"llm:{data.get('run_id')}", call_caller(data))
 
     @staticmethod
-    def _tool_call(data: Mapping[str, Any], payload: Mapping[str, Any]) -> _Call:
+    def _tool_call(data: Mapping[str, object], payload: Mapping[str, object]) -> _Call:
         output = payload.get("output")
         message = message_dict(output) if isinstance(output, Mapping) else None
+        ids: tuple[str, ...]
         if message is not None and message.get("type") == "tool":
             ids = (str(message.get("tool_call_id")),) if message.get("tool_call_id") else ()
         else:
@@ -284,7 +285,7 @@ class RunMapper:
             }
         return _Call("tool", message, f"tool:{data.get('run_id')}", call_caller(data), ids)
 
-    def _committed(self, state: Any) -> list[RunEvent]:
+    def _committed(self, state: object) -> list[RunEvent]:
         """A state of the run: the calls it did not show, a marker for each summarizer
         call whose compaction it does not show either, then the messages it committed."""
         compactions = self._state.compactions
@@ -321,7 +322,7 @@ class RunMapper:
             out += self._emit(draft)
         return out
 
-    def _is_summary(self, message: Mapping[str, Any]) -> bool:
+    def _is_summary(self, message: Mapping[str, object]) -> bool:
         """An answer that became a compaction's summary: the call was its summarizer."""
         text = message_text(message).strip()
         return bool(text) and any(text in summary for summary in self._state.compactions.summaries)
@@ -330,7 +331,7 @@ class RunMapper:
         return [records.record(self.thread_id, self.run_id, draft)]
 
 
-def _update_tool_call_ids(output: Any) -> tuple[str, ...]:
+def _update_tool_call_ids(output: object) -> tuple[str, ...]:
     """The tool call ids of the tool messages a `Command`'s update carries (as the server sends it)."""
     if not isinstance(output, Mapping):
         return ()
@@ -347,7 +348,7 @@ def _update_tool_call_ids(output: Any) -> tuple[str, ...]:
 
 
 def map_parts(
-    thread_id: str, run_id: str, parts: Iterable[tuple[str, Any]], outcome: RunOutcome | None = None
+    thread_id: str, run_id: str, parts: Iterable[tuple[str, object]], outcome: RunOutcome | None = None
 ) -> list[RunEvent]:
     """All records of a complete stream (convenience for tests and tools)."""
     mapper = RunMapper(thread_id, run_id)

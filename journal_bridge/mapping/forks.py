@@ -15,7 +15,7 @@ __all__ = ["fork_record", "read_checkpoint"]
 logger = logging.getLogger(__name__)
 
 
-async def read_checkpoint(sdk: SdkClient, thread_id: str, checkpoint_id: str) -> dict[str, Any] | None:
+async def read_checkpoint(sdk: SdkClient, thread_id: str, checkpoint_id: str) -> Mapping[str, Any] | None:
     """The thread's state at `checkpoint_id`, None (logged) when the server cannot say."""
     try:
         return await sdk.threads.get_state(thread_id, checkpoint_id=checkpoint_id)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from journal_bridge.host.assistant_answers import OncePerAssistant
 from journal_bridge.host.sdk import SdkClient
@@ -35,7 +34,7 @@ _VIEW_FIELDS = ('"cutoff_index"', '"summarized_message_ids"')
 _RUN_CHECKPOINTS = 500
 
 
-def _keeps_private_views(schemas: Mapping[str, Any]) -> bool:
+def _keeps_private_views(schemas: Mapping[str, object]) -> bool:
     """Whether a graph's state has keys its output leaves out, and its state a condensed view's fields."""
     state = schemas.get("state_schema")
     output = schemas.get("output_schema")

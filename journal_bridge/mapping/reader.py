@@ -105,12 +105,12 @@ async def _start_state_mapper(sdk: SdkClient, mapper: StateMapper, source: RunSo
     kwargs = (run or {}).get("kwargs") or {}
     configurable = (kwargs.get("config") or {}).get("configurable") or {}
     graph = configurable.get("graph_id") or ((run or {}).get("metadata") or {}).get("graph_id")
-    assistant_id = (run or {}).get("assistant_id")
+    run_assistant = (run or {}).get("assistant_id")
     run_input = kwargs.get("input")
     if run_input is None and run:
         # A resume (`Command(resume=...)`) has a command instead of an input.
         run_input = kwargs.get("command")
-    return mapper.start(graph, str(assistant_id) if assistant_id else None, run_input)
+    return mapper.start(graph, str(run_assistant) if run_assistant else None, run_input)
 
 
 async def read_run(

@@ -61,7 +61,7 @@ CUSTOM_MODE = "custom"
 INTERRUPT_KEY = "__interrupt__"
 
 
-def _unwrap(event: str, data: Any) -> tuple[str, Any]:
+def _unwrap(event: str, data: object) -> tuple[str, object]:
     """A protocol v2 part as the plain part of the root graph; `("", None)` for a subgraph's."""
     if not (isinstance(data, Mapping) and data.get("type") == "event" and isinstance(data.get("params"), Mapping)):
         return event, data
@@ -71,12 +71,12 @@ def _unwrap(event: str, data: Any) -> tuple[str, Any]:
     return str(data.get("method") or event), params.get("data")
 
 
-def _raw_id(message: Any) -> Any:
+def _raw_id(message: object) -> object:
     """A state's message's id as the part gives it (a dict's, or a message object's)."""
     return message.get("id") if isinstance(message, Mapping) else getattr(message, "id", None)
 
 
-def _raw_ids(raw: list[Any]) -> list[Any]:
+def _raw_ids(raw: list[Any]) -> list[object]:
     """The ids of a state's messages as the part gives them (`_raw_id` of each)."""
     try:
         # Parsed JSON: plain dicts, read in one C loop (a state holds the thread's history).
@@ -115,7 +115,7 @@ class StateMapper:
         self._interrupts: list[dict[str, Any]] = []
         self.ending: str | None = None  # how the journaled run ended (`journal_bridge.host.outcome`)
 
-    def start(self, graph: str | None, assistant_id: str | None, run_input: Any) -> list[RunEvent]:
+    def start(self, graph: str | None, assistant_id: str | None, run_input: object) -> list[RunEvent]:
         """`run.start`; the run's input tells which messages of the first state are new."""
         self.assistant_id = assistant_id
         inputs = records.input_messages(run_input)
@@ -123,7 +123,7 @@ class StateMapper:
         self._input_count = len(self._inputs)
         return [self._record(records.run_start(graph, assistant_id, run_input, inputs))]
 
-    def feed(self, event: str, data: Any) -> list[RunEvent]:
+    def feed(self, event: str, data: object) -> list[RunEvent]:
         """Records for one stream part (`event` is the SSE event name)."""
         try:
             event, data = _unwrap(event, data)
@@ -156,7 +156,7 @@ class StateMapper:
         Only the status: the stream itself shows interrupts."""
         return None if self._failed else {}
 
-    def flush(self, final_state: Any = None, outcome: RunOutcome | None = None) -> list[RunEvent]:
+    def flush(self, final_state: object = None, outcome: RunOutcome | None = None) -> list[RunEvent]:
         """What the end of the stream adds: messages only `final_state` shows
         (a stream read in part), then how the run ended: the `run.error` of a
         cancelled or failed run, else `run.end` (after `run.interrupt` when
@@ -183,7 +183,7 @@ class StateMapper:
 
     # -- internals -----------------------------------------------------------
 
-    def _state(self, state: Any) -> list[RunEvent]:
+    def _state(self, state: object) -> list[RunEvent]:
         if not isinstance(state, Mapping):
             raise MalformedPart(f"a values part is {type(state).__name__}, not an object")
         # What the run waits on is what its last state shows.
@@ -268,7 +268,7 @@ class StateMapper:
                 out.append(self._record(draft))
         return out
 
-    def committed(self, message_id: Any) -> bool:
+    def committed(self, message_id: object) -> bool:
         """Whether a message with this id was in a state of the run's thread the mapper read."""
         return self._seen is not None and message_id is not None and str(message_id) in self._seen
 
@@ -277,7 +277,7 @@ class StateMapper:
         """The run's compactions: an announcement read elsewhere (a callback) adds to them."""
         return self._compactions
 
-    def _input_at(self, messages: list[dict[str, Any]]) -> int:
+    def _input_at(self, messages: list[dict[str, object]]) -> int:
         """Where the run's input starts in the first state read: the last place its
         messages (type and content) appear, which is the end of the run's first
         state and earlier in a later one (a stream joined after the run began);

@@ -45,10 +45,12 @@ __all__ = [
     "InvalidEvent",
     "PreparedEvent",
     "RunEvent",
+    "StoredRecord",
     "dumps",
     "event_from_record",
     "make_event",
     "prepare_event",
+    "stored_seq",
     "validate_event",
 ]
 
@@ -112,7 +114,7 @@ class RunEvent:
     source_key: str | None = None
     user_id: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The JSON envelope; `source_key` and `user_id` appear only when set."""
         data: dict[str, Any] = {
             "thread_id": self.thread_id,
@@ -177,13 +179,13 @@ class _Key(Generic[_T]):
     @overload
     def __get__(self, record: None, owner: type) -> _Key[_T]: ...
     @overload
-    def __get__(self, record: dict[str, Any], owner: type) -> _T: ...
-    def __get__(self, record: dict[str, Any] | None, owner: type) -> Any:
+    def __get__(self, record: dict[str, object], owner: type) -> _T: ...
+    def __get__(self, record: dict[str, object] | None, owner: type) -> object:
         if record is None:
             return self
         return record.get(self._name) if self._optional else record[self._name]
 
-    def __set__(self, record: dict[str, Any], value: Any) -> None:
+    def __set__(self, record: dict[str, object], value: object) -> None:
         raise AttributeError(f"{self._name}: a record's envelope is set by its keys")
 
 
@@ -206,7 +208,7 @@ class EventRecord(dict[str, Any]):
     def to_event(self) -> RunEvent:
         return RunEvent.from_dict(self)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A plain copy of the envelope."""
         return dict(self)
 
@@ -226,14 +228,26 @@ class EventRecord(dict[str, Any]):
         return datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
+# A record as a store reads it back: either form, with its seq set.
+StoredRecord = RunEvent | EventRecord
+
+
+def stored_seq(record: RunEvent | EventRecord) -> int:
+    """The seq of a record a store has appended; `InvalidEvent` for one it has not."""
+    seq = record.seq
+    if seq is None:
+        raise InvalidEvent(f"seq: a stored record has one; this {record.event_type} record has none")
+    return seq
+
+
 def make_event(
     *,
     thread_id: str,
     run_id: str,
     event_type: str,
     category: str | None = None,
-    content: Any = "",
-    metadata: dict[str, Any] | None = None,
+    content: object = "",
+    metadata: dict[str, object] | None = None,
     created_at: datetime | str | None = None,
     source_key: str | None = None,
     user_id: str | None = None,
@@ -309,7 +323,7 @@ def event_from_record(data: Mapping[str, Any]) -> RunEvent:
     return make_event(**fields)
 
 
-def _bad_text(name: str, value: Any, max_length: int | None = None) -> InvalidEvent:
+def _bad_text(name: str, value: object, max_length: int | None = None) -> InvalidEvent:
     if not isinstance(value, str) or not value:
         return InvalidEvent(f"{name}: must be a non-empty string, got {value!r}")
     if "\x00" in value:
@@ -329,7 +343,7 @@ _REQUIRED_TEXT = (
 _OPTIONAL_TEXT = ("source_key", "user_id")
 
 
-def _check_text(name: str, value: Any, max_length: int | None) -> None:
+def _check_text(name: str, value: object, max_length: int | None) -> None:
     if (
         not isinstance(value, str)
         or not value
@@ -374,7 +388,7 @@ _METADATA_ENCODER = json.JSONEncoder(
 )
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     """The one JSON encoding used for stored content and metadata (strict: no NaN)."""
     return _ENCODER.encode(value)
 
@@ -391,7 +405,7 @@ def _truncate_text(text: str, limit: int) -> str:
     return text[:low]
 
 
-def _without_nul(value: Any) -> Any:
+def _without_nul(value: object) -> Any:
     """`value` with every NUL character in its strings (and keys) replaced by U+FFFD."""
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
@@ -420,7 +434,7 @@ class PreparedEvent:
         with the caller's objects."""
         return self._appended(seq, json.loads(self.content_json), json.loads(self.metadata_json))
 
-    def _appended(self, seq: int, content: Any, metadata: dict[str, Any]) -> RunEvent:
+    def _appended(self, seq: int, content: object, metadata: dict[str, object]) -> RunEvent:
         e = self.event
         return RunEvent(
             e.thread_id, e.run_id, e.event_type, e.category, content, metadata,

@@ -168,7 +168,7 @@ def record(thread_id: str, run_id: str, draft: Draft) -> RunEvent:
 # -- messages -------------------------------------------------------------------
 
 
-def message_dict(message: Any) -> dict[str, Any] | None:
+def message_dict(message: Any) -> dict[str, object] | None:
     """A LangChain message (object, dict, tuple or text) as a plain message dict."""
     if (type(message) is dict or isinstance(message, Mapping)) and message.get("type") in _MESSAGE_TYPES:
         return dict(message)
@@ -179,7 +179,7 @@ def message_dict(message: Any) -> dict[str, Any] | None:
     return converted.model_dump(mode="json")
 
 
-def message_dicts(messages: Iterable[Any]) -> list[dict[str, Any]]:
+def message_dicts(messages: Iterable[object]) -> list[dict[str, object]]:
     """`message_dict` of each of `messages`; what is not a message left out."""
     return [m for m in map(message_dict, messages) if m]
 
@@ -200,7 +200,7 @@ def is_summary_message(message: Mapping[str, Any]) -> bool:
     return message.get("name") == _SUMMARY_NAME and message.get("type") in _SUMMARY_TYPES
 
 
-def input_messages(run_input: Any) -> list[dict[str, Any]]:
+def input_messages(run_input: object) -> list[dict[str, object]]:
     """The conversation messages of a run's input, as message dicts."""
     messages = run_input.get("messages") if isinstance(run_input, Mapping) else None
     if isinstance(messages, (str, dict)):
@@ -213,7 +213,7 @@ def input_messages(run_input: Any) -> list[dict[str, Any]]:
 # -- records ----------------------------------------------------------------------
 
 
-def run_start(graph: str | None, assistant_id: str | None, run_input: Any, inputs: list[dict[str, Any]]) -> Draft:
+def run_start(graph: str | None, assistant_id: str | None, run_input: object, inputs: list[dict[str, object]]) -> Draft:
     """`run.start`; `inputs` are `input_messages(run_input)`, converted once by the
     caller, which needs them too (converting a message is most of this record's cost)."""
     content = {
@@ -226,7 +226,7 @@ def run_start(graph: str | None, assistant_id: str | None, run_input: Any, input
     return Draft(RUN_START, content, "run.start", {"caller": CONVERSATION_CALLER})
 
 
-def ai_response(message: dict[str, Any], call_index: int, key: str) -> Draft:
+def ai_response(message: dict[str, object], call_index: int, key: str) -> Draft:
     metadata = {
         "caller": CONVERSATION_CALLER,
         "usage": message.get("usage_metadata") or {},
@@ -236,11 +236,11 @@ def ai_response(message: dict[str, Any], call_index: int, key: str) -> Draft:
     return Draft(LLM_AI_RESPONSE, message, key, metadata, is_message=True)
 
 
-def tool_result(message: dict[str, Any], key: str) -> Draft:
+def tool_result(message: dict[str, object], key: str) -> Draft:
     return Draft(LLM_TOOL_RESULT, message, key, {"tool": message.get("name")}, is_message=True)
 
 
-def conversation_message(message: dict[str, Any], key: str, call_index: int) -> Draft | None:
+def conversation_message(message: dict[str, object], key: str, call_index: int) -> Draft | None:
     """The record of a conversation message of any type; None for other types.
 
     `call_index` numbers AI messages within the run, from 1.
@@ -255,7 +255,7 @@ def conversation_message(message: dict[str, Any], key: str, call_index: int) -> 
     return None
 
 
-def model_call(message: dict[str, Any], key: str, caller: str, call_index: int) -> Draft:
+def model_call(message: dict[str, object], key: str, caller: str, call_index: int) -> Draft:
     """A model call that is not the conversation: the summarizer's
     (`SUMMARIZER_CALLER`), or one inside a tool or a subgraph (`subagent_caller`);
     `call_index` numbers that caller's calls in the run, from 1."""
@@ -268,28 +268,28 @@ def model_call(message: dict[str, Any], key: str, caller: str, call_index: int) 
     return Draft(LLM_AI_RESPONSE, message, key, metadata)
 
 
-def nested_tool_result(message: dict[str, Any], key: str, caller: str) -> Draft:
+def nested_tool_result(message: dict[str, object], key: str, caller: str) -> Draft:
     """What a tool called inside a tool or a subgraph returned: not the conversation."""
     return Draft(LLM_TOOL_RESULT, message, key, {"tool": message.get("name"), "caller": caller})
 
 
-def subagent_caller(node: Any) -> str:
+def subagent_caller(node: object) -> str:
     """The `caller` of what happens inside a tool call or a subgraph run from `node`."""
     return f"subagent:{node or 'unknown'}"
 
 
-def is_hidden(metadata: Any) -> bool:
+def is_hidden(metadata: object) -> bool:
     """A message record outside the conversation, by its `caller`."""
     caller = metadata.get("caller") if isinstance(metadata, Mapping) else None
     return isinstance(caller, str) and caller.startswith(HIDDEN_CALLER_PREFIXES)
 
 
-def _digest(value: Any) -> str:
+def _digest(value: object) -> str:
     text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def summarization_changes(payload: Mapping[str, Any]) -> dict[str, Any]:
+def summarization_changes(payload: Mapping[str, Any]) -> dict[str, object]:
     """The summarization payload, completed where a minimal emitter left fields out.
 
     `TrackingSummarizationMiddleware` sends every field; a middleware that sends
@@ -312,7 +312,7 @@ SUMMARY_ROLE = "system"
 MARKER_COUNTS = ("replaced_count", "preserved_count", "condensed_count")
 
 
-def marker_fields(changes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def marker_fields(changes: Mapping[str, object]) -> tuple[dict[str, Any], dict[str, Any]]:
     """What a marker adds beside `name`, `hook`, `action` and `changes` for
     readers of deer-flow's summarize-marker design, derived from `changes`: in
     the content `role` and `content` (the summary, "" when none is known), in
@@ -323,7 +323,7 @@ def marker_fields(changes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
     return content, counts
 
 
-def summarize(payload: Mapping[str, Any]) -> Draft:
+def summarize(payload: Mapping[str, object]) -> Draft:
     """The marker record of one compaction, keyed by the summary it produced.
 
     Its content is deer-flow's middleware record (`name`, `hook`, `action`,
@@ -351,7 +351,7 @@ CUSTOM_EVENTS: dict[str, Callable[[Mapping[str, Any]], Draft]] = {
 }
 
 
-def custom_event(name: Any, payload: Any) -> Draft | None:
+def custom_event(name: object, payload: object) -> Draft | None:
     """The record of custom event `name`, or None for an event the journal ignores."""
     make = CUSTOM_EVENTS.get(name) if isinstance(name, str) else None
     if make is None:
@@ -360,7 +360,7 @@ def custom_event(name: Any, payload: Any) -> Draft | None:
         raise MalformedPart(f"{name} payload is not an object")
     return make(payload)
 
-def run_end(output: Any) -> Draft:
+def run_end(output: object) -> Draft:
     messages = output.get("messages") if isinstance(output, Mapping) else None
     content: dict[str, Any] = {"output_keys": sorted(output) if isinstance(output, Mapping) else None}
     if isinstance(messages, list):
@@ -370,7 +370,7 @@ def run_end(output: Any) -> Draft:
     return Draft(RUN_END, content, "run.end", {"status": "success"})
 
 
-def run_error(error: Any) -> Draft:
+def run_error(error: object) -> Draft:
     """A failed run. An error part and the root's error callback describe one
     failure, so both map to the same key."""
     if isinstance(error, Mapping):
@@ -393,7 +393,7 @@ def run_cancelled(reason: str | None, action: str | None = None) -> Draft:
     return Draft(RUN_ERROR, reason or "the run was cancelled", "run.error", metadata)
 
 
-def interrupt_values(raw: Any) -> list[dict[str, Any]]:
+def interrupt_values(raw: object) -> list[dict[str, object]]:
     """`__interrupt__` of a state, or a checkpoint's `interrupts`, as `[{"id", "value"}]`."""
     if isinstance(raw, Mapping):
         raw = [raw]
@@ -406,7 +406,7 @@ def interrupt_values(raw: Any) -> list[dict[str, Any]]:
     return out
 
 
-def run_interrupt(interrupts: list[dict[str, Any]]) -> Draft:
+def run_interrupt(interrupts: list[dict[str, object]]) -> Draft:
     """A run paused at `interrupt()`, with what it waits on (`interrupt_values`)."""
     return Draft(RUN_INTERRUPT, {"interrupts": interrupts}, "run.interrupt")
 
@@ -414,7 +414,7 @@ def run_interrupt(interrupts: list[dict[str, Any]]) -> Draft:
 # -- branches -------------------------------------------------------------------
 
 
-def state_messages(state: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def state_messages(state: Mapping[str, object] | None) -> list[dict[str, object]]:
     values = (state or {}).get("values")
     messages = values.get("messages") if isinstance(values, Mapping) else None
     return [dict(m) for m in messages if isinstance(m, Mapping)] if isinstance(messages, list) else []
@@ -423,8 +423,8 @@ def state_messages(state: Mapping[str, Any] | None) -> list[dict[str, Any]]:
 def fork(
     thread_id: str,
     run_id: str | None,
-    checkpoint: Mapping[str, Any],
-    state: Mapping[str, Any] | None,
+    checkpoint: Mapping[str, object],
+    state: Mapping[str, object] | None,
     *,
     head_checkpoint_id: str | None = None,
     edited_message_ids: list[str] | None = None,
@@ -441,7 +441,9 @@ def fork(
     # A checkpoint the server does not have comes back as an empty state without a time.
     state = state if state and state.get("created_at") is not None else {}
     ids = [str(m["id"]) for m in state_messages(state) if m.get("id")]
-    metadata = state.get("metadata") if isinstance(state.get("metadata"), Mapping) else {}
+    metadata = state.get("metadata")
+    if not isinstance(metadata, Mapping):
+        metadata = {}
     content = {
         "run_id": run_id,
         "checkpoint_id": checkpoint.get("checkpoint_id"),
@@ -486,9 +488,9 @@ def rollback(thread_id: str, run_id: str) -> RunEvent:
 
 def state_fork(
     thread_id: str,
-    checkpoint: Mapping[str, Any],
-    base: Mapping[str, Any] | None,
-    updated: Mapping[str, Any] | None,
+    checkpoint: Mapping[str, object],
+    base: Mapping[str, object] | None,
+    updated: Mapping[str, object] | None,
     head_checkpoint_id: str | None,
 ) -> list[RunEvent]:
     """The records of a state update that went on from `checkpoint` (state `base`)

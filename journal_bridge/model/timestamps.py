@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime
-from typing import Any
 
 __all__ = ["parse_time"]
 
 
-def parse_time(value: Any) -> datetime | None:
+def parse_time(value: object) -> datetime | None:
     """A server timestamp (datetime or ISO-8601 text) as a datetime; None if it is neither."""
     if isinstance(value, datetime):
         return value

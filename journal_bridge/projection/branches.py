@@ -35,12 +35,13 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from journal_bridge.model.envelope import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, TRACE, RunEvent
 from journal_bridge.model import records
 from journal_bridge.model.errors import RunNotFound
+from journal_bridge.model.envelope import ERROR, MESSAGE, MIDDLEWARE, OUTPUTS, TRACE, StoredRecord, stored_seq
 from journal_bridge.model.records import BRANCHES_RUN_ID, FORK_EVENT
+from journal_bridge.model.shapes import JournalBranchAlternative, JournalHistoryItem
 from journal_bridge.store.base import RunEventStore
 
 __all__ = ["Branch", "Fork", "annotate_forks", "branch_of", "forget_thread", "read_forks"]
@@ -48,6 +49,8 @@ __all__ = ["Branch", "Fork", "annotate_forks", "branch_of", "forget_thread", "re
 _PAGE = 500
 _ENDINGS = frozenset({ERROR, OUTPUTS})
 _MAX_REMEMBERED = 10_000
+_K = TypeVar("_K", bound=tuple[object, ...])
+_V = TypeVar("_V")
 
 
 class _Remembered:
@@ -58,14 +61,14 @@ class _Remembered:
         self.cuts: OrderedDict[tuple[str, int, str | None], int] = OrderedDict()
         self.firsts: OrderedDict[tuple[str, int], tuple[int, str]] = OrderedDict()
 
-    def keep(self, cache: OrderedDict[Any, Any], key: Any, value: Any) -> Any:
+    def keep(self, cache: OrderedDict[_K, _V], key: _K, value: _V) -> _V:
         cache[key] = value
         while len(cache) > _MAX_REMEMBERED:
             cache.popitem(last=False)
         return value
 
 
-_REMEMBERED: weakref.WeakKeyDictionary[Any, _Remembered] = weakref.WeakKeyDictionary()
+_REMEMBERED: weakref.WeakKeyDictionary[RunEventStore, _Remembered] = weakref.WeakKeyDictionary()
 
 
 def _remembered(store: RunEventStore) -> _Remembered:
@@ -77,9 +80,13 @@ def _remembered(store: RunEventStore) -> _Remembered:
 def forget_thread(thread_id: str) -> None:
     """Drop what is remembered of a deleted thread: a thread made again with its id starts anew."""
     for remembered in list(_REMEMBERED.values()):
-        for cache in (remembered.cuts, remembered.firsts):
-            for key in [key for key in cache if key[0] == thread_id]:
-                del cache[key]
+        _forget(remembered.cuts, thread_id)
+        _forget(remembered.firsts, thread_id)
+
+
+def _forget(cache: OrderedDict[_K, _V], thread_id: str) -> None:
+    for key in [key for key in cache if key[0] == thread_id]:
+        del cache[key]
 
 
 @dataclass(frozen=True)
@@ -98,23 +105,28 @@ class Fork:
     rolled_back_run_id: str | None = None
 
     @classmethod
-    def of(cls, record: RunEvent) -> Fork:
-        content = record.content if isinstance(record.content, dict) else {}
-        ids = content.get("message_ids") if isinstance(content.get("message_ids"), list) else []
-        edited = content.get("edited_message_ids") if isinstance(content.get("edited_message_ids"), list) else []
-        count = content.get("message_count")
+    def of(cls, record: StoredRecord) -> Fork:
+        content: dict[str, object] = record.content if isinstance(record.content, dict) else {}
+        ids, edited, count = content.get("message_ids"), content.get("edited_message_ids"), content.get("message_count")
+        ids = ids if isinstance(ids, list) else []
+        edited = edited if isinstance(edited, list) else []
         return cls(
             seq=int(record.seq or 0),
-            run_id=content.get("run_id"),
-            checkpoint_id=content.get("checkpoint_id"),
-            checkpoint_run_id=content.get("checkpoint_run_id"),
+            run_id=_text(content.get("run_id")),
+            checkpoint_id=_text(content.get("checkpoint_id")),
+            checkpoint_run_id=_text(content.get("checkpoint_run_id")),
             known=bool(content.get("known")),
             finished=bool(content.get("finished")),
             message_ids=tuple(str(i) for i in ids),
             message_count=count if isinstance(count, int) else len(ids),
             edited=frozenset(str(i) for i in edited),
-            rolled_back_run_id=content.get("rolled_back_run_id"),
+            rolled_back_run_id=_text(content.get("rolled_back_run_id")),
         )
+
+
+def _text(value: object) -> str | None:
+    """A fork record's id field: its text, None when it has none."""
+    return None if value is None else str(value)
 
 
 async def latest_fork(store: RunEventStore, thread_id: str, at_or_below: int | None = None) -> Fork | None:
@@ -135,10 +147,10 @@ async def read_forks(store: RunEventStore, thread_id: str, *, after_seq: int = 0
         forks.extend(Fork.of(record) for record in page)
         if len(page) < _PAGE:
             return forks
-        after = page[-1].seq
+        after = stored_seq(page[-1])
 
 
-def identity(record: RunEvent) -> str | None:
+def identity(record: StoredRecord) -> str | None:
     """The message id a record stands for: a message's id, a marker's summary id."""
     content = record.content if isinstance(record.content, dict) else {}
     if record.category == MESSAGE:
@@ -172,6 +184,7 @@ class Branch:
         if self._done:
             return False
         pos = self._pos
+        fork: Fork | None
         if self._newest is not None and pos is None:
             fork, self._newest = self._newest, None
         else:
@@ -190,7 +203,7 @@ class Branch:
         self._pos = cut
         return True
 
-    async def range_below(self, before: int | None) -> tuple[int, int] | None:
+    async def range_below(self, before: int | None) -> tuple[int, int | None] | None:
         """The on-branch range holding the newest seqs below `before` (None: the newest),
         clipped to them: `(low, high)`, high inclusive and None for no bound."""
         i = 0
@@ -204,7 +217,7 @@ class Branch:
                     i += 1
                     continue
                 high = before - 1 if high is None else min(high, before - 1)
-            return low, high  # type: ignore[return-value]
+            return low, high
 
     async def extend_to(self, seq: int) -> None:
         """Find the ranges down to `seq`, so `contains` can tell it."""
@@ -216,12 +229,12 @@ class Branch:
             pass
         return self.ranges
 
-    def visible(self, record: RunEvent) -> bool:
+    def visible(self, record: StoredRecord) -> bool:
         """Whether an on-branch record shows (not replaced by a state update's version)."""
         if not self._edited or record.category != MESSAGE:
             return True
         message_id = identity(record)
-        return not any(record.seq < seq and message_id in ids for seq, ids in self._edited)  # type: ignore[operator]
+        return not any(stored_seq(record) < seq and message_id in ids for seq, ids in self._edited)
 
     def contains(self, seq: int) -> bool:
         """Whether `seq` lies in a range found so far."""
@@ -247,14 +260,14 @@ class Branch:
         )
         if not found:
             return None  # nothing yet: asked again next time
-        return remembered.keep(remembered.firsts, key, (int(found[0].seq), found[0].run_id))
+        return remembered.keep(remembered.firsts, key, (stored_seq(found[0]), found[0].run_id))
 
     async def find_cut(self, fork: Fork) -> int:
         """`cut`, found now (not remembered)."""
         if fork.rolled_back_run_id:
             # The branch goes on from before the rolled back run's first record.
             first = await self._store.list_events(self._thread_id, str(fork.rolled_back_run_id), limit=1)
-            return int(first[0].seq) - 1 if first and first[0].seq < fork.seq else fork.seq - 1
+            return stored_seq(first[0]) - 1 if first and stored_seq(first[0]) < fork.seq else fork.seq - 1
         if not fork.known:
             return fork.seq - 1
         if fork.message_count == 0:
@@ -264,33 +277,32 @@ class Branch:
             records = await self._run_records(str(fork.checkpoint_run_id), 0, fork.seq)
             hits = [r for r in records if identity(r) in wanted]
             if hits:
-                hit = hits[-1]
-                return await self._with_ending(hit, fork) if fork.finished else int(hit.seq)  # type: ignore[arg-type]
+                return await self._with_ending(hits[-1], fork) if fork.finished else stored_seq(hits[-1])
         hit = await self._scan_back(wanted, fork.seq)
         if hit is None:
             return fork.seq - 1
         return await self._with_ending(hit, fork)
 
-    async def _with_ending(self, hit: RunEvent, fork: Fork) -> int:
+    async def _with_ending(self, hit: StoredRecord, fork: Fork) -> int:
         """The cut after `hit`, its run's outcome records below the fork included."""
-        cut = int(hit.seq)  # type: ignore[arg-type]
+        cut = stored_seq(hit)
         for record in await self._run_records(hit.run_id, cut, fork.seq):
             if record.category in (MESSAGE, MIDDLEWARE):
                 break
             if record.category in _ENDINGS:
-                cut = int(record.seq)  # type: ignore[arg-type]
+                cut = stored_seq(record)
         return cut
 
-    async def _run_records(self, run_id: str, after: int, below: int) -> list[RunEvent]:
-        out: list[RunEvent] = []
+    async def _run_records(self, run_id: str, after: int, below: int) -> list[StoredRecord]:
+        out: list[StoredRecord] = []
         while True:
             page = await self._store.list_events(self._thread_id, run_id, limit=_PAGE, after_seq=after)
-            out.extend(r for r in page if r.seq < below)
-            if len(page) < _PAGE or page[-1].seq >= below:
+            out.extend(r for r in page if stored_seq(r) < below)
+            if len(page) < _PAGE or stored_seq(page[-1]) >= below:
                 return out
-            after = page[-1].seq
+            after = stored_seq(page[-1])
 
-    async def _scan_back(self, wanted: set[str], below: int) -> RunEvent | None:
+    async def _scan_back(self, wanted: set[str], below: int) -> StoredRecord | None:
         cursor = below
         while True:
             page = await self._store.list_timeline(
@@ -301,7 +313,7 @@ class Branch:
                     return record
             if len(page) < _PAGE:
                 return None
-            cursor = page[0].seq
+            cursor = stored_seq(page[0])
 
 
 async def branch_of(
@@ -340,16 +352,18 @@ async def branch_of(
     while True:
         page = await store.list_events(thread_id, run_id, limit=_PAGE, after_seq=after)
         if page:
-            last = page[-1].seq
+            last = stored_seq(page[-1])
         if len(page) < _PAGE:
             break
-        after = page[-1].seq
+        after = stored_seq(page[-1])
     if last is None:
         raise RunNotFound(f"run {run_id!r} has no record in thread {thread_id!r}")
     return Branch(store, thread_id, top=min(last, ceiling))
 
 
-async def annotate_forks(store: RunEventStore, thread_id: str, branch: Branch, items: list[dict[str, Any]]) -> None:
+async def annotate_forks(
+    store: RunEventStore, thread_id: str, branch: Branch, items: list[JournalHistoryItem]
+) -> None:
     """Mark the first item after each fork point on the page with the versions
     there, in its `branch` (the `JournalBranchPoint` schema in
     `journal_bridge.web.openapi`): the original continuation first, then each
@@ -379,14 +393,15 @@ async def annotate_forks(store: RunEventStore, thread_id: str, branch: Branch, i
             continue
         siblings = [f for f in await read_forks(store, thread_id, after_seq=cut)
                     if f.checkpoint_id == fork.checkpoint_id and f.known and not f.rolled_back_run_id]
-        alternatives: list[dict[str, Any]] = []
+        alternatives: list[JournalBranchAlternative] = []
         if original is not None and original[0] < siblings[0].seq:
             alternatives.append({"run_id": original[1], "seq": original[0]})
         for sibling in siblings:
             first = await branch.first_after(sibling.seq)
             alternatives.append({"run_id": sibling.run_id, "seq": first[0] if first else None})
         for index, alternative in enumerate(alternatives, 1):
-            item = by_seq.get(alternative["seq"])
+            seq = alternative["seq"]
+            item = by_seq.get(seq) if seq is not None else None
             if item is not None and "branch" not in item and branch.contains(item["seq"]):
                 item["branch"] = {
                     "checkpoint_id": fork.checkpoint_id,

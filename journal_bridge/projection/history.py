@@ -55,10 +55,10 @@ branch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Literal, cast
 
 from journal_bridge.model.envelope import (
     ERROR,
@@ -71,10 +71,20 @@ from journal_bridge.model.envelope import (
     OUTPUTS,
     RUN_ERROR,
     RUN_INTERRUPT,
-    RunEvent,
+    StoredRecord,
+    stored_seq,
 )
 from journal_bridge.model.errors import InvalidArgument
 from journal_bridge.model.records import CANCELLED_ERROR_TYPE, MARKER_COUNTS, is_hidden
+from journal_bridge.model.shapes import (
+    JournalHistoryItem,
+    JournalHistoryPage,
+    JournalInterrupt,
+    JournalMarkersPage,
+    JournalMessageItem,
+    JournalRunStatus,
+    JournalSummaryMarker,
+)
 from journal_bridge.projection.branches import Branch, annotate_forks, branch_of
 from journal_bridge.store.base import RunEventStore
 
@@ -98,7 +108,8 @@ ORDER_EVENT = "journal.order"
 # `outputs` holds `run.interrupt` and one `run.end` per run, which projects to nothing.
 TIMELINE_CATEGORIES = (MESSAGE, MIDDLEWARE, ERROR, OUTPUTS)
 
-_MESSAGE_TYPES = {
+_MessageType = Literal["human", "ai", "tool"]
+_MESSAGE_TYPES: dict[str, _MessageType] = {
     LLM_HUMAN_INPUT: "human",
     LLM_AI_RESPONSE: "ai",
     LLM_TOOL_RESULT: "tool",
@@ -106,20 +117,22 @@ _MESSAGE_TYPES = {
 # A timeline read may hit records that project to nothing; each read asks for
 # at least this many so a page with hidden records still needs few queries.
 _MIN_READ = 16
+# What a page shows of a batch of records: their items (a record projects to none or one).
+Projector = Callable[[Sequence[StoredRecord]], list[JournalHistoryItem]]
 
 
-def anchor_of(event: RunEvent) -> int | None:
+def anchor_of(event: StoredRecord) -> int | None:
     """The seq of the record `event` belongs before, when it was written after it."""
     value = (event.metadata or {}).get("anchor_seq") if isinstance(event.metadata, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _created_at(event: RunEvent) -> str | None:
+def _created_at(event: StoredRecord) -> str:
     value = event.created_at
-    return value.isoformat() if isinstance(value, datetime) else value
+    return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
-def _message_row(event: RunEvent) -> dict[str, Any] | None:
+def _message_row(event: StoredRecord) -> JournalMessageItem | None:
     message_type = _MESSAGE_TYPES.get(event.event_type)
     if message_type is None:
         return None
@@ -128,28 +141,35 @@ def _message_row(event: RunEvent) -> dict[str, Any] | None:
         return None
     content = event.content
     if isinstance(content, dict):
-        message = dict(content)
+        message: dict[str, object] = dict(content)
         message.setdefault("type", message_type)
     else:
         # A writer that journaled bare text: still a readable message.
         message = {"type": message_type, "content": content}
     message.setdefault("id", None)
-    message["seq"] = event.seq
+    message["seq"] = stored_seq(event)
     message["run_id"] = event.run_id
     message["created_at"] = _created_at(event)
-    return message
+    # The writer's message dict, its fields kept as journaled (the schema leaves it open).
+    return cast(JournalMessageItem, message)
 
 
-def _ids(value: Any) -> list[str]:
+def _ids(value: object) -> list[str]:
     return [str(i) for i in value if i is not None] if isinstance(value, list) else []
 
 
-def _marker(event: RunEvent) -> dict[str, Any] | None:
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else value if isinstance(value, str) else str(value)
+
+
+def _marker(event: StoredRecord) -> JournalSummaryMarker | None:
     if event.event_type != MIDDLEWARE_SUMMARIZE:
         return None
-    content = event.content
-    if not isinstance(content, dict):
-        content = {}
+    content: dict[str, object] = event.content if isinstance(event.content, dict) else {}
     action = content.get("action", "summarize")
     if action != "summarize":
         return None
@@ -163,50 +183,53 @@ def _marker(event: RunEvent) -> dict[str, Any] | None:
     replaced_ids = _ids(changes.get("replaced_message_ids"))
     earlier_summaries = set(_ids(changes.get("previous_summary_ids")))
     return {
-        "type": MARKER_TYPE,
+        "type": "summary_marker",
         "id": f"summary-marker-{event.seq}",
-        "seq": event.seq,
+        "seq": stored_seq(event),
         "run_id": event.run_id,
         "created_at": _created_at(event),
-        "replaced_count": changes.get("replaced_count"),
+        "replaced_count": _count(changes.get("replaced_count")),
         # Records written before `condensed_count` existed count every replaced id.
-        "condensed_count": changes.get("condensed_count", changes.get("replaced_count")),
-        "preserved_count": changes.get("preserved_count"),
-        "summary": changes.get("summary"),
-        "summary_message_id": changes.get("summary_message_id"),
+        "condensed_count": _count(changes.get("condensed_count", changes.get("replaced_count"))),
+        "preserved_count": _count(changes.get("preserved_count")),
+        "summary": _text(changes.get("summary")),
+        "summary_message_id": _text(changes.get("summary_message_id")),
         "replaced_message_ids": replaced_ids,
         "condensed_message_ids": [i for i in replaced_ids if i not in earlier_summaries],
     }
 
 
-def _run_status(event: RunEvent) -> dict[str, Any] | None:
+def _interrupts(value: object) -> list[JournalInterrupt]:
+    """A `run.interrupt` record's interrupts, as the writer gave them (`{"id", "value"}` each)."""
+    return cast(list[JournalInterrupt], value) if isinstance(value, list) else []
+
+
+def _run_status(event: StoredRecord) -> JournalRunStatus | None:
     content, metadata = event.content, event.metadata or {}
-    item: dict[str, Any] = {
-        "type": RUN_STATUS_TYPE,
+    status: Literal["failed", "cancelled", "interrupted"]
+    if event.event_type == RUN_ERROR:
+        error_type = _text(metadata.get("error_type"))
+        status = "cancelled" if error_type == CANCELLED_ERROR_TYPE else "failed"
+        message, interrupts = (content if isinstance(content, str) else None), []
+    elif event.event_type == RUN_INTERRUPT:
+        status, error_type, message = "interrupted", None, None
+        interrupts = _interrupts(content.get("interrupts") if isinstance(content, dict) else None)
+    else:
+        return None
+    return {
+        "type": "run_status",
         "id": f"run-status-{event.seq}",
-        "seq": event.seq,
+        "seq": stored_seq(event),
         "run_id": event.run_id,
         "created_at": _created_at(event),
-        "status": None,
-        "error_type": None,
-        "message": None,
-        "interrupts": [],
+        "status": status,
+        "error_type": error_type,
+        "message": message,
+        "interrupts": interrupts,
     }
-    if event.event_type == RUN_ERROR:
-        error_type = metadata.get("error_type")
-        item["status"] = "cancelled" if error_type == CANCELLED_ERROR_TYPE else "failed"
-        item["error_type"] = error_type
-        item["message"] = content if isinstance(content, str) else None
-        return item
-    if event.event_type == RUN_INTERRUPT:
-        interrupts = content.get("interrupts") if isinstance(content, dict) else None
-        item["status"] = "interrupted"
-        item["interrupts"] = interrupts if isinstance(interrupts, list) else []
-        return item
-    return None
 
 
-def project_record(event: RunEvent) -> dict[str, Any] | None:
+def project_record(event: StoredRecord) -> JournalHistoryItem | None:
     """The item one record projects to, or None when it is not part of the conversation."""
     if event.category == MESSAGE:
         return _message_row(event)
@@ -217,9 +240,9 @@ def project_record(event: RunEvent) -> dict[str, Any] | None:
     return None
 
 
-def project(events: Iterable[RunEvent]) -> list[dict[str, Any]]:
+def project(events: Iterable[StoredRecord]) -> list[JournalHistoryItem]:
     """Items for `events`, in the order given (the store's ascending `seq`)."""
-    items = []
+    items: list[JournalHistoryItem] = []
     for event in events:
         item = project_record(event)
         if item is not None:
@@ -227,7 +250,7 @@ def project(events: Iterable[RunEvent]) -> list[dict[str, Any]]:
     return items
 
 
-def _markers_only(events: Iterable[RunEvent]) -> list[dict[str, Any]]:
+def _markers_only(events: Iterable[StoredRecord]) -> list[JournalHistoryItem]:
     return [item for item in project(events) if item["type"] == MARKER_TYPE]
 
 
@@ -235,14 +258,14 @@ async def _read(
     store: RunEventStore,
     thread_id: str,
     categories: Sequence[str],
-    projector: Any,
+    projector: Projector,
     want: int,
     *,
     ceiling: int,
     before_seq: int | None = None,
     after_seq: int | None = None,
     branch: Branch | None = None,
-) -> list[dict[str, Any]]:
+) -> list[JournalHistoryItem]:
     """Up to `want` items next to a cursor, ascending seq, of the records up to
     `ceiling`: the newest below `before_seq` (the newest of all without a
     cursor), or the oldest above `after_seq`.
@@ -256,7 +279,7 @@ async def _read(
     if branch is not None:
         return await _read_branch(store, thread_id, categories, projector, want, before_seq, after_seq, branch, ceiling)
     backward = after_seq is None
-    items: list[dict[str, Any]] = []
+    items: list[JournalHistoryItem] = []
     cursor = before_seq if backward else after_seq
     while len(items) < want:
         batch = max(want - len(items), _MIN_READ)
@@ -264,19 +287,20 @@ async def _read(
             thread_id,
             categories=tuple(categories),
             limit=batch,
-            **({"before_seq": cursor} if backward else {"after_seq": cursor}),
+            before_seq=cursor if backward else None,
+            after_seq=None if backward else cursor,
         )
         if not records:
             break
         if backward:
             items = projector(records) + items
-            cursor = records[0].seq
+            cursor = stored_seq(records[0])
         else:
-            below = [r for r in records if r.seq <= ceiling]
+            below = [r for r in records if stored_seq(r) <= ceiling]
             items.extend(projector(below))
             if len(below) < len(records):
                 break
-            cursor = records[-1].seq
+            cursor = stored_seq(records[-1])
         if len(records) < batch:
             break
     return items
@@ -286,15 +310,15 @@ async def _read_branch(
     store: RunEventStore,
     thread_id: str,
     categories: Sequence[str],
-    projector: Any,
+    projector: Projector,
     want: int,
     before_seq: int | None,
     after_seq: int | None,
     branch: Branch,
     ceiling: int,
-) -> list[dict[str, Any]]:
+) -> list[JournalHistoryItem]:
     """`_read` of the records on `branch`: range by range, newest first or oldest first."""
-    items: list[dict[str, Any]] = []
+    items: list[JournalHistoryItem] = []
     if after_seq is None:
         cursor = before_seq
         while len(items) < want:
@@ -305,15 +329,15 @@ async def _read_branch(
             batch = max(want - len(items), _MIN_READ)
             records = await store.list_timeline(
                 thread_id, categories=tuple(categories), limit=batch,
-                **({} if high is None else {"before_seq": high + 1}),
+                before_seq=None if high is None else high + 1,
             )
             if not records:
                 break
-            await branch.extend_to(records[0].seq)
-            items = projector([r for r in records if branch.contains(r.seq) and branch.visible(r)]) + items
+            await branch.extend_to(stored_seq(records[0]))
+            items = projector([r for r in records if branch.contains(stored_seq(r)) and branch.visible(r)]) + items
             if len(records) < batch:
                 break  # nothing older anywhere
-            cursor = records[0].seq
+            cursor = stored_seq(records[0])
         return items
     ranges = sorted(await branch.all_ranges())
     for low, top in ranges:
@@ -324,11 +348,11 @@ async def _read_branch(
         while len(items) < want:
             batch = max(want - len(items), _MIN_READ)
             records = await store.list_timeline(thread_id, categories=tuple(categories), limit=batch, after_seq=cursor)
-            in_range = [r for r in records if r.seq <= high]
+            in_range = [r for r in records if stored_seq(r) <= high]
             items.extend(projector([r for r in in_range if branch.visible(r)]))
             if len(records) < batch or len(in_range) < len(records):
                 break  # the range (or the journal) ends here
-            cursor = records[-1].seq
+            cursor = stored_seq(records[-1])
         if len(items) >= want:
             break
     return items
@@ -347,22 +371,22 @@ async def _displaced(store: RunEventStore, thread_id: str) -> dict[int, int]:
                     found[int(seq)] = anchor
         if len(page) < 500:
             return found
-        after = page[-1].seq
+        after = stored_seq(page[-1])
 
 
 async def _read_seqs(
-    store: RunEventStore, thread_id: str, categories: Sequence[str], projector: Any, seqs: Sequence[int]
-) -> list[dict[str, Any]]:
+    store: RunEventStore, thread_id: str, categories: Sequence[str], projector: Projector, seqs: Sequence[int]
+) -> list[JournalHistoryItem]:
     """The items of the records with these seqs (ascending)."""
     wanted = set(seqs)
-    items: list[dict[str, Any]] = []
+    items: list[JournalHistoryItem] = []
     cursor, last = min(seqs) - 1, max(seqs)
     while cursor < last:
         records = await store.list_timeline(thread_id, categories=tuple(categories), limit=500, after_seq=cursor)
         if not records:
             break
         items.extend(projector([r for r in records if r.seq in wanted]))
-        cursor = records[-1].seq
+        cursor = stored_seq(records[-1])
         if len(records) < 500:
             break
     return items
@@ -378,7 +402,7 @@ class _PageQuery:
     """One page asked of a thread: which records, how they are shown, and where."""
 
     categories: Sequence[str]
-    projector: Any
+    projector: Projector
     limit: int
     before_seq: int | None
     after_seq: int | None
@@ -388,7 +412,7 @@ class _PageQuery:
 
 async def _ordered_page(
     store: RunEventStore, thread_id: str, query: _PageQuery, displaced: dict[int, int]
-) -> dict[str, Any]:
+) -> JournalHistoryPage:
     """`_page` for a thread with displaced records: the same contract, in conversation order."""
     categories, projector, limit = query.categories, query.projector, query.limit
     before_seq, after_seq, ceiling = query.before_seq, query.after_seq, query.ceiling
@@ -400,10 +424,10 @@ async def _ordered_page(
         await branch.all_ranges()
         moved = [m for m in moved if branch.contains(displaced[m["seq"]])]
 
-    def in_place(records: list[RunEvent]) -> list[dict[str, Any]]:
+    def in_place(records: Sequence[StoredRecord]) -> list[JournalHistoryItem]:
         return projector([r for r in records if r.seq not in displaced])
 
-    def key(item: dict[str, Any]) -> tuple[int, int, int]:
+    def key(item: JournalHistoryItem) -> tuple[int, int, int]:
         return _order_key(item["seq"], displaced)
 
     if after_seq is not None:
@@ -416,18 +440,18 @@ async def _ordered_page(
         last_shown = items[-1]["seq"] if len(items) > limit else None
         items += [m for m in moved if key(m) > cursor and (last_shown is None or displaced[m["seq"]] <= last_shown)]
         return _forward_page(sorted(items, key=key), limit, after_seq)
-    cursor = _order_key(before_seq, displaced) if before_seq is not None else None
+    before = _order_key(before_seq, displaced) if before_seq is not None else None
     items = await _read(
         store, thread_id, categories, in_place, limit + 1,
-        ceiling=ceiling, before_seq=cursor[0] if cursor else None, branch=branch,
+        ceiling=ceiling, before_seq=before[0] if before else None, branch=branch,
     )
     items = items[-(limit + 1):]
     floor = items[0]["seq"] if len(items) > limit else None
-    items += [m for m in moved if (cursor is None or key(m) < cursor) and (floor is None or displaced[m["seq"]] > floor)]
+    items += [m for m in moved if (before is None or key(m) < before) and (floor is None or displaced[m["seq"]] > floor)]
     return _backward_page(sorted(items, key=key), limit)
 
 
-async def _page(store: RunEventStore, thread_id: str, query: _PageQuery) -> dict[str, Any]:
+async def _page(store: RunEventStore, thread_id: str, query: _PageQuery) -> JournalHistoryPage:
     limit, before_seq, after_seq = query.limit, query.before_seq, query.after_seq
     if limit < 1:
         raise InvalidArgument(f"limit: must be at least 1, got {limit}")
@@ -455,7 +479,7 @@ async def _page(store: RunEventStore, thread_id: str, query: _PageQuery) -> dict
     return page
 
 
-def _forward_page(items: list[dict[str, Any]], limit: int, after_seq: int) -> dict[str, Any]:
+def _forward_page(items: list[JournalHistoryItem], limit: int, after_seq: int) -> JournalHistoryPage:
     """The page of the first `limit` of `items` (oldest first), the items after `after_seq`."""
     data = items[:limit]
     return {
@@ -467,7 +491,7 @@ def _forward_page(items: list[dict[str, Any]], limit: int, after_seq: int) -> di
     }
 
 
-def _backward_page(items: list[dict[str, Any]], limit: int) -> dict[str, Any]:
+def _backward_page(items: list[JournalHistoryItem], limit: int) -> JournalHistoryPage:
     """The page of the last `limit` of `items` (up to `limit + 1`, oldest first)."""
     has_more = len(items) > limit
     data = items[-limit:] if has_more else items
@@ -487,9 +511,9 @@ async def history_page(
     before_seq: int | None = None,
     after_seq: int | None = None,
     run_id: str | None = None,
-    checkpoint: Mapping[str, Any] | None = None,
+    checkpoint: Mapping[str, object] | None = None,
     markers_only: bool = False,
-) -> dict[str, Any]:
+) -> JournalHistoryPage:
     """One page of a thread's history: message rows and summary markers in `seq` order.
 
     Cursors as described in the module docstring; `ValueError` (naming the
@@ -506,6 +530,20 @@ async def history_page(
     return await _page(store, thread_id, _PageQuery(categories, projector, limit, before_seq, after_seq, ceiling, branch))
 
 
-async def markers_page(store: RunEventStore, thread_id: str, **page: Any) -> dict[str, Any]:
+async def markers_page(
+    store: RunEventStore,
+    thread_id: str,
+    *,
+    limit: int = 50,
+    before_seq: int | None = None,
+    after_seq: int | None = None,
+    run_id: str | None = None,
+    checkpoint: Mapping[str, object] | None = None,
+) -> JournalMarkersPage:
     """`history_page` with its page contract and parameters, holding summary markers only."""
-    return await history_page(store, thread_id, **page, markers_only=True)
+    page = await history_page(
+        store, thread_id, limit=limit, before_seq=before_seq, after_seq=after_seq, run_id=run_id,
+        checkpoint=checkpoint, markers_only=True,
+    )
+    # Its items are the markers alone (`_markers_only`).
+    return cast(JournalMarkersPage, page)

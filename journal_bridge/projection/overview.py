@@ -22,9 +22,8 @@ Shapes: the `JournalThread` and `JournalRunSummary` schemas in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
 
 from journal_bridge.model.envelope import (
     LLM_HUMAN_INPUT,
@@ -36,10 +35,12 @@ from journal_bridge.model.envelope import (
     RUN_INTERRUPT,
     RUN_START,
     TRACE,
-    RunEvent,
+    StoredRecord,
+    stored_seq,
 )
-from journal_bridge.store.base import RunEventStore, supports
+from journal_bridge.model.shapes import JournalRunSummary, JournalThread, StoredThread
 from journal_bridge.model.timestamps import parse_time
+from journal_bridge.store.base import RunEventStore, supports
 
 __all__ = [
     "TITLE_LENGTH",
@@ -56,7 +57,7 @@ _MARKER_PAGE = 500
 _RUN_BOUNDS = (RUN_START, RUN_END, RUN_ERROR, RUN_INTERRUPT)
 
 
-def message_text(content: Any, *, other: Callable[[Any], str] | None = None) -> str:
+def message_text(content: object, *, other: Callable[[object], str] | None = None) -> str:
     """The readable text of LangChain message content (a string or a list of blocks).
 
     What is not text (a tool-use block, a dict, a number) is left out, or,
@@ -89,7 +90,7 @@ def _shorten(text: str, length: int = TITLE_LENGTH) -> str:
     return text if len(text) <= length else text[: length - 1].rstrip() + "…"
 
 
-def _iso(value: Any) -> str | None:
+def _iso(value: datetime | str) -> str:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
@@ -115,7 +116,7 @@ async def _assistant_id(store: RunEventStore, thread_id: str) -> str | None:
     return None
 
 
-def _is_marker(record: RunEvent) -> bool:
+def _is_marker(record: StoredRecord) -> bool:
     if record.event_type != MIDDLEWARE_SUMMARIZE:
         return False
     content = record.content if isinstance(record.content, dict) else {}
@@ -132,10 +133,10 @@ async def marker_count(store: RunEventStore, thread_id: str) -> int:
         count += sum(_is_marker(record) for record in records)
         if len(records) < _MARKER_PAGE:
             return count
-        cursor = records[-1].seq
+        cursor = stored_seq(records[-1])
 
 
-async def thread_overview(store: RunEventStore, thread: dict[str, Any]) -> dict[str, Any]:
+async def thread_overview(store: RunEventStore, thread: StoredThread) -> JournalThread:
     """`thread` (a `list_threads` entry) with `title`, `assistant_id`, `message_count`, `marker_count`."""
     thread_id = thread["thread_id"]
     return {
@@ -147,7 +148,7 @@ async def thread_overview(store: RunEventStore, thread: dict[str, Any]) -> dict[
     }
 
 
-def _summary(run_id: str, records: list[RunEvent]) -> dict[str, Any]:
+def _summary(run_id: str, records: Sequence[StoredRecord]) -> JournalRunSummary:
     start = next((r for r in records if r.event_type == RUN_START), None)
     end = next((r for r in records if r.event_type in (RUN_END, RUN_ERROR)), None)
     error = next((r for r in records if r.event_type == RUN_ERROR), None)
@@ -166,6 +167,7 @@ def _summary(run_id: str, records: list[RunEvent]) -> dict[str, Any]:
     if started is not None and ended is not None:
         duration = max(0, round((ended - started).total_seconds() * 1000))
     assistant = start.content.get("assistant_id") if start and isinstance(start.content, dict) else None
+    error_type = (error.metadata or {}).get("error_type") if error is not None else None
     return {
         "run_id": run_id,
         "status": status,
@@ -173,14 +175,14 @@ def _summary(run_id: str, records: list[RunEvent]) -> dict[str, Any]:
         "ended_at": _iso(end.created_at) if end else None,
         "duration_ms": duration,
         "error": message_text(error.content) if error is not None else None,
-        "error_type": (error.metadata or {}).get("error_type") if error is not None else None,
-        "assistant_id": assistant,
+        "error_type": None if error_type is None else str(error_type),
+        "assistant_id": None if assistant is None else str(assistant),
     }
 
 
-async def run_summaries(store: RunEventStore, thread_id: str, run_ids: Iterable[str]) -> list[dict[str, Any]]:
+async def run_summaries(store: RunEventStore, thread_id: str, run_ids: Iterable[str]) -> list[JournalRunSummary]:
     """A summary for each of `run_ids` (in the order given, each once)."""
-    summaries = []
+    summaries: list[JournalRunSummary] = []
     for run_id in dict.fromkeys(run_ids):
         records = await store.list_events(
             thread_id, run_id, event_types=list(_RUN_BOUNDS), limit=len(_RUN_BOUNDS) * 2
@@ -189,7 +191,7 @@ async def run_summaries(store: RunEventStore, thread_id: str, run_ids: Iterable[
     return summaries
 
 
-async def search_threads(store: RunEventStore, text: str, *, limit: int) -> list[dict[str, Any]] | None:
+async def search_threads(store: RunEventStore, text: str, *, limit: int) -> list[StoredThread] | None:
     """Threads whose messages contain `text` (any case), most recent first, when the
     store can search (the optional `search_threads` capability); None when it cannot."""
     if not supports(store, "search_threads"):

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import importlib
 from collections.abc import Callable, Generator
-from typing import Any
 
 from journal_bridge.model.envelope import EventRecord
 from journal_bridge.model.errors import InvalidEvent, InvalidStoreUrl
@@ -91,7 +90,7 @@ def _factory(scheme: str) -> StoreFactory | None:
     return factory
 
 
-def create_store(url: str, **options: Any) -> RunEventStore:
+def create_store(url: str, **options: object) -> RunEventStore:
     """The store for `url`, not yet opened. Unknown schemes raise `InvalidStoreUrl` (a ValueError)."""
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     factory = _factory(scheme) if scheme else None
@@ -113,7 +112,7 @@ class OpeningStore:
         await self._store.open()
         return self._store
 
-    def __await__(self) -> Generator[Any, None, RunEventStore]:
+    def __await__(self) -> Generator[object, None, RunEventStore]:
         return self._open().__await__()
 
     async def __aenter__(self) -> RunEventStore:
@@ -123,7 +122,7 @@ class OpeningStore:
         await self._store.close()
 
 
-def open_store(url: str, **options: Any) -> OpeningStore:
+def open_store(url: str, **options: object) -> OpeningStore:
     """Open the store for `url`.
 
     `async with open_store(url) as store:` closes it on exit; `store = await
@@ -140,7 +139,7 @@ async def open_store_when_available(
     *,
     on_unavailable: Callable[[StoreUnavailable], None] | None = None,
     max_delay: float = 10.0,
-    **options: Any,
+    **options: object,
 ) -> RunEventStore:
     """Open the store for `url`, retrying with backoff for as long as it is unavailable.
 

@@ -54,6 +54,7 @@ from journal_bridge.model.envelope import (
     prepare_event,
 )
 from journal_bridge.model.errors import InvalidArgument, InvalidStoreUrl, StoreError, StoreUnavailable
+from journal_bridge.model.shapes import StoredThread
 
 __all__ = [
     "CAPABILITIES",
@@ -84,7 +85,7 @@ MIDDLEWARE_CALLER_PREFIX = "middleware:"
 
 
 def event_from_row(
-    row: tuple[Any, ...], *, content: Any, metadata: dict[str, Any], created_at: Any
+    row: tuple[Any, ...], *, content: object, metadata: dict[str, object], created_at: Any
 ) -> RunEvent:
     """A stored row (`thread_id, seq, run_id, event_type, category, content,
     metadata, created_at, source_key, user_id`) as a record, given the values of
@@ -203,7 +204,7 @@ class RunEventsQuery:
         )
 
 
-def page_query(select: str, page: Page, *, mark: str) -> tuple[str, list[Any], bool]:
+def page_query(select: str, page: Page, *, mark: str) -> tuple[str, list[object], bool]:
     """The SQL of one page: `(sql, params, descending)`.
 
     One index range per category, merged with UNION ALL: a page costs the page,
@@ -244,9 +245,9 @@ def run_events_query(
     query: RunEventsQuery,
     *,
     mark: str,
-    types: Callable[[tuple[str, ...]], tuple[str, list[Any]]],
+    types: Callable[[tuple[str, ...]], tuple[str, list[object]]],
     task_id_match: str,
-) -> tuple[str, list[Any]]:
+) -> tuple[str, list[object]]:
     """The SQL of `list_events`: `(sql, params)`.
 
     `types(event_types)` gives the dialect's membership test and its parameters;
@@ -278,7 +279,7 @@ def plan_append(
     encode_time: Any = None,
 ) -> tuple[
     dict[str, list[RunEvent]],
-    list[tuple[Any, ...]],
+    list[tuple[object, ...]],
     list[tuple[str, int, int, int]],
 ]:
     """Assign seqs for an append whose thread counters and known keys were read
@@ -368,8 +369,8 @@ class RunEventStore(abc.ABC):
         run_id: str,
         event_type: str,
         category: str,
-        content: Any = "",
-        metadata: dict[str, Any] | None = None,
+        content: object = "",
+        metadata: dict[str, object] | None = None,
         created_at: datetime | str | None = None,
         source_key: str | None = None,
         user_id: str | None = None,
@@ -393,7 +394,7 @@ class RunEventStore(abc.ABC):
         return EventRecord.from_event(stored)
 
     async def put_batch(
-        self, events: Sequence[RunEvent | Mapping[str, Any]]
+        self, events: Sequence[RunEvent | Mapping[str, object]]
     ) -> list[Any]:
         """Append `events` (possibly of several threads) in one transaction.
 
@@ -456,8 +457,8 @@ class RunEventStore(abc.ABC):
         run_id: str,
         event_type: str,
         category: str,
-        content: Any = "",
-        metadata: dict[str, Any] | None = None,
+        content: object = "",
+        metadata: dict[str, object] | None = None,
         created_at: datetime | str | None = None,
         user_id: str | None = None,
     ) -> tuple[EventRecord, bool]:
@@ -628,7 +629,7 @@ class RunEventStore(abc.ABC):
     async def has_thread(self, thread_id: str) -> bool:
         """Whether the thread holds at least one record."""
 
-    async def list_threads(self, *, limit: int = 50) -> list[dict[str, Any]]:
+    async def list_threads(self, *, limit: int = 50) -> list[StoredThread]:
         """Threads with records, most recently appended to first.
 
         Each: `{"thread_id", "last_seq", "event_count", "updated_at"}`, where
@@ -638,7 +639,7 @@ class RunEventStore(abc.ABC):
         return await self._list_threads(limit)
 
     @abc.abstractmethod
-    async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
+    async def _list_threads(self, limit: int) -> list[StoredThread]:
         """`list_threads` with `limit` already checked."""
 
     @abc.abstractmethod
@@ -689,7 +690,7 @@ class RunEventStore(abc.ABC):
         """Give up the claim `claim_run` took; nothing when this store does not hold it."""
         raise NotImplementedError(f"{type(self).__name__} cannot claim runs")
 
-    async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    async def search_threads(self, text: str, *, limit: int = 50) -> list[StoredThread]:
         """Threads with a message whose text contains `text` (ASCII letters in any
         case), as `list_threads` entries, most recently appended to first.
 

@@ -30,6 +30,7 @@ import os
 import sys
 import time
 from datetime import UTC, datetime, timedelta, timezone
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,9 @@ from journal_bridge.model.envelope import (
     RUN_START,
     TRACE,
     RunEvent,
+    StoredRecord,
     make_event,
+    stored_seq,
 )
 from journal_bridge.store import (
     InvalidEvent,
@@ -67,7 +70,7 @@ def event(
     run_id: str = "run-1",
     event_type: str = LLM_AI_RESPONSE,
     category: str | None = None,
-    content: Any = "hello",
+    content: object = "hello",
     **kwargs: Any,
 ) -> RunEvent:
     return make_event(
@@ -80,8 +83,8 @@ def event(
     )
 
 
-def seqs(events: list[Any]) -> list[int]:
-    return [e.seq for e in events]  # type: ignore[misc]
+def seqs(events: Sequence[StoredRecord]) -> list[int]:
+    return [stored_seq(e) for e in events]
 
 
 def as_events(records: list[Any]) -> list[RunEvent]:
@@ -130,11 +133,11 @@ class RunEventStoreConformance:
         raise NotImplementedError
 
     @pytest.fixture
-    def store_options(self) -> dict[str, Any]:
+    def store_options(self) -> dict[str, object]:
         return {}
 
     @pytest.fixture
-    async def store(self, store_url: str, store_options: dict[str, Any]):
+    async def store(self, store_url: str, store_options: dict[str, object]):
         async with open_store(store_url, **store_options) as opened:
             yield opened
 
@@ -174,7 +177,7 @@ class RunEventStoreConformance:
         created = datetime(
             2025, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=2))
         )
-        given = {
+        given: dict[str, Any] = {
             "thread_id": THREAD,
             "run_id": "run-9",
             "event_type": LLM_AI_RESPONSE,
@@ -329,7 +332,7 @@ class RunEventStoreConformance:
     # -- truncation --------------------------------------------------------------
 
     @pytest.fixture
-    async def small_store(self, store_url: str, store_options: dict[str, Any]):
+    async def small_store(self, store_url: str, store_options: dict[str, object]):
         async with open_store(
             store_url, **{**store_options, "max_content_bytes": 1000}
         ) as opened:
@@ -556,8 +559,8 @@ class RunEventStoreConformance:
         stored = await seed_mixed_thread(store, runs=2)
         run_end = next(e for e in stored if e.event_type == RUN_END)
         messages = [e for e in stored if e.category == MESSAGE]
-        below = [e for e in messages if e.seq < run_end.seq]
-        above = [e for e in messages if e.seq > run_end.seq]
+        below = [e for e in messages if stored_seq(e) < stored_seq(run_end)]
+        above = [e for e in messages if stored_seq(e) > stored_seq(run_end)]
         assert (
             as_events(await store.list_messages(THREAD, limit=2, before_seq=run_end.seq))
             == below[-2:]
@@ -651,11 +654,11 @@ class RunEventStoreConformance:
         marker = next(e for e in expected if e.category == MIDDLEWARE)
         index = expected.index(marker)
         assert (
-            await store.list_timeline(THREAD, limit=3, before_seq=marker.seq + 1)
+            await store.list_timeline(THREAD, limit=3, before_seq=stored_seq(marker) + 1)
             == (expected[index - 2 : index + 1])
         )
         assert (
-            await store.list_timeline(THREAD, limit=2, after_seq=marker.seq - 1)
+            await store.list_timeline(THREAD, limit=2, after_seq=stored_seq(marker) - 1)
             == (expected[index : index + 2])
         )
 
@@ -862,7 +865,7 @@ class RunEventStoreConformance:
 
         results = await asyncio.gather(*(writer(w) for w in range(12)))
         total = sum(len(r) for r in results)
-        assert sorted(e.seq for r in results for e in r) == list(range(1, total + 1))
+        assert sorted(stored_seq(e) for r in results for e in r) == list(range(1, total + 1))
         for written in results:  # each writer's own events in the order it wrote them
             assert seqs(written) == sorted(seqs(written))
         assert seqs(await store.list_messages(THREAD, limit=total)) == list(
@@ -877,7 +880,7 @@ class RunEventStoreConformance:
             )
         )
         assert await store.count_messages(THREAD) == 5
-        by_key = {}
+        by_key: dict[str | None, set[int | None]] = {}
         for (stored,) in results:
             by_key.setdefault(stored.source_key, set()).add(stored.seq)
         assert all(len(s) == 1 for s in by_key.values())
@@ -1085,7 +1088,7 @@ class RunEventStoreConformance:
 
     # -- deer-flow's RunEventStore: put_if_absent --------------------------------
 
-    async def test_put_if_absent_writes_once_per_run_and_event_type(self, store):
+    async def test_put_if_absent_writes_once_per_run_and_event_type(self, store: RunEventStore) -> None:
         first, created = await store.put_if_absent(
             thread_id=THREAD, run_id="r", event_type=RUN_END, category=OUTPUTS, content="done"
         )
@@ -1452,7 +1455,7 @@ class SharedStorageConformance(RunEventStoreConformance):
             await asyncio.sleep(0.1)
 
 
-async def _claim_and_wait(url: str, options: dict[str, Any], run_id: str, ready: Path) -> None:
+async def _claim_and_wait(url: str, options: dict[str, object], run_id: str, ready: Path) -> None:
     """The process of `test_a_killed_processs_claims_are_taken_over`: claims, says so, waits to be killed."""
     async with open_store(url, **options) as store:
         assert await store.claim_run(run_id)
@@ -1461,7 +1464,7 @@ async def _claim_and_wait(url: str, options: dict[str, Any], run_id: str, ready:
 
 
 async def _append_as_writer(
-    url: str, options: dict[str, Any], thread_id: str, writer: str, batches: int, barrier: Path
+    url: str, options: dict[str, object], thread_id: str, writer: str, batches: int, barrier: Path
 ) -> None:
     """One writer process of `test_separate_processes_get_contiguous_seqs`.
 

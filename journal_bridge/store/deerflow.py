@@ -74,7 +74,7 @@ def run_events_statements(*, id_type: str, json_type: str, time_type: str) -> tu
     )
 
 
-def encode_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
+def encode_row(row: tuple[Any, ...]) -> tuple[object, ...]:
     """A `plan_append` row with its content and metadata as deer-flow stores them."""
     content_json, metadata_json = row[5], row[6]
     # The JSON text of a str, and only of a str, starts with a quote.
@@ -91,7 +91,7 @@ def encode_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def decode_row(
-    row: tuple[Any, ...], metadata: dict[str, Any], created_at: datetime
+    row: tuple[Any, ...], metadata: dict[str, object], created_at: datetime
 ) -> RunEvent:
     """A row of `COLUMNS` as a record, given its metadata (a dict the caller
     owns) and its time, as the driver reads them."""

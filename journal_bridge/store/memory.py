@@ -16,6 +16,7 @@ from typing import Any
 
 from journal_bridge.model.envelope import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.model.errors import InvalidArgument
+from journal_bridge.model.shapes import StoredThread
 from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     VISIBLE_AI_EVENT_TYPES,
@@ -183,7 +184,7 @@ class MemoryRunEventStore(RunEventStore):
         thread = self._threads.get(thread_id)
         return bool(thread and thread.events)
 
-    async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
+    async def _list_threads(self, limit: int) -> list[StoredThread]:
         self._check_open()
         live = [(tid, t) for tid, t in self._threads.items() if t.events]
         live.sort(key=lambda pair: pair[1].write_order, reverse=True)
@@ -197,7 +198,7 @@ class MemoryRunEventStore(RunEventStore):
             for thread_id, thread in live[:limit]
         ]
 
-    async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    async def search_threads(self, text: str, *, limit: int = 50) -> list[StoredThread]:
         _check_limit(limit)
         found = [
             thread

@@ -77,7 +77,7 @@ def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
     return event_from_row(row, content=row[5], metadata=row[6], created_at=row[7])
 
 
-def _translate(exc: psycopg.Error, what: str) -> Exception:
+def _translate(exc: Exception, what: str) -> Exception:
     if isinstance(exc, psycopg.OperationalError):
         # Connection lost or refused, pool exhausted, deadlock, serialisation
         # failure, server shutting down: all worth a retry.
@@ -90,7 +90,7 @@ def _translate(exc: psycopg.Error, what: str) -> Exception:
 
 
 async def _copy_rows(
-    cursor: psycopg.AsyncCursor[Any], table: str, columns: str, rows: Iterable[tuple[Any, ...]]
+    cursor: psycopg.AsyncCursor[object], table: str, columns: str, rows: Iterable[tuple[object, ...]]
 ) -> None:
     """Write `rows` with COPY: one round trip for the batch, parsed once by the server.
     A duplicate key fails the statement as an INSERT would (`UniqueViolation`)."""
@@ -234,7 +234,7 @@ class PostgresRunEventStore(SqlRunEventStore):
             )
         return self._pool
 
-    async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
+    async def _fetch(self, sql: str, params: Iterable[object]) -> list[tuple[Any, ...]]:
         try:
             async with self._get_pool().connection() as conn:
                 cursor = await conn.execute(sql, tuple(params))
@@ -313,18 +313,18 @@ class PostgresRunEventStore(SqlRunEventStore):
                 (self._lock_space, thread_id),
             )
 
-    def _decode(self, row: tuple[Any, ...]) -> RunEvent:
+    def _decode(self, row: tuple[object, ...]) -> RunEvent:
         """A row of `columns` as a record."""
         return _row_to_event(row)
 
     async def _insert_rows(
-        self, cursor: psycopg.AsyncCursor[Any], rows: list[tuple[Any, ...]]
+        self, cursor: psycopg.AsyncCursor[object], rows: list[tuple[object, ...]]
     ) -> None:
         """Insert the event rows `plan_append` made."""
         await _copy_rows(cursor, self._events, COLUMNS, rows)
 
     async def _count_appended(
-        self, cursor: psycopg.AsyncCursor[Any], counters: list[tuple[str, int, int, int]]
+        self, cursor: psycopg.AsyncCursor[object], counters: list[tuple[str, int, int, int]]
     ) -> None:
         """Add `(thread_id, last_seq, added, messages_added)` to the thread counters."""
         await cursor.executemany(
@@ -349,7 +349,7 @@ class PostgresRunEventStore(SqlRunEventStore):
                     " WHERE thread_id = ANY(%s)",
                     (list(groups),),
                 )
-                last_seqs = dict(await cursor.fetchall())
+                last_seqs: dict[str, int] = dict(await cursor.fetchall())
             existing: dict[str, dict[str, RunEvent]] = {}
             if look_up_keys:
                 for thread_id, items in groups.items():
@@ -412,7 +412,7 @@ class PostgresRunEventStore(SqlRunEventStore):
     # -- reading -----------------------------------------------------------------
 
     @staticmethod
-    def _one_of(column: str, values: tuple[str, ...]) -> tuple[str, list[Any]]:
+    def _one_of(column: str, values: tuple[str, ...]) -> tuple[str, list[object]]:
         return f"{column} = ANY(%s)", [list(values)]
 
     async def _last_visible_ai_seqs(
@@ -453,7 +453,7 @@ class PostgresRunEventStore(SqlRunEventStore):
 
     # -- deleting ----------------------------------------------------------------
 
-    async def _delete(self, thread_id: str, where: str, params: tuple[Any, ...]) -> int:
+    async def _delete(self, thread_id: str, where: str, params: tuple[object, ...]) -> int:
         # Under the thread's lock, as appends are.
         try:
             async with self._writing([thread_id]) as conn:
@@ -480,7 +480,7 @@ LAYOUTS = {
 }
 
 
-def from_url(url: str, **options: Any) -> PostgresRunEventStore:
+def from_url(url: str, **options: object) -> PostgresRunEventStore:
     """The store for `postgresql://...[?layout=journal|deerflow]` (or `postgres://`).
 
     The driver never sees `layout`: it is taken out of the URL the store connects to.

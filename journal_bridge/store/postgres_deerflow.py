@@ -122,12 +122,12 @@ class DeerflowPostgresRunEventStore(PostgresRunEventStore):
         return decode_row(row, dict(row[6] or {}), row[7])
 
     async def _insert_rows(
-        self, cursor: psycopg.AsyncCursor[Any], rows: list[tuple[Any, ...]]
+        self, cursor: psycopg.AsyncCursor[object], rows: list[tuple[object, ...]]
     ) -> None:
         await _copy_rows(cursor, self._events, COLUMNS, (encode_row(row) for row in rows))
 
-    async def _count_appended(self, cursor: Any, counters: Any) -> None:
+    async def _count_appended(self, cursor: object, counters: object) -> None:
         pass  # the trigger on run_events counts every insert
 
-    async def _count_deleted(self, conn: Any, thread_id: str, deleted: int, messages: int) -> None:
+    async def _count_deleted(self, conn: object, thread_id: str, deleted: int, messages: int) -> None:
         pass  # the trigger on run_events counts every delete

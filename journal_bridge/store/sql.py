@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from journal_bridge.model.envelope import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.model.errors import InvalidArgument
+from journal_bridge.model.shapes import StoredThread
 from journal_bridge.store.base import (
     Page,
     RunEventsQuery,
@@ -57,7 +58,7 @@ class SqlRunEventStore(RunEventStore):
     _version: str
 
     @abc.abstractmethod
-    async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
+    async def _fetch(self, sql: str, params: Iterable[object]) -> list[tuple[Any, ...]]:
         """The rows of one read."""
 
     @staticmethod
@@ -66,15 +67,15 @@ class SqlRunEventStore(RunEventStore):
         """The store's error for the driver's `exc` raised by `what` (e.g. "read")."""
 
     @abc.abstractmethod
-    def _decode(self, row: tuple[Any, ...]) -> RunEvent:
+    def _decode(self, row: tuple[object, ...]) -> RunEvent:
         """A row of `_select` as a record."""
 
     @abc.abstractmethod
-    def _one_of(self, column: str, values: tuple[str, ...]) -> tuple[str, list[Any]]:
+    def _one_of(self, column: str, values: tuple[str, ...]) -> tuple[str, list[object]]:
         """A WHERE term: `column` is one of `values`; and its parameters."""
 
     @abc.abstractmethod
-    async def _delete(self, thread_id: str, where: str, params: tuple[Any, ...]) -> int:
+    async def _delete(self, thread_id: str, where: str, params: tuple[object, ...]) -> int:
         """Delete the thread's events matching `where` in one write transaction,
         keeping its counters right; return how many went."""
 
@@ -101,7 +102,7 @@ class SqlRunEventStore(RunEventStore):
         """A thread's stored `updated_at` as the thread index gives it."""
         return value
 
-    def _thread_entries(self, rows: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    def _thread_entries(self, rows: Iterable[tuple[Any, ...]]) -> list[StoredThread]:
         """Rows of `thread_id, last_seq, event_count, updated_at` as thread index entries."""
         return [
             {
@@ -242,7 +243,7 @@ class SqlRunEventStore(RunEventStore):
         )
         return bool(rows)
 
-    async def _list_threads(self, limit: int) -> list[dict[str, Any]]:
+    async def _list_threads(self, limit: int) -> list[StoredThread]:
         rows = await self._fetch(
             f"SELECT thread_id, last_seq, event_count, updated_at FROM {self._threads}"
             f" WHERE event_count > 0 ORDER BY write_order DESC LIMIT {self.mark}",
@@ -280,6 +281,7 @@ class SqlRunEventStore(RunEventStore):
         self, thread_id: str, run_id: str, *, user_id: str | None = None
     ) -> int:
         m = self.mark
+        params: tuple[str, ...]
         where, params = f"thread_id = {m} AND run_id = {m}", (thread_id, run_id)
         if user_id is not None:
             where, params = f"{where} AND user_id = {m}", (*params, user_id)

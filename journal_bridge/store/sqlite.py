@@ -20,13 +20,14 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qs, urlsplit
 
 import aiosqlite
 
 from journal_bridge.model.envelope import MESSAGE, PreparedEvent, RunEvent
 from journal_bridge.model.errors import InvalidStoreUrl
+from journal_bridge.model.shapes import StoredThread
 from journal_bridge.store.base import (
     MIDDLEWARE_CALLER_PREFIX,
     SCHEMA_VERSION,
@@ -124,7 +125,7 @@ def _decode_time(text: str) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def _url_options(url: str) -> dict[str, Any]:
+def _url_options(url: str) -> dict[str, object]:
     """`?busy_timeout=SECONDS`: how long a write waits for another writer's lock
     (`layout` is taken out before)."""
     query = parse_qs(urlsplit(url).query)
@@ -153,7 +154,7 @@ LAYOUTS = {
 }
 
 
-def from_url(url: str, **options: Any) -> SqliteRunEventStore:
+def from_url(url: str, **options: object) -> SqliteRunEventStore:
     """The store for `sqlite:///path.db[?busy_timeout=SECONDS][&layout=journal|deerflow]`;
     `options` win over the URL's."""
     url, store_class = take_layout(url, LAYOUTS, "SQLite")
@@ -169,7 +170,7 @@ def _row_to_event(row: tuple[Any, ...]) -> RunEvent:
     )
 
 
-def _translate(exc: sqlite3.Error, what: str) -> StoreError:
+def _translate(exc: Exception, what: str) -> StoreError:
     message = f"SQLite {what} failed: {exc}"
     if isinstance(exc, sqlite3.OperationalError) and any(
         hint in str(exc).lower() for hint in _UNAVAILABLE_HINTS
@@ -199,7 +200,7 @@ async def _begin(conn: aiosqlite.Connection) -> None:
 _T = TypeVar("_T")
 
 
-async def run_in_connection_thread(conn: aiosqlite.Connection, fn: Callable[..., _T], *args: Any) -> _T:
+async def run_in_connection_thread(conn: aiosqlite.Connection, fn: Callable[..., _T], *args: object) -> _T:
     """`fn(sqlite3_connection, *args)` on `conn`'s own thread, as one of its operations.
 
     aiosqlite 0.20-0.22 run every operation through `Connection._execute`
@@ -421,7 +422,7 @@ class SqliteRunEventStore(SqlRunEventStore):
             raise _not_open()
         return self._reader
 
-    def _writing(self, thread_ids: Iterable[str]) -> contextlib.AbstractAsyncContextManager[Any]:
+    def _writing(self, thread_ids: Iterable[str]) -> contextlib.AbstractAsyncContextManager[object]:
         # One writer connection: its lock covers every thread.
         return self._write()
 
@@ -442,19 +443,20 @@ class SqliteRunEventStore(SqlRunEventStore):
                 await _rollback(conn)
                 raise
 
-    async def _fetch(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
+    async def _fetch(self, sql: str, params: Iterable[object]) -> list[tuple[Any, ...]]:
         try:
-            return list(await self._read_conn().execute_fetchall(sql, tuple(params)))
+            # The connection's rows are plain tuples (no row factory is set).
+            return cast(list[tuple[Any, ...]], list(await self._read_conn().execute_fetchall(sql, tuple(params))))
         except sqlite3.Error as exc:
             raise _translate(exc, "read") from exc
 
     # -- layout hooks ------------------------------------------------------------
 
-    def _decode(self, row: tuple[Any, ...]) -> RunEvent:
+    def _decode(self, row: tuple[object, ...]) -> RunEvent:
         """A row of `columns` as a record."""
         return _row_to_event(row)
 
-    def _insert_rows(self, raw: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    def _insert_rows(self, raw: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
         """Insert the event rows `plan_append` made (times as `_encode_time` wrote them)."""
         raw.executemany(self._insert_sql, rows)
 
@@ -558,7 +560,7 @@ class SqliteRunEventStore(SqlRunEventStore):
     # -- reading -----------------------------------------------------------------
 
     @staticmethod
-    def _one_of(column: str, values: tuple[str, ...]) -> tuple[str, list[Any]]:
+    def _one_of(column: str, values: tuple[str, ...]) -> tuple[str, list[object]]:
         return f"{column} IN ({', '.join('?' * len(values))})", list(values)
 
     async def _last_visible_ai_seqs(
@@ -582,7 +584,7 @@ class SqliteRunEventStore(SqlRunEventStore):
             found.update((run_id, seq) for run_id, seq in rows)
         return found
 
-    async def search_threads(self, text: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    async def search_threads(self, text: str, *, limit: int = 50) -> list[StoredThread]:
         _check_limit(limit)
         # Matched against the message's text as stored: a string content as is, a
         # list of blocks as its JSON text (where the text is JSON-escaped).
@@ -614,7 +616,7 @@ class SqliteRunEventStore(SqlRunEventStore):
 
     # -- deleting ----------------------------------------------------------------
 
-    async def _delete(self, thread_id: str, where: str, params: tuple[Any, ...]) -> int:
+    async def _delete(self, thread_id: str, where: str, params: tuple[object, ...]) -> int:
         try:
             async with self._write() as conn:
                 # Counted through the same index the delete uses, so the cost

@@ -116,15 +116,15 @@ class DeerflowSqliteRunEventStore(SqliteRunEventStore):
     def _decode(self, row: tuple[Any, ...]) -> RunEvent:
         return decode_row(row, json.loads(row[6]) or {}, _decode_time(row[7]))
 
-    def _insert_rows(self, raw: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    def _insert_rows(self, raw: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
         raw.executemany(self._insert_sql, (encode_row(row) for row in rows))
 
     @staticmethod
     def _encode_time(value: datetime) -> str:
         return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
-    def _count_appended(self, raw: Any, counters: Any) -> None:
+    def _count_appended(self, raw: object, counters: object) -> None:
         pass  # the trigger on run_events counts every insert
 
-    async def _count_deleted(self, conn: Any, thread_id: str, deleted: int, messages: int) -> None:
+    async def _count_deleted(self, conn: object, thread_id: str, deleted: int, messages: int) -> None:
         pass  # the trigger on run_events counts every delete

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from starlette.routing import BaseRoute
@@ -60,7 +60,7 @@ _RETRY_AFTER = {
 _NULLABLE_INT = {"type": ["integer", "null"]}
 
 
-def _error(description: str, *, retry: bool = False) -> dict[str, Any]:
+def _error(description: str, *, retry: bool = False) -> dict[str, object]:
     response: dict[str, Any] = {
         "description": description,
         "content": {"application/json": {"schema": _ERROR}},
@@ -70,7 +70,7 @@ def _error(description: str, *, retry: bool = False) -> dict[str, Any]:
     return response
 
 
-def _ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+def _ok(description: str, schema: Mapping[str, object]) -> dict[str, object]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
@@ -80,8 +80,8 @@ _UNAVAILABLE = _error("the journal store (or the access check) is unavailable; r
 _INTERNAL = _error("the journal failed; the reason is in the server log")
 
 def _parameter(
-    name: str, description: str, schema: dict[str, Any], *, in_path: bool = False, **more: Any
-) -> dict[str, Any]:
+    name: str, description: str, schema: Mapping[str, object], *, in_path: bool = False, **more: object
+) -> dict[str, object]:
     """A route parameter: a path segment, which is always there, or an optional query parameter."""
     return {
         "name": name,
@@ -99,21 +99,21 @@ _THREAD_ID = _parameter(
 _RUN_ID = _parameter("run_id", "the run's id", {"type": "string"}, in_path=True)
 
 
-def _limit(default: int) -> dict[str, Any]:
+def _limit(default: int) -> dict[str, object]:
     return _parameter(
         "limit", "items per page", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": default}
     )
 
 
-def _seq(name: str, description: str) -> dict[str, Any]:
+def _seq(name: str, description: str) -> dict[str, object]:
     return _parameter(name, description, {"type": "integer", "minimum": 0, "maximum": MAX_SEQ})
 
 
-def _text(name: str, description: str) -> dict[str, Any]:
+def _text(name: str, description: str) -> dict[str, object]:
     return _parameter(name, description, {"type": "string"})
 
 
-def _names(name: str, description: str) -> dict[str, Any]:
+def _names(name: str, description: str) -> dict[str, object]:
     """A query parameter of several names: comma-separated, or the parameter repeated."""
     return _parameter(
         name, description, {"type": "array", "items": {"type": "string"}}, style="form", explode=True
@@ -137,16 +137,16 @@ _STRING_OR_NULL = {"type": ["string", "null"]}
 _TIME = {"type": "string", "format": "date-time"}
 
 
-def _ref(name: str) -> dict[str, Any]:
+def _ref(name: str) -> dict[str, object]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _closed(required: list[str], properties: dict[str, Any], **more: Any) -> dict[str, Any]:
+def _closed(required: list[str], properties: Mapping[str, object], **more: object) -> dict[str, object]:
     """An object schema whose answers hold these properties and no others."""
     return {"type": "object", **more, "required": required, "properties": properties, "additionalProperties": False}
 
 
-def _item(kind: str, **properties: Any) -> tuple[list[str], dict[str, Any]]:
+def _item(kind: str, **properties: object) -> tuple[list[str], dict[str, object]]:
     """An item other than a message: `type`, its record's place and time, and `properties`;
     the names every such item holds (all but `branch`) and the properties."""
     fields = {
@@ -161,7 +161,7 @@ def _item(kind: str, **properties: Any) -> tuple[list[str], dict[str, Any]]:
     return [name for name in fields if name != "branch"], fields
 
 
-def _page(item: dict[str, Any], description: str) -> dict[str, Any]:
+def _page(item: Mapping[str, object], description: str) -> dict[str, object]:
     return _closed(
         ["data", "has_more", "next_before_seq", "next_after_seq"],
         {
@@ -177,7 +177,7 @@ def _page(item: dict[str, Any], description: str) -> dict[str, Any]:
     )
 
 
-def _list_of(item: dict[str, Any], description: str) -> dict[str, Any]:
+def _list_of(item: Mapping[str, object], description: str) -> dict[str, object]:
     return _closed(["data"], {"data": {"type": "array", "items": item}}, description=description)
 
 
@@ -205,11 +205,7 @@ _STATUS_REQUIRED, _STATUS_FIELDS = _item(
     interrupts={
         "type": "array",
         "description": "what a paused run waits on (empty unless interrupted)",
-        "items": {
-            "type": "object",
-            "required": ["id", "value"],
-            "properties": {"id": _STRING_OR_NULL, "value": {"description": "what interrupt() was given"}},
-        },
+        "items": _ref("JournalInterrupt"),
     },
 )
 _RUN_EVENT_FIELDS = {
@@ -224,6 +220,12 @@ _RUN_EVENT_FIELDS = {
     "source_key": {"type": "string", "description": "the writer's key for the record, when it gave one"},
     "user_id": {"type": "string", "description": "the owner of the thread, when known"},
 }
+# The counters of `/journal/health` that are whole numbers of runs, parts or frames.
+_RUN_COUNTERS = (
+    "active_runs", "runs_observed", "runs_read", "runs_read_elsewhere", "runs_read_from_client_joins",
+    "runs_completed", "runs_failed", "runs_errored", "runs_cancelled", "runs_interrupted", "parts_seen",
+    "malformed", "retained_frames", "frames_released", "unplanned_requests",
+)
 _RUN_EVENT_REQUIRED = [name for name in _RUN_EVENT_FIELDS if name not in ("source_key", "user_id")]
 
 # The shapes the journal's routes answer with, named in the OpenAPI document's
@@ -295,6 +297,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         _MARKER_FIELDS,
         description="where a compaction happened: after the messages it replaced, before the answer that followed",
     ),
+    "JournalInterrupt": {
+        "type": "object",
+        "description": "an interrupt a paused run waits on",
+        "required": ["id", "value"],
+        "properties": {"id": _STRING_OR_NULL, "value": {"description": "what interrupt() was given"}},
+    },
     "JournalRunStatus": _closed(
         _STATUS_REQUIRED,
         _STATUS_FIELDS,
@@ -374,10 +382,40 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         description="what the backfill did",
     ),
+    "JournalHealth": {
+        "type": "object",
+        "description": "`enabled` alone while the plugin journals nothing; else the verdict and the counters "
+        "(docs/operations.md describes each)",
+        "required": ["enabled"],
+        "properties": {
+            "enabled": {"type": "boolean"},
+            "status": {"type": "string", "enum": ["ok", "degraded", "unavailable"]},
+            "reason": {**_STRING_OR_NULL, "description": "why the status is not ok, in a sentence"},
+            "backlog_growing": {"type": "boolean"},
+            "store_url": {"type": "string", "description": "the store's URL, its password left out"},
+            "store_open": {"type": "boolean"},
+            "store_failing": {"type": "boolean"},
+            "backlog": {"type": "integer", "description": "records accepted and not yet in the store"},
+            "lag_seconds": {"type": "number"},
+            "stalled_seconds": {"type": "number"},
+            "backlog_growing_seconds": {"type": "number"},
+            "growing_after": {"type": "number"},
+            "spool": _STRING_OR_NULL,
+            "spool_recovered": {"type": "integer"},
+            "records_enqueued": {"type": "integer"},
+            "records_written": {"type": "integer"},
+            "retried": {"type": "integer"},
+            "dropped": {"type": "integer"},
+            "last_error": _STRING_OR_NULL,
+            **{name: {"type": "integer"} for name in _RUN_COUNTERS},
+            "reconciler": {"type": "object", "description": "the reconciler's counters, when it runs"},
+        },
+        "additionalProperties": False,
+    },
 }
 
 
-def with_components(spec: dict[str, Any]) -> dict[str, Any]:
+def with_components(spec: dict[str, Any]) -> dict[str, object]:
     """`spec` (an OpenAPI document) with `SCHEMAS` in its `components/schemas`; returned."""
     spec.setdefault("components", {}).setdefault("schemas", {}).update(SCHEMAS)
     return spec
@@ -385,9 +423,9 @@ def with_components(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _operation(
     operation_id: str,
-    parameters: list[dict[str, Any]],
-    responses: dict[str, Any],
-) -> dict[str, Any]:
+    parameters: Sequence[Mapping[str, object]],
+    responses: Mapping[str, object],
+) -> dict[str, object]:
     return {
         "tags": [TAG],
         "operationId": operation_id,
@@ -398,12 +436,12 @@ def _operation(
 
 def _api(
     operation_id: str,
-    parameters: list[dict[str, Any]],
-    ok: dict[str, Any],
+    parameters: list[dict[str, object]],
+    ok: dict[str, object],
     *,
     not_found: str | None = None,
     conflict: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """An API route's operation: its 200, the errors every API route may answer
     (see `journal_bridge.web.routes`), and the 404 and 409 of the routes that have them."""
     responses = {"200": ok, "401": _UNAUTHENTICATED}
@@ -473,7 +511,7 @@ RUN_EVENTS = _api(
 )
 
 
-def viewer_operation(operation_id: str, thread: bool) -> dict[str, Any]:
+def viewer_operation(operation_id: str, thread: bool) -> dict[str, object]:
     return _operation(
         operation_id,
         [_THREAD_ID] if thread else [],
@@ -485,15 +523,13 @@ HEALTH = _operation(
     "journal_health",
     [],
     {
-        "200": _ok(
-            "the bridge's state: backlog, lag, retried and dropped counts",
-            {"type": "object", "required": ["enabled"], "properties": {"enabled": {"type": "boolean"}}, "additionalProperties": True},
-        )
+        "200": _ok("the bridge's state: backlog, lag, retried and dropped counts", _ref("JournalHealth")),
+        "503": _ok("journaling is not keeping up: the store is unavailable or the backlog grows", _ref("JournalHealth")),
     },
 )
 
 
-def describe(endpoint: Callable[..., Any], operation: dict[str, Any], prose: str | None = None) -> None:
+def describe(endpoint: Callable[..., object], operation: Mapping[str, object], prose: str | None = None) -> None:
     """Give `endpoint` the docstring the server reads its OpenAPI operation from.
 
     `prose` (default: the endpoint's own docstring) becomes the operation's

@@ -19,9 +19,11 @@ import html
 import json
 import logging
 import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, overload
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -67,14 +69,14 @@ def _store_error_types() -> tuple[tuple[type[BaseException], ...], type[BaseExce
     return (StoreUnavailable, _StoreUnavailable), StoreError
 
 
-def _default(value: Any) -> Any:
+def _default(value: object) -> str:
     if isinstance(value, datetime):
         return value.isoformat()
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
 class _JSON(JSONResponse):
-    def render(self, content: Any) -> bytes:
+    def render(self, content: object) -> bytes:
         return json.dumps(
             content, ensure_ascii=False, separators=(",", ":"), default=_default
         ).encode("utf-8")
@@ -90,6 +92,12 @@ class _BadParameter(JournalBridgeError):
         self.detail = detail
 
 
+@overload
+def _int_param(request: Request, name: str, *, default: int, minimum: int = 0, maximum: int | None = None) -> int: ...
+@overload
+def _int_param(
+    request: Request, name: str, *, default: None = None, minimum: int = 0, maximum: int | None = None
+) -> int | None: ...
 def _int_param(
     request: Request,
     name: str,
@@ -153,9 +161,25 @@ def _server_thread_id(request: Request) -> str:
     return thread_id
 
 
-def _cursor_params(
-    request: Request, default_limit: int = DEFAULT_LIMIT
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Cursor:
+    """The page a history read asks for: its size and its cursor (at most one)."""
+
+    limit: int
+    before_seq: int | None
+    after_seq: int | None
+
+
+@dataclass(frozen=True)
+class _BranchChoice:
+    """The branch a history read asks for: ending with `run_id`, as of a checkpoint
+    (`checkpoint`: its state, as the server gives it), or (neither) the current one."""
+
+    run_id: str | None = None
+    checkpoint: Mapping[str, object] | None = None
+
+
+def _cursor_params(request: Request, default_limit: int = DEFAULT_LIMIT) -> _Cursor:
     limit = _int_param(
         request, "limit", default=default_limit, minimum=1, maximum=MAX_LIMIT
     )
@@ -166,10 +190,10 @@ def _cursor_params(
             "before_seq and after_seq: give at most one cursor "
             "(before_seq pages to older items, after_seq to newer ones)"
         )
-    return {"limit": limit, "before_seq": before_seq, "after_seq": after_seq}
+    return _Cursor(limit, before_seq, after_seq)
 
 
-async def _branch_param(request: Request, thread_id: str) -> dict[str, Any]:
+async def _branch_param(request: Request, thread_id: str) -> _BranchChoice:
     """`run_id`: the branch that ends with that run; `checkpoint_id`: the branch as
     of that checkpoint (its state asked of the server); neither: the current one."""
     run_id = request.query_params.get("run_id")
@@ -180,9 +204,9 @@ async def _branch_param(request: Request, thread_id: str) -> dict[str, Any]:
         if value is not None and (not value or len(value) > 256 or "\x00" in value):
             raise _BadParameter(f"{name}: expected an id of the thread")
     if run_id is not None:
-        return {"run_id": run_id}
+        return _BranchChoice(run_id=run_id)
     if checkpoint_id is None:
-        return {}
+        return _BranchChoice()
     client = in_process_client({READER_HEADER: "1"})
     try:
         state = await client.threads.get_state(thread_id, checkpoint_id=checkpoint_id)
@@ -194,12 +218,12 @@ async def _branch_param(request: Request, thread_id: str) -> dict[str, Any]:
     # An unknown checkpoint comes back as an empty state with neither metadata nor time.
     if not state or not state.get("checkpoint") or state.get("created_at") is None:
         raise HTTPException(404, f"checkpoint {checkpoint_id!r} not found in thread {thread_id!r}")
-    return {"checkpoint": state}
+    return _BranchChoice(checkpoint=state)
 
 
-async def _page_of(read: Any, store: RunEventStore, thread_id: str, params: dict[str, Any]) -> Response:
+async def _page_of(read: Awaitable[Mapping[str, object]]) -> Response:
     try:
-        return _JSON(await read(store, thread_id, **params))
+        return _JSON(await read)
     except RunNotFound as exc:
         raise HTTPException(404, str(exc.args[0]) if exc.args else "no such run") from None
 
@@ -219,7 +243,10 @@ async def _known_thread(request: Request, thread_id: str) -> RunEventStore:
     return store
 
 
-def _handler(func: Any, operation: dict[str, Any]) -> Any:
+_Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _handler(func: _Endpoint, operation: dict[str, object]) -> _Endpoint:
     """Wrap an endpoint so every failure is the JSON error the API promises.
 
     The wrapper carries the route's OpenAPI operation in its docstring, where
@@ -264,19 +291,25 @@ async def thread_messages(request: Request) -> Response:
     alternatives there in its `branch` field.
     """
     thread_id = _thread_id(request)
-    params = _cursor_params(request)
+    cursor = _cursor_params(request)
     store = await _known_thread(request, thread_id)
-    params.update(await _branch_param(request, thread_id))
-    return await _page_of(history.history_page, store, thread_id, params)
+    branch = await _branch_param(request, thread_id)
+    return await _page_of(history.history_page(
+        store, thread_id, limit=cursor.limit, before_seq=cursor.before_seq, after_seq=cursor.after_seq,
+        run_id=branch.run_id, checkpoint=branch.checkpoint,
+    ))
 
 
 async def thread_markers(request: Request) -> Response:
     """The thread's summary markers, paged like the messages."""
     thread_id = _thread_id(request)
-    params = _cursor_params(request, default_limit=MAX_LIMIT)
+    cursor = _cursor_params(request, default_limit=MAX_LIMIT)
     store = await _known_thread(request, thread_id)
-    params.update(await _branch_param(request, thread_id))
-    return await _page_of(history.markers_page, store, thread_id, params)
+    branch = await _branch_param(request, thread_id)
+    return await _page_of(history.markers_page(
+        store, thread_id, limit=cursor.limit, before_seq=cursor.before_seq, after_seq=cursor.after_seq,
+        run_id=branch.run_id, checkpoint=branch.checkpoint,
+    ))
 
 
 async def thread_repair(request: Request) -> Response:
@@ -415,7 +448,7 @@ async def thread_runs(request: Request) -> Response:
     return _JSON({"data": await overview.run_summaries(store, thread_id, run_ids)})
 
 
-def _viewer_page(name: str, title: str, prefix: str, summary: str) -> Any:
+def _viewer_page(name: str, title: str, prefix: str, summary: str) -> _Endpoint:
     # Read once, when the routes are built: a request never touches the disk.
     # Every page is the same document around its own title and body
     # (`viewer/page.html`), so the pages load the same stylesheet and script.

@@ -8,6 +8,7 @@ only writes an earlier summary again.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from journal_bridge.mapping.state_mapper import StateMapper
@@ -27,11 +28,12 @@ def _turns(n: int) -> list[dict[str, Any]]:
 
 
 def _run(states: list[dict[str, Any]], run_input: dict[str, Any]) -> list[Any]:
+    """The run's records, each with the seq a store would give it (the projection reads stored records)."""
     mapper = StateMapper("t", "r")
     out = mapper.start("g", None, run_input)
     for state in states:
         out += mapper.feed("values", state)
-    return out + mapper.flush()
+    return [dataclasses.replace(record, seq=seq) for seq, record in enumerate(out + mapper.flush(), 1)]
 
 
 def _markers(records: list[Any]) -> list[dict[str, Any]]:

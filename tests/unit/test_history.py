@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from journal_bridge.model.envelope import make_event
+from journal_bridge.model.envelope import InvalidEvent, make_event
 from journal_bridge.projection import history
 from journal_bridge.store import open_store
 from tests.harness.marker_spec import design_history
@@ -210,6 +210,13 @@ def test_a_record_with_text_content_still_projects_to_a_message():
     event = replace(event, seq=4)
     assert history.project_record(event)["type"] == "human"
     assert history.project_record(event)["content"] == "plain"
+
+
+def test_a_record_no_store_appended_is_refused_naming_its_seq():
+    # An item's place is its record's seq: a record without one has no place in a page.
+    event = make_event(thread_id="t", run_id="r", event_type="llm.human.input", content="plain")
+    with pytest.raises(InvalidEvent, match="seq: a stored record has one"):
+        history.project_record(event)
 
 
 @pytest.mark.parametrize("text", ["[1, 2]", '{"type": "ai", "content": "not me"}', "42", "null"])

@@ -25,6 +25,7 @@ DECLARED = {
     "JournalMessageItem": "JournalMessageItem",
     "JournalSummaryMarker": "JournalSummaryMarker",
     "JournalRunStatus": "JournalRunStatus",
+    "JournalInterrupt": "JournalInterrupt",
     "JournalHistoryPage": "JournalPage",
     "JournalThread": "JournalThread",
     "JournalRunSummary": "JournalRunSummary",
@@ -66,4 +67,6 @@ def test_the_declaration_has_the_schemas_fields(schema: str) -> None:
 
 def test_every_item_and_page_schema_is_declared() -> None:
     shapes = {name for name, schema in SCHEMAS.items() if "properties" in schema}
-    assert shapes - set(DECLARED) <= {"JournalThreadList", "JournalRunSummaryList", "JournalMarkersPage", "JournalRepairResult"}
+    assert shapes - set(DECLARED) <= {
+        "JournalThreadList", "JournalRunSummaryList", "JournalMarkersPage", "JournalRepairResult", "JournalHealth",
+    }
