@@ -46,6 +46,7 @@ from journal_bridge.capture.run_requests import RunPlan
 from journal_bridge.capture.thread_life import ThreadLifeMiddleware
 from journal_bridge.delivery.bridge import Bridge
 from journal_bridge.delivery.health import http_status, prometheus_text
+from journal_bridge.delivery.frame_spool import FrameSpool, frame_spool_dir, recover
 from journal_bridge.delivery.spool import redact_url, spool_path
 from journal_bridge.delivery.thread_copy import copy_journal
 from journal_bridge.host.compat import (
@@ -97,6 +98,7 @@ class Journal:
         store_options: dict[str, Any] | None = None,
         keep_deleted: bool = False,
         default_owner: str | None = None,
+        frame_spool: bool = False,
     ) -> None:
         self.store_url = store_url
         self.keep_deleted = keep_deleted
@@ -120,6 +122,10 @@ class Journal:
         # forbids reading inside the loop.
         self.spool = spool_path(store_url, "server", self.spool_dir)
         self.reconcile_spool = spool_path(store_url, "reconcile", self.spool_dir)
+        # What streaming clients saw, spooled before they saw it (none without a spool file).
+        frames_dir = frame_spool_dir(self.spool) if frame_spool else None
+        self.frames: FrameSpool | None = FrameSpool(frames_dir) if frames_dir is not None else None
+        self._stopping = False
 
     async def start(self, app: Starlette) -> None:
         # Unbounded: records wait in the spool file, not in memory, and a follower
@@ -134,10 +140,14 @@ class Journal:
             default_owner=self.default_owner,
         )
         await self.bridge.start()
+        left = await self.frames.open() if self.frames is not None else []
         self._opener = asyncio.create_task(self._open_store(app), name="journal-bridge-open-store")
         # Give a reachable store the chance to be open before the first request.
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._opener), timeout=10)
+        if left and self.frames is not None:
+            # Before the reconciler's first pass: a run it journals anew comes after what its client saw.
+            await recover(self.frames, left, self.bridge.write, self._owner_of)
         if self.reconcile_interval > 0:
             spool = self.reconcile_spool
             self.reconciler = Reconciler(
@@ -163,13 +173,24 @@ class Journal:
         self.bridge.store = store
         logger.info("journal-bridge: journaling runs into %s", redact_url(self.store_url))
 
+    async def _owner_of(self, thread_id: str) -> str | None:
+        assert self.bridge is not None
+        owner = None
+        with contextlib.suppress(asyncio.TimeoutError):
+            owner = await asyncio.wait_for(OWNERS.owner_of(self.bridge.sdk(), thread_id), timeout=5)
+        return owner or self.default_owner
+
     async def stop(self) -> None:
+        # Runs cut short by the stop keep their spooled frames for the next start.
+        self._stopping = True
         if self.reconciler is not None:
             await self.reconciler.stop()
         if self._opener is not None and not self._opener.done():
             self._opener.cancel()
         if self.bridge is not None:
             await self.bridge.stop()
+        if self.frames is not None:
+            await self.frames.close(keep_frames=True)
         if self.store is not None:
             await self.store.close()
 
@@ -222,7 +243,12 @@ class Journal:
         release = None
         if thread_id is not None and plan.changed:
             release = retained_frames.frames_releaser(thread_id, run_id, modes=plan.journal_modes)
-        return stream if release is None else _ReleasedWhenHeld(stream, release, self)
+        frames: ClientFrames = stream if release is None else _ReleasedWhenHeld(stream, release, self)
+        if self.frames is not None:
+            capture = plan.capture
+            frames = self.frames.spooled(thread_id or run_id, run_id, capture.path, (*capture.modes, "error"), frames,
+                                         assistant_id=plan.assistant_id, run_input=plan.run_input)
+        return frames
 
     def unplanned(self, reason: str) -> None:
         self.unplanned_requests += 1
@@ -267,6 +293,8 @@ class Journal:
         await self.bridge.state_forked(thread_id, checkpoint, result)
 
     def _run_done(self, thread_id: str, run_id: str) -> None:
+        if self.frames is not None and not self._stopping:
+            self.frames.done(run_id)  # its records are in the store or the queue's spool
         plan = self._plans.pop(run_id, None)
         if plan is None:
             return
@@ -282,6 +310,8 @@ class Journal:
         report["unplanned_requests"] = self.unplanned_requests
         if self.reconciler is not None:
             report["reconciler"] = self.reconciler.report()
+        if self.frames is not None:
+            report["frame_spool"] = self.frames.report()
         return report
 
 
@@ -346,6 +376,7 @@ def _journal_parts(settings: Settings) -> tuple[Journal | None, list[BaseRoute],
             store_options=settings.store_options,
             keep_deleted=settings.keep_deleted,
             default_owner=settings.default_owner,
+            frame_spool=settings.frame_spool,
         )
         if settings.enabled
         else None
