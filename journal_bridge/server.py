@@ -231,7 +231,12 @@ class Journal:
         """A client joins a run this journal created: what to feed the frames of
         its join (reading `modes`) to, or None when the run is read otherwise."""
         waiting = self._client_joins.pop(run_id, None)
-        return waiting.take(modes) if waiting is not None else None
+        taken = waiting.take(modes) if waiting is not None else None
+        plan = self._plans.get(run_id)
+        if taken is None or self.frames is None or plan is None:
+            return taken
+        return self.frames.spooled(thread_id, run_id, plan.capture.path, (*plan.capture.modes, "error"), taken,
+                                   assistant_id=plan.assistant_id, run_input=plan.run_input)
 
     def read_client_stream(self, thread_id: str | None, run_id: str, plan: RunPlan) -> ClientFrames:
         """A streamed run: read it from the frames its client receives."""
@@ -245,8 +250,8 @@ class Journal:
             release = retained_frames.frames_releaser(thread_id, run_id, modes=plan.journal_modes)
         frames: ClientFrames = stream if release is None else _ReleasedWhenHeld(stream, release, self)
         if self.frames is not None:
-            capture = plan.capture
-            frames = self.frames.spooled(thread_id or run_id, run_id, capture.path, (*capture.modes, "error"), frames,
+            frames = self.frames.spooled(thread_id or run_id, run_id, plan.capture.path,
+                                         (*plan.capture.modes, "error"), frames,
                                          assistant_id=plan.assistant_id, run_input=plan.run_input)
         return frames
 

@@ -228,6 +228,7 @@ class FrameSpool:
         self._slots = 0
         self._runs: dict[str, SpooledFrames] = {}
         self._held: dict[str, int] = {}
+        self.spooled_runs = 0
         self.failed = 0
         self.recovered_runs = 0
         self.recovered_records = 0
@@ -317,6 +318,7 @@ class FrameSpool:
             fd = os.open(self.path / f"slot-{self._slots}.frames",
                          os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         self._held[run_id] = fd
+        self.spooled_runs += 1
         return fd
 
     def done(self, run_id: str) -> None:
@@ -363,6 +365,7 @@ class FrameSpool:
     def report(self) -> dict[str, int]:
         return {
             "runs": len(self._held),
+            "spooled_runs": self.spooled_runs,
             "failed": self.failed,
             "recovered_runs": self.recovered_runs,
             "recovered_records": self.recovered_records,

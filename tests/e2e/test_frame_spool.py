@@ -38,9 +38,15 @@ ENV = {
 
 async def _stream_until_killed(server, client, thread_id: str, text: str, stream_mode, messages: int) -> tuple[str, list[str]]:
     """Stream a turn and SIGKILL the server as soon as a `values` frame shows `messages`
-    messages; the run's id and the ids of every message the client saw, in order."""
+    messages; the run's id and the ids of every message the client saw, in order.
+    `stream_mode` "create+join": the run is created, then its stream joined at once."""
     run_id, seen = None, []
-    async for part in client.runs.stream(thread_id, "agent", input=human(text), stream_mode=stream_mode):
+    if stream_mode == "create+join":
+        run_id = (await client.runs.create(thread_id, "agent", input=human(text)))["run_id"]
+        parts = client.runs.join_stream(thread_id, run_id, stream_mode="values")
+    else:
+        parts = client.runs.stream(thread_id, "agent", input=human(text), stream_mode=stream_mode)
+    async for part in parts:
         if part.event == "metadata":
             run_id = part.data["run_id"]
         if part.event != "values":
@@ -73,8 +79,8 @@ async def _recovered(url: str, *, timeout: float = 60.0) -> dict:
 
 @pytest.mark.parametrize(
     ("stream_mode", "messages"),
-    [("values", 2), (["values", "messages-tuple", "custom"], 3)],
-    ids=["values-stream", "usestream-modes"],
+    [("values", 2), (["values", "messages-tuple", "custom"], 3), ("create+join", 2)],
+    ids=["values-stream", "usestream-modes", "create-join"],
 )
 async def test_every_message_a_client_saw_before_a_kill_is_in_the_history_after_the_restart(
     start_dev_server, stream_mode, messages
