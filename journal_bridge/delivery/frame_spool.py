@@ -253,7 +253,8 @@ class FrameSpool:
             return []
 
     def _open(self) -> list[tuple[Path, list[RecoveredRun]]]:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        # Beside the queue's spool file, whose directory its spool made: never a store's missing directory.
+        self.directory.mkdir(exist_ok=True)
         # Named as a process's directory only once locked: another start never takes it for one gone.
         made = Path(tempfile.mkdtemp(prefix="new-", dir=self.directory))
         self._lock_fd = os.open(made / _LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
