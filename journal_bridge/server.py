@@ -126,6 +126,7 @@ class Journal:
         frames_dir = frame_spool_dir(self.spool) if frame_spool else None
         self.frames: FrameSpool | None = FrameSpool(frames_dir) if frames_dir is not None else None
         self._stopping = False
+        self._owners_filled: asyncio.Task[None] | None = None
 
     async def start(self, app: Starlette) -> None:
         # Unbounded: records wait in the spool file, not in memory, and a follower
@@ -145,9 +146,11 @@ class Journal:
         # Give a reachable store the chance to be open before the first request.
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._opener), timeout=10)
+        recovered: list[str] = []
         if left and self.frames is not None:
-            # Before the reconciler's first pass: a run it journals anew comes after what its client saw.
-            await recover(self.frames, left, self.bridge.write, self._owner_of)
+            # Before the reconciler's first pass, asking the server nothing: a run it journals
+            # anew comes after what its client saw, and the reconciler starts at once.
+            recovered = await recover(self.frames, left, self.bridge.write, self._default_owner)
         if self.reconcile_interval > 0:
             spool = self.reconcile_spool
             self.reconciler = Reconciler(
@@ -159,6 +162,25 @@ class Journal:
                 sweep_deleted=not self.keep_deleted,
             )
             await self.reconciler.start()
+        if recovered and self.default_owner is None:
+            self._owners_filled = asyncio.create_task(self._fill_owners(recovered), name="journal-bridge-fill-owners")
+
+    async def _default_owner(self, thread_id: str) -> str | None:
+        return self.default_owner
+
+    async def _fill_owners(self, thread_ids: list[str]) -> None:
+        """The owners of threads journaled from spooled frames, asked of the server once it
+        serves and given to their records that have none (`fill_owner`)."""
+        assert self.bridge is not None
+        try:
+            await self.bridge.drain()
+            for thread_id in thread_ids:
+                owner = await OWNERS.owner_of(self.bridge.sdk(), thread_id)
+                store = self.store
+                if owner is not None and store is not None and supports(store, "fill_owner"):
+                    await store.fill_owner(thread_id, owner)
+        except Exception:  # noqa: BLE001 - the records stay, without an owner
+            logger.exception("journal-bridge: could not fill in the owners of records journaled from spooled frames")
 
     async def _open_store(self, app: Starlette) -> None:
         def unavailable(exc: StoreUnavailable) -> None:
@@ -173,16 +195,12 @@ class Journal:
         self.bridge.store = store
         logger.info("journal-bridge: journaling runs into %s", redact_url(self.store_url))
 
-    async def _owner_of(self, thread_id: str) -> str | None:
-        assert self.bridge is not None
-        owner = None
-        with contextlib.suppress(asyncio.TimeoutError):
-            owner = await asyncio.wait_for(OWNERS.owner_of(self.bridge.sdk(), thread_id), timeout=5)
-        return owner or self.default_owner
-
     async def stop(self) -> None:
         # Runs cut short by the stop keep their spooled frames for the next start.
         self._stopping = True
+        if self._owners_filled is not None and not self._owners_filled.done():
+            self._owners_filled.cancel()
+            await asyncio.gather(self._owners_filled, return_exceptions=True)
         if self.reconciler is not None:
             await self.reconciler.stop()
         if self._opener is not None and not self._opener.done():

@@ -378,16 +378,20 @@ async def recover(
     left: list[tuple[Path, list[RecoveredRun]]],
     write: Callable[[list[RunEvent]], Awaitable[None]],
     owner_of: Callable[[str], Awaitable[str | None]],
-) -> None:
-    """Journal the records of the runs processes gone left in `left`, then forget their directories."""
+) -> list[str]:
+    """Journal the records of the runs processes gone left in `left`, then forget their
+    directories; the threads whose records were journaled."""
+    threads: dict[str, None] = {}
     for directory, runs in left:
         for run in runs:
             records = recover_records(run)
             if not records:
                 continue
             await write(owned(records, await owner_of(run.thread_id)))
+            threads[run.thread_id] = None
             spool.recovered_runs += 1
             spool.recovered_records += len(records)
             logger.info("journal-bridge: journaled %d records from the spooled frames of run %s of thread %s",
                         len(records), run.run_id, run.thread_id)
         await spool.forget(directory)
+    return list(threads)

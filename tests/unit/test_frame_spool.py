@@ -103,7 +103,7 @@ async def test_a_later_start_journals_what_the_client_of_a_killed_process_saw(tm
     async def owner_of(thread_id):
         return "alice"
 
-    await recover(later, left, write, owner_of)
+    assert await recover(later, left, write, owner_of) == [THREAD]
     assert {r.user_id for r in written} == {"alice"} and len(written) == len(recovered)
     assert not directory.exists()  # journaled: the directory of the process gone goes
     assert later.report()["recovered_runs"] == 1
