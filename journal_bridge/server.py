@@ -50,6 +50,7 @@ from journal_bridge.capture.run_requests import RunPlan
 from journal_bridge.capture.thread_life import ThreadLifeMiddleware
 from journal_bridge.delivery.bridge import Bridge
 from journal_bridge.delivery.health import http_status, prometheus_text
+from journal_bridge.delivery.frame_spool import FrameSpool, frame_spool_dir, recover
 from journal_bridge.delivery.spool import redact_url, spool_path
 from journal_bridge.delivery.thread_copy import copy_journal
 from journal_bridge.host.compat import check_server, extend_served_openapi, runtime_edition
@@ -97,6 +98,7 @@ class Journal:
         store_options: dict[str, Any] | None = None,
         keep_deleted: bool = False,
         default_owner: str | None = None,
+        frame_spool: bool = False,
     ) -> None:
         self.store_url = store_url
         self.keep_deleted = keep_deleted
@@ -120,6 +122,11 @@ class Journal:
         # forbids reading inside the loop.
         self.spool = spool_path(store_url, "server", self.spool_dir)
         self.reconcile_spool = spool_path(store_url, "reconcile", self.spool_dir)
+        # What streaming clients saw, spooled before they saw it (none without a spool file).
+        frames_dir = frame_spool_dir(self.spool) if frame_spool else None
+        self.frames: FrameSpool | None = FrameSpool(frames_dir) if frames_dir is not None else None
+        self._stopping = False
+        self._owners_filled: asyncio.Task[None] | None = None
 
     async def start(self, app: Starlette) -> None:
         # Unbounded: records wait in the spool file, not in memory, and a follower
@@ -134,10 +141,16 @@ class Journal:
             default_owner=self.default_owner,
         )
         await self.bridge.start()
+        left = await self.frames.open() if self.frames is not None else []
         self._opener = asyncio.create_task(self._open_store(app), name="journal-bridge-open-store")
         # Give a reachable store the chance to be open before the first request.
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._opener), timeout=10)
+        recovered: list[str] = []
+        if left and self.frames is not None:
+            # Before the reconciler's first pass, asking the server nothing: a run it journals
+            # anew comes after what its client saw, and the reconciler starts at once.
+            recovered = await recover(self.frames, left, self.bridge.write, self._default_owner)
         if self.reconcile_interval > 0:
             spool = self.reconcile_spool
             self.reconciler = Reconciler(
@@ -149,6 +162,25 @@ class Journal:
                 sweep_deleted=not self.keep_deleted,
             )
             await self.reconciler.start()
+        if recovered and self.default_owner is None:
+            self._owners_filled = asyncio.create_task(self._fill_owners(recovered), name="journal-bridge-fill-owners")
+
+    async def _default_owner(self, thread_id: str) -> str | None:
+        return self.default_owner
+
+    async def _fill_owners(self, thread_ids: list[str]) -> None:
+        """The owners of threads journaled from spooled frames, asked of the server once it
+        serves and given to their records that have none (`fill_owner`)."""
+        assert self.bridge is not None
+        try:
+            await self.bridge.drain()
+            for thread_id in thread_ids:
+                owner = await OWNERS.owner_of(self.bridge.sdk(), thread_id)
+                store = self.store
+                if owner is not None and store is not None and supports(store, "fill_owner"):
+                    await store.fill_owner(thread_id, owner)
+        except Exception:  # noqa: BLE001 - the records stay, without an owner
+            logger.exception("journal-bridge: could not fill in the owners of records journaled from spooled frames")
 
     async def _open_store(self, app: Starlette) -> None:
         def unavailable(exc: StoreUnavailable) -> None:
@@ -164,12 +196,19 @@ class Journal:
         logger.info("journal-bridge: journaling runs into %s", redact_url(self.store_url))
 
     async def stop(self) -> None:
+        # Runs cut short by the stop keep their spooled frames for the next start.
+        self._stopping = True
+        if self._owners_filled is not None and not self._owners_filled.done():
+            self._owners_filled.cancel()
+            await asyncio.gather(self._owners_filled, return_exceptions=True)
         if self.reconciler is not None:
             await self.reconciler.stop()
         if self._opener is not None and not self._opener.done():
             self._opener.cancel()
         if self.bridge is not None:
             await self.bridge.stop()
+        if self.frames is not None:
+            await self.frames.close(keep_frames=True)
         if self.store is not None:
             await self.store.close()
 
@@ -210,7 +249,12 @@ class Journal:
         """A client joins a run this journal created: what to feed the frames of
         its join (reading `modes`) to, or None when the run is read otherwise."""
         waiting = self._client_joins.pop(run_id, None)
-        return waiting.take(modes) if waiting is not None else None
+        taken = waiting.take(modes) if waiting is not None else None
+        plan = self._plans.get(run_id)
+        if taken is None or self.frames is None or plan is None:
+            return taken
+        return self.frames.spooled(thread_id, run_id, plan.capture.path, (*plan.capture.modes, "error"), taken,
+                                   assistant_id=plan.assistant_id, run_input=plan.run_input)
 
     def read_client_stream(self, thread_id: str | None, run_id: str, plan: RunPlan) -> ClientFrames:
         """A streamed run: read it from the frames its client receives."""
@@ -222,7 +266,12 @@ class Journal:
         release = None
         if thread_id is not None and plan.changed:
             release = retained_frames.frames_releaser(thread_id, run_id, modes=plan.journal_modes)
-        return stream if release is None else _ReleasedWhenHeld(stream, release, self)
+        frames: ClientFrames = stream if release is None else _ReleasedWhenHeld(stream, release, self)
+        if self.frames is not None:
+            frames = self.frames.spooled(thread_id or run_id, run_id, plan.capture.path,
+                                         (*plan.capture.modes, "error"), frames,
+                                         assistant_id=plan.assistant_id, run_input=plan.run_input)
+        return frames
 
     def unplanned(self, reason: str) -> None:
         self.unplanned_requests += 1
@@ -267,6 +316,8 @@ class Journal:
         await self.bridge.state_forked(thread_id, checkpoint, result)
 
     def _run_done(self, thread_id: str, run_id: str) -> None:
+        if self.frames is not None and not self._stopping:
+            self.frames.done(run_id)  # its records are in the store or the queue's spool
         plan = self._plans.pop(run_id, None)
         if plan is None:
             return
@@ -282,6 +333,8 @@ class Journal:
         report["unplanned_requests"] = self.unplanned_requests
         if self.reconciler is not None:
             report["reconciler"] = self.reconciler.report()
+        if self.frames is not None:
+            report["frame_spool"] = self.frames.report()
         # The queue's and the bridge's counters, each one `JournalHealth` lists
         # (tests/unit/test_shapes.py checks a report against the schema).
         return cast(JournalHealth, report)
@@ -348,6 +401,7 @@ def _journal_parts(settings: Settings) -> tuple[Journal | None, list[BaseRoute],
             store_options=settings.store_options,
             keep_deleted=settings.keep_deleted,
             default_owner=settings.default_owner,
+            frame_spool=settings.frame_spool,
         )
         if settings.enabled
         else None

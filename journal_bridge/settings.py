@@ -105,6 +105,7 @@ ENV: dict[str, tuple[str, Parser]] = {
     "app_spec": ("JOURNAL_BRIDGE_APP", _text),
     "keep_deleted": ("JOURNAL_BRIDGE_KEEP_DELETED", _flag),
     "default_owner": ("JOURNAL_BRIDGE_DEFAULT_OWNER", _text),
+    "frame_spool": ("JOURNAL_BRIDGE_FRAME_SPOOL", _flag),
 }
 
 
@@ -137,6 +138,7 @@ class Settings:
     app_spec: str | None = None  # `module:attr` or `path/to/file.py:attr`: the app the plugin serves
     keep_deleted: bool = False  # True: a deleted thread's journal stays (audit, a store shared by servers)
     default_owner: str | None = None  # the owner of records of threads without `metadata.user_id`
+    frame_spool: bool = False  # True: a streamed run's frames are spooled before its client gets them
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, only: Iterable[str] | None = None) -> Settings:

@@ -240,3 +240,4 @@ class JournalHealth(TypedDict, total=False):
     frames_released: int
     unplanned_requests: int
     reconciler: JsonObject
+    frame_spool: JsonObject

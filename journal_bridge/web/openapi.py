@@ -409,6 +409,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "last_error": _STRING_OR_NULL,
             **{name: {"type": "integer"} for name in _RUN_COUNTERS},
             "reconciler": {"type": "object", "description": "the reconciler's counters, when it runs"},
+            "frame_spool": {"type": "object", "description": "the frame spool's counters, when it is on"},
         },
         "additionalProperties": False,
     },
