@@ -6,12 +6,18 @@ way between processes are: the runtime's join then ends the client's stream
 once it finds the run over, with nothing of the run (or nothing after the
 input's state). Without the plugin the client gets exactly that; with it the
 client gets the whole run, each frame once: the same frames as a run nobody
-dropped, through langgraph-sdk and through a raw POST.
+dropped, through langgraph-sdk and through a raw POST. On `langgraph dev`
+(langgraph-runtime-inmem) and on one `langhost serve` process of
+langgraph-runtime-pg (PostgreSQL and Redis), where the graph stops the Redis
+runtime's delivery in the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +27,8 @@ from langgraph_sdk import get_client
 
 from tests.harness.conversation import human, wait_journal_idle
 from tests.harness.langgraph_server import HARNESS, LanggraphDevServer, project_config
+from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
+from tests.harness.services import create_database, postgres_server, redis_server
 
 pytestmark = pytest.mark.e2e
 
@@ -32,13 +40,41 @@ def _config(plugin: bool) -> dict[str, Any]:
     return project_config(plugin=plugin, graphs={GRAPH: str(HARNESS / "graphs" / "stream_cut.py") + ":graph"})
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory) -> Iterator[dict[str, LanggraphDevServer]]:
+@contextlib.contextmanager
+def _inmem(root: Path) -> Iterator[dict[str, Any]]:
     with (
-        LanggraphDevServer(config=_config(True), workdir=tmp_path_factory.mktemp("repair-on")) as on,
-        LanggraphDevServer(config=_config(False), workdir=tmp_path_factory.mktemp("repair-off")) as off,
+        LanggraphDevServer(config=_config(True), workdir=root / "on") as on,
+        LanggraphDevServer(config=_config(False), workdir=root / "off") as off,
     ):
         yield {"on": on, "off": off}
+
+
+@contextlib.contextmanager
+def _pg(root: Path) -> Iterator[dict[str, Any]]:
+    """One `langhost serve` process with the plugin and one without, each on a database of its own."""
+    with postgres_server() as postgres_url, redis_server() as redis_url:
+        servers: dict[str, Any] = {}
+        try:
+            for side, plugin in (("on", True), ("off", False)):
+                name = uuid.uuid4().hex[:10]
+                servers[side] = LanghostServer(
+                    ensure_pg_runtime_venv(), root / side,
+                    database_url=create_database(postgres_url, f"repair_{name}"),
+                    redis_url=redis_url, store_url=create_database(postgres_url, f"repair_journal_{name}"),
+                ).start(_config(plugin))
+            yield servers
+        finally:
+            for server in servers.values():
+                server.stop()
+
+
+@pytest.fixture(
+    scope="module",
+    params=["inmem", pytest.param("pg", marks=[pytest.mark.postgres, pytest.mark.own_versions])],
+)
+def servers(request, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    with (_inmem if request.param == "inmem" else _pg)(tmp_path_factory.mktemp(f"repair-{request.param}")) as servers:
+        yield servers
 
 
 def _sse(body: bytes) -> list[tuple[str, Any, str | None]]:
@@ -73,7 +109,7 @@ async def _stream(url: str, thread_id: str, text: str, via: str) -> tuple[list[t
     return [(event, data) for event, data, _ in _sse(response.content)], response.content
 
 
-async def _run(server: LanggraphDevServer, via: str, first: str, text: str) -> tuple[str, list[tuple[str, Any]], bytes]:
+async def _run(server: Any, via: str, first: str, text: str) -> tuple[str, list[tuple[str, Any]], bytes]:
     """A thread whose first run (`first`, created without a stream) is followed by a
     stream of `text`: the thread, and what that stream's client receives."""
     client = get_client(url=server.url, timeout=60)
