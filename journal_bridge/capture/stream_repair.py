@@ -38,7 +38,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from journal_bridge.host.sse import Frame
 
-__all__ = ["JOIN_POLL_SECONDS", "StreamWatch", "replay_scope", "replay_run"]
+__all__ = ["JOIN_POLL_SECONDS", "StreamWatch", "replay_run", "replay_scope"]
 
 JOIN_POLL_SECONDS = 0.5
 """How long a runtime's join waits for a frame before it asks whether the run is over
