@@ -444,11 +444,12 @@ def rate_cell(records: list[Stream]) -> str:
 
 
 async def take_turns(sides: dict[str, Deployment], streams: int, block: int, concurrency: int,
-                     results: dict[str, list[Stream]]) -> None:
-    """`streams` per side, in blocks of `block`, the sides taking turns."""
+                     results: dict[str, list[Stream]], minutes: float | None = None) -> None:
+    """`streams` per side, in blocks of `block`, the sides taking turns; no new turn
+    after `minutes` (every side then has had as many)."""
     started = time.perf_counter()
     done = 0
-    while done < streams:
+    while done < streams and (minutes is None or time.perf_counter() - started < minutes * 60):
         n = min(block, streams - done)
         for name, deployment in sides.items():
             results.setdefault(name, []).extend(await run_block(deployment, n, concurrency, done))
@@ -490,14 +491,14 @@ async def compare(root: Path, postgres_url: str, redis_url: str, args: argparse.
     try:
         for deployment in sides.values():
             await deployment.start()
-        await take_turns(sides, args.streams, args.block, args.concurrency, results)
+        await take_turns(sides, args.streams, args.block, args.concurrency, results, args.minutes)
         for server in sides["plugin-on"].servers:
             await wait_journal_idle(server.url, timeout=300)
-        print(f"\n{args.streams} streams per side, blocks of {args.block}, {args.concurrency} at a time, "
+        off, on = results["plugin-off"], results["plugin-on"]
+        print(f"\n{len(on)} streams per side, blocks of {args.block}, {args.concurrency} at a time, "
               "sides taking turns\n")
         await report_sides(sides, results)
-        off, on = results["plugin-off"], results["plugin-on"]
-        print(f"\nempty streams (no output) per {args.streams}, 95% interval:")
+        print(f"\nempty streams (no output) per {len(on)}, 95% interval:")
         print(f"  without the plugin: {rate_cell(off)}")
         print(f"  with the plugin:    {rate_cell(on)}")
     finally:
@@ -523,7 +524,7 @@ async def ablate(root: Path, postgres_url: str, redis_url: str, args: argparse.N
                 await deployment.start()
                 print(f"-- off: {', '.join(off)}", flush=True)
                 await take_turns({"plugin-off": baseline, variant: deployment}, args.streams, args.block,
-                                 args.concurrency, results)
+                                 args.concurrency, results, args.minutes)
             finally:
                 deployment.stop()
             rows.append((variant, results[variant], results["plugin-off"]))
@@ -564,6 +565,8 @@ if __name__ == "__main__":
                         help="first start two processes at once on a fresh database")
     parser.add_argument("--resumable-side", action="store_true",
                         help="a third side: no plugin, the client asks for stream_resumable as the plugin does")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="no new turn after this long: the sides stop at the same count")
     parser.add_argument("--ablate", default="",
                         help=f"measure the plugin with these parts off instead: none, all, {', '.join(PARTS)}")
     asyncio.run(main(parser.parse_args()))
