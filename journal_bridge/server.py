@@ -113,6 +113,8 @@ class Journal:
         self._client_joins: OrderedDict[str, ClientJoin] = OrderedDict()
         self.frames_released = 0
         self.unplanned_requests = 0
+        self.stream_replays = 0  # streams the runtime ended early, replayed (`stream_repair`)
+        self.streams_repaired = 0  # of those, the ones whose client had missed frames
         self.reconcile_interval = reconcile_interval
         self.reconciler: Reconciler | None = None
         # Resolved here, off the event loop: the default spool directory of a store
@@ -224,6 +226,11 @@ class Journal:
             release = retained_frames.frames_releaser(thread_id, run_id, modes=plan.journal_modes)
         return stream if release is None else _ReleasedWhenHeld(stream, release, self)
 
+    def replayed(self, run_id: str, missed: int) -> None:
+        self.stream_replays += 1
+        if missed:
+            self.streams_repaired += 1
+
     def unplanned(self, reason: str) -> None:
         self.unplanned_requests += 1
         logger.warning("journal-bridge: forwarded untouched (%s); its run is not journaled live", reason)
@@ -280,6 +287,8 @@ class Journal:
         report["retained_frames"] = retained_frames.retained_frame_count()
         report["frames_released"] = self.frames_released
         report["unplanned_requests"] = self.unplanned_requests
+        report["stream_replays"] = self.stream_replays
+        report["streams_repaired"] = self.streams_repaired
         if self.reconciler is not None:
             report["reconciler"] = self.reconciler.report()
         return report

@@ -82,6 +82,10 @@ class RunSink(Protocol):
     def unplanned(self, reason: str) -> None: ...
 
 
+# A sink may also offer `replayed(run_id, missed)`: a run's stream the runtime ended was
+# replayed (`stream_repair`), and the client had not got `missed` of its frames.
+
+
 def route_path(scope: Scope) -> str:
     """The path below the app's mount point (`root_path`), as routing sees it."""
     path = scope.get("path", "")
@@ -478,7 +482,12 @@ class _CreatedRunSend(_FilteredSend):
         if rest:
             await self.send({"type": "http.response.body", "body": rest, "more_body": True})
         repeat = watch.repeats()
-        replayed = SSEFrames(lambda frame: b"" if repeat(frame) else on_frame(frame), self._passed_over)
+        missed = watch.frames
+
+        def on_replayed(frame: Frame) -> bytes | None:
+            return b"" if repeat(frame) else on_frame(frame)
+
+        replayed = SSEFrames(on_replayed, self._passed_over)
 
         async def on_body(chunk: bytes, final: bool) -> None:
             body = replayed.feed(chunk, final=final)
@@ -489,8 +498,18 @@ class _CreatedRunSend(_FilteredSend):
             await self.replay(thread_id, run_id, watch.cursor(), on_body)
         except Exception:  # noqa: BLE001 - the client's stream ends as the runtime ended it
             logger.exception("journal-bridge: could not complete the stream of run %s", run_id)
+        else:
+            self._replayed(run_id, watch.frames - missed)
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
         self.ended = True
+
+    def _replayed(self, run_id: str, missed: int) -> None:
+        if missed:
+            logger.info("journal-bridge: the runtime ended the stream of run %s before %d of its frames reached "
+                        "the client; they were sent from the run's resumable stream", run_id, missed)
+        replayed = getattr(self.sink, "replayed", None)
+        if replayed is not None:
+            self._hand_over(lambda: replayed(run_id, missed), run_id)
 
     def _hand_over(self, call: Callable[[], Any], run_id: str) -> Any:
         try:

@@ -151,7 +151,9 @@ async def test_a_stream_the_runtime_drops_reaches_the_client_once(servers, via) 
     assert raw == b""
 
     # With it the client gets the whole run, each frame once.
+    repaired = await _repaired(servers["on"].url)
     thread_id, healed, raw = await _run(servers["on"], via, "hold", QUESTION)
+    assert await _repaired(servers["on"].url) == repaired + 1
     assert _answered(healed, "hold") == expected
     client = get_client(url=servers["on"].url, timeout=60)
     run_id = (await client.runs.list(thread_id, limit=1))[0]["run_id"]
@@ -189,6 +191,12 @@ async def test_a_complete_stream_is_untouched(servers, via) -> None:
     assert [event for event, _ in on].count("metadata") == 1
     if via == "raw":
         assert len(_sse(raw_on)) == len(_sse(raw_off))
+
+
+async def _repaired(url: str) -> int:
+    """How many streams the runtime ended early the plugin completed (its health report)."""
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        return (await http.get("/journal/health")).json()["streams_repaired"]
 
 
 async def _journaled_once(url: str, thread_id: str, run_id: str) -> None:

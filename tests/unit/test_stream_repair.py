@@ -121,6 +121,10 @@ class _Server:
 class _Sink:
     def __init__(self) -> None:
         self.streams: list[ClientStream] = []
+        self.replays: list[tuple[str, int]] = []
+
+    def replayed(self, run_id: str, missed: int) -> None:
+        self.replays.append((run_id, missed))
 
     def read_client_stream(self, thread_id, run_id, plan):
         stream = ClientStream(plan.capture, plan.client_modes)
@@ -149,6 +153,7 @@ async def test_a_stream_with_nothing_past_metadata_gets_the_rest_once_filtered(s
     assert body == b"".join(f.replace(b"id: 5-0\r\n", b"").replace(b"id: 7-0\r\n", b"")
                             for f in (_META, _VALUES, _ANSWER))
     assert server.joins == (["0"] if sent == 0 else [f"4-{2**64 - 1}"])
+    assert sink.replays == [(RUN, 4 - sent)]
     # The journal got every frame, the added one too, and needs no join of its own.
     assert sink.streams[0].fed and sink.streams[0].complete and sink.streams[0].last_id == "7-0"
 
@@ -162,5 +167,5 @@ async def test_a_client_that_asked_for_a_resumable_run_gets_the_ids() -> None:
 async def test_a_complete_stream_is_not_joined() -> None:
     server, sink = _Server(4), _Sink()
     body = await _post(server, sink)
-    assert server.joins == []
+    assert server.joins == [] and sink.replays == []
     assert body.count(b"event: ") == 3
