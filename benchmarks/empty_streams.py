@@ -501,6 +501,14 @@ async def compare(root: Path, postgres_url: str, redis_url: str, args: argparse.
         print(f"\nempty streams (no output) per {len(on)}, 95% interval:")
         print(f"  without the plugin: {rate_cell(off)}")
         print(f"  with the plugin:    {rate_cell(on)}")
+        replays = repaired = 0
+        async with httpx.AsyncClient(timeout=30) as http:
+            for server in sides["plugin-on"].servers:
+                health = (await http.get(f"{server.url}/journal/health")).json()
+                replays += health.get("stream_replays", 0)
+                repaired += health.get("streams_repaired", 0)
+        print(f"  streams the runtime ended early that the plugin replayed: {replays}, "
+              f"of which the client had missed frames: {repaired}")
     finally:
         for deployment in sides.values():
             deployment.stop()
