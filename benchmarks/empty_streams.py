@@ -538,8 +538,8 @@ async def ablate(root: Path, postgres_url: str, redis_url: str, args: argparse.N
             rows.append((variant, results[variant], results["plugin-off"]))
     finally:
         baseline.stop()
-    print(f"\n{args.streams} streams per side and variant, blocks of {args.block}, {args.concurrency} at a time; "
-          "the plugin's repair off on every variant\n")
+    print(f"\nup to {args.streams} streams per side and variant, blocks of {args.block}, {args.concurrency} at a "
+          "time; the plugin's repair off on every variant\n")
     print(f"{'plugin, off:':<22} | {'no output, rate (95% interval)':<38} | "
           f"{'plugin-less, same turns':<38} | Fisher p")
     for variant, on, off_side in rows:
