@@ -21,12 +21,26 @@ interval. For every stream that carried no output it reports where the run
 executed, the run's status, whether `runs.join_stream` / `runs.join` recover
 its output and, with the plugin, whether the journal has the run's `run.end`.
 
+`--ablate PART[,PART...]` measures instead which of the plugin's parts make
+the runtime drop streams: for each part a deployment with the plugin, that
+part off and the plugin's repair of dropped streams off (so its drops reach
+the client and are counted), side by side with the plugin-less deployment,
+one part after the other; `none` is the plugin with every part on, `all` every
+part below off at once. The parts (`OFF_SWITCHES`), switched off inside the
+server by this module's `app` (the plugin's app, built after the switches):
+`resumable` (the request rewrite to resumable streams), `modes` (the rewrite's
+added stream modes), `join` (the reader's join of a run its client's stream
+missed), `claims` (the reader claims), `reconciler` (its passes: runs.list,
+runs.get and journal reads), `owners` (the thread-owner lookup) and `writes`
+(the journal's writes to the store).
+
 Before the blocks it starts two processes at once on a fresh database, to see
-whether the runtime's schema migrations race (`--skip-start-check` to skip).
+whether the runtime's schema migrations race (`--start-check`).
 
 Needs PostgreSQL and Redis: `JOURNAL_BRIDGE_TEST_POSTGRES_URL` /
 `JOURNAL_BRIDGE_TEST_REDIS_URL`, or Debian's packages installed (started here).
-Run: `python -m benchmarks.empty_streams [--streams 1500] [--block 100] [--concurrency 6]`.
+Run: `python -m benchmarks.empty_streams [--streams 6000] [--block 100] [--concurrency 6]`,
+`python -m benchmarks.empty_streams --ablate all,resumable,join --streams 400`.
 """
 
 from __future__ import annotations
@@ -34,6 +48,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import re
 import tempfile
 import time
@@ -45,18 +60,131 @@ from typing import Any
 import httpx
 from langgraph_sdk import get_client
 
-from tests.harness.conversation import (
-    EARLY_SUMMARIZATION,
-    TURNS,
-    human,
-    wait_journal_idle,
-)
-from tests.harness.langgraph_server import project_config
-from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
-from tests.harness.services import create_database, postgres_server, redis_server
-
 TURNS_PER_THREAD = 6
 STREAM_TIMEOUT = 120.0
+# The server variable naming the parts this module's `app` switches off.
+OFF_VARIABLE = "EMPTY_STREAMS_OFF"
+
+# A server imports this module only for `app` (with `OFF_VARIABLE` set): its venv
+# holds the plugin, not the test harness the benchmark drives the servers with.
+if OFF_VARIABLE not in os.environ:
+    from tests.harness.conversation import (
+        EARLY_SUMMARIZATION,
+        TURNS,
+        human,
+        wait_journal_idle,
+    )
+    from tests.harness.langgraph_server import PROJECT_ROOT, project_config
+    from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
+    from tests.harness.services import create_database, postgres_server, redis_server
+
+
+def _off_repair() -> None:
+    from journal_bridge.capture.stream_repair import StreamWatch
+
+    StreamWatch.needs_repair = lambda self: False  # type: ignore[method-assign]
+
+
+def _off_resumable() -> None:
+    import dataclasses
+
+    from journal_bridge.capture import run_requests
+
+    plan_one = run_requests._plan_one
+
+    def planned(payload: Any, *args: Any) -> Any:
+        asked = isinstance(payload, dict) and payload.get("stream_resumable") is True
+        plan = plan_one(payload, *args)
+        if plan is not None and plan.forced_resumable and not asked:
+            payload.pop("stream_resumable", None)
+            plan = dataclasses.replace(plan, forced_resumable=False)
+        return plan
+
+    run_requests._plan_one = planned
+
+
+def _off_modes() -> None:
+    from journal_bridge.mapping import capture_setting
+
+    plan = capture_setting.plan_capture
+
+    def planned(client_modes: Any, setting: Any) -> Any:
+        capture = plan(client_modes, setting)
+        return capture_setting.Capture(capture.path, capture.modes, ())
+
+    capture_setting.plan_capture = planned
+    from journal_bridge.capture import run_requests
+
+    run_requests.plan_capture = planned
+
+
+def _off_join() -> None:
+    from journal_bridge.mapping import reader
+
+    async def nothing(stream: Any) -> Any:
+        return
+        yield
+
+    reader._parts_of = nothing
+
+
+def _off_claims() -> None:
+    from journal_bridge.delivery.bridge import Bridge
+
+    async def claim(self: Any, run_id: str) -> bool:
+        return True
+
+    async def release(self: Any, run_id: str) -> None:
+        return None
+
+    Bridge.claim, Bridge.release = claim, release  # type: ignore[method-assign]
+
+
+def _off_owners() -> None:
+    from journal_bridge.mapping.reader import ThreadOwners
+
+    async def owner_of(self: Any, sdk: Any, thread_id: str) -> None:
+        return None
+
+    ThreadOwners.owner_of = owner_of  # type: ignore[method-assign]
+
+
+def _off_writes() -> None:
+    from journal_bridge.delivery.queue import DeliveryQueue
+
+    async def dropped(self: Any, records: Any) -> None:
+        return None
+
+    async def dropped_one(self: Any, record: Any) -> None:
+        return None
+
+    DeliveryQueue.write, DeliveryQueue.put = dropped, dropped_one  # type: ignore[method-assign]
+
+
+# Each part of the plugin: how this module's `app` switches it off in the server,
+# and the server's environment with it off (the reconciler has its own setting).
+OFF_SWITCHES: dict[str, tuple[Any, dict[str, str]]] = {
+    "repair": (_off_repair, {}),
+    "resumable": (_off_resumable, {}),
+    "modes": (_off_modes, {}),
+    "join": (_off_join, {}),
+    "claims": (_off_claims, {}),
+    "reconciler": (lambda: None, {"JOURNAL_BRIDGE_RECONCILE_INTERVAL": "0"}),
+    "owners": (_off_owners, {}),
+    "writes": (_off_writes, {}),
+}
+PARTS = [part for part in OFF_SWITCHES if part != "repair"]
+
+
+def __getattr__(name: str) -> Any:
+    """`app`: the plugin's app, built once the parts `OFF_VARIABLE` names are off (in the server)."""
+    if name != "app":
+        raise AttributeError(name)
+    for part in filter(None, os.environ.get(OFF_VARIABLE, "").split(",")):
+        OFF_SWITCHES[part][0]()
+    from journal_bridge.server import create_app
+
+    return create_app()
 
 
 @dataclass
@@ -83,40 +211,31 @@ class Stream:
         return "ok"
 
 
-class Server(LanghostServer):
-    """A `LanghostServer` that, serving the project without the plugin, is ready once `/ok` answers."""
-
-    def start(self, config: dict[str, Any] | None = None) -> Server:
-        if config is None or "http" in config:
-            super().start(config)
-            return self
-        env = {"DATABASE_URI": self.database_url, "REDIS_URI": self.redis_url,
-               "JOURNAL_BRIDGE_STORE_URL": self.store_url, **self.env}
-        port = self._launch([str(self.bin_dir / "langhost"), "serve"], config,
-                            ["--n-jobs-per-worker", str(self.n_jobs)], env, append_log=True)
-        self.url = f"http://127.0.0.1:{port}"
-        self._wait_until(lambda: _ok(f"{self.url}/ok"))
-        return self
-
-
 class Deployment:
     """One runtime database, a journal database (with the plugin), two processes."""
 
     def __init__(self, side: str, root: Path, postgres_url: str, redis_url: str, plugin: bool,
-                 resumable: bool = False) -> None:
+                 resumable: bool = False, off: tuple[str, ...] = ()) -> None:
         name = uuid.uuid4().hex[:8]
         self.side = side
         self.plugin = plugin
         # Whether the client itself asks for `stream_resumable` (the plugin asks for it on every run).
         self.resumable = resumable
-        self.database_url = create_database(postgres_url, f"empty_{side}_{name}")
-        self.store_url = create_database(postgres_url, f"empty_journal_{side}_{name}")
+        self.database_url = create_database(postgres_url, f"empty_{name}")
+        self.store_url = create_database(postgres_url, f"empty_journal_{name}")
+        env: dict[str, str] = {}
+        if off:
+            env = {OFF_VARIABLE: ",".join(off), "PYTHONPATH": str(PROJECT_ROOT)}
+            for part in off:
+                env.update(OFF_SWITCHES[part][1])
         self.servers = [
-            Server(ensure_pg_runtime_venv(), root / f"{side}-{index}", database_url=self.database_url,
-                           redis_url=redis_url, store_url=self.store_url, n_jobs=2)
+            LanghostServer(ensure_pg_runtime_venv(), root / f"{name}-{index}", database_url=self.database_url,
+                   redis_url=redis_url, store_url=self.store_url, n_jobs=2, env=env)
             for index in range(2)
         ]
         self.config = project_config(plugin=plugin)
+        if off:
+            self.config["http"] = {**self.config["http"], "app": "benchmarks.empty_streams:app"}
         self.assistant_id: str | None = None
 
     async def start(self) -> None:
@@ -302,70 +421,160 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-async def main(streams: int, block: int, concurrency: int, start_check: bool, resumable_side: bool) -> None:
+def fisher_p(a: int, n: int, b: int, m: int) -> float:
+    """Two-sided Fisher's exact p of `a` of `n` against `b` of `m`."""
+    total, k = n + m, a + b
+    denominator = math.comb(total, k)
+
+    def p(x: int) -> float:
+        return math.comb(n, x) * math.comb(m, k - x) / denominator
+
+    observed = p(a)
+    return min(1.0, sum(p(x) for x in range(max(0, k - m), min(k, n) + 1) if p(x) <= observed * (1 + 1e-9)))
+
+
+def silent_count(records: list[Stream]) -> int:
+    return sum(1 for r in records if r.kind in ("empty", "metadata-only"))
+
+
+def rate_cell(records: list[Stream]) -> str:
+    k, n = silent_count(records), len(records)
+    low, high = wilson(k, n)
+    return f"{k:>4} of {n:<5} {k / max(1, n):>6.2%} ({low:.2%} - {high:.2%})"
+
+
+async def take_turns(sides: dict[str, Deployment], streams: int, block: int, concurrency: int,
+                     results: dict[str, list[Stream]], minutes: float | None = None) -> None:
+    """`streams` per side, in blocks of `block`, the sides taking turns; no new turn
+    after `minutes` (every side then has had as many)."""
+    started = time.perf_counter()
+    done = 0
+    while done < streams and (minutes is None or time.perf_counter() - started < minutes * 60):
+        n = min(block, streams - done)
+        for name, deployment in sides.items():
+            results.setdefault(name, []).extend(await run_block(deployment, n, concurrency, done))
+        done += n
+        summary = ", ".join(f"{name} {silent_count(results[name])}/{len(results[name])}" for name in sides)
+        print(f"[{time.perf_counter() - started:7.1f}s] no output: {summary}", flush=True)
+
+
+async def report_sides(sides: dict[str, Deployment], results: dict[str, list[Stream]]) -> None:
+    """Per side: streams, empties, metadata-only, errors, the no-output rate; then each silent stream."""
+    print(f"{'side':>10} | {'streams':>7} | {'empty':>5} | {'meta-only':>9} | {'errors':>6} | "
+          f"{'no output':>9} | {'rate':>7} | {'95% interval':>17} | {'cross-process':>13}")
+    silent: list[dict[str, Any]] = []
+    for name, deployment in sides.items():
+        records = results[name]
+        executor = deployment.executor_of()
+        kinds = [r.kind for r in records]
+        empty, meta, errors = kinds.count("empty"), kinds.count("metadata-only"), kinds.count("error")
+        cross = sum(1 for r in records if r.run_id in executor and executor[r.run_id] != r.entry)
+        low, high = wilson(empty + meta, len(records))
+        print(f"{name:>10} | {len(records):>7} | {empty:>5} | {meta:>9} | {errors:>6} | {empty + meta:>9} | "
+              f"{(empty + meta) / max(1, len(records)):>7.2%} | {low:>7.2%} - {high:>7.2%} | {cross:>13}")
+        for record in records:
+            if record.kind in ("empty", "metadata-only"):
+                silent.append(await inspect_silent(deployment, record, executor))
+            elif record.kind == "error":
+                print(f"  {name} error ({record.via}, entry {record.entry}): {record.error}")
+    for found in silent:
+        print("  no output:", found)
+
+
+async def compare(root: Path, postgres_url: str, redis_url: str, args: argparse.Namespace) -> None:
+    """Without the plugin and with it (repairing dropped streams), side by side."""
+    sides = {"plugin-off": Deployment("off", root, postgres_url, redis_url, plugin=False),
+             "plugin-on": Deployment("on", root, postgres_url, redis_url, plugin=True)}
+    if args.resumable_side:
+        sides["off+resum"] = Deployment("offres", root, postgres_url, redis_url, plugin=False, resumable=True)
+    results: dict[str, list[Stream]] = {}
+    try:
+        for deployment in sides.values():
+            await deployment.start()
+        await take_turns(sides, args.streams, args.block, args.concurrency, results, args.minutes)
+        for server in sides["plugin-on"].servers:
+            await wait_journal_idle(server.url, timeout=300)
+        off, on = results["plugin-off"], results["plugin-on"]
+        print(f"\n{len(on)} streams per side, blocks of {args.block}, {args.concurrency} at a time, "
+              "sides taking turns\n")
+        await report_sides(sides, results)
+        print(f"\nempty streams (no output) per {len(on)}, 95% interval:")
+        print(f"  without the plugin: {rate_cell(off)}")
+        print(f"  with the plugin:    {rate_cell(on)}")
+        replays = repaired = 0
+        async with httpx.AsyncClient(timeout=30) as http:
+            for server in sides["plugin-on"].servers:
+                health = (await http.get(f"{server.url}/journal/health")).json()
+                replays += health.get("stream_replays", 0)
+                repaired += health.get("streams_repaired", 0)
+        print(f"  streams the runtime ended early that the plugin replayed: {replays}, "
+              f"of which the client had missed frames: {repaired}")
+    finally:
+        for deployment in sides.values():
+            deployment.stop()
+
+
+async def ablate(root: Path, postgres_url: str, redis_url: str, args: argparse.Namespace) -> None:
+    """Each variant of the plugin (repair off) side by side with the plugin-less deployment, in turn."""
+    variants = [part.strip() for part in args.ablate.split(",") if part.strip()]
+    unknown = [v for v in variants if v not in (*PARTS, "none", "all")]
+    if unknown:
+        raise SystemExit(f"unknown parts {unknown}: choose from none, all, {', '.join(PARTS)}")
+    baseline = Deployment("off", root, postgres_url, redis_url, plugin=False)
+    rows: list[tuple[str, list[Stream], list[Stream]]] = []
+    try:
+        await baseline.start()
+        for variant in variants:
+            off = ("repair", *(PARTS if variant == "all" else () if variant == "none" else (variant,)))
+            deployment = Deployment(variant, root, postgres_url, redis_url, plugin=True, off=off)
+            results: dict[str, list[Stream]] = {}
+            try:
+                await deployment.start()
+                print(f"-- off: {', '.join(off)}", flush=True)
+                await take_turns({"plugin-off": baseline, variant: deployment}, args.streams, args.block,
+                                 args.concurrency, results, args.minutes)
+            finally:
+                deployment.stop()
+            rows.append((variant, results[variant], results["plugin-off"]))
+    finally:
+        baseline.stop()
+    print(f"\nup to {args.streams} streams per side and variant, blocks of {args.block}, {args.concurrency} at a "
+          "time; the plugin's repair off on every variant\n")
+    print(f"{'plugin, off:':<22} | {'no output, rate (95% interval)':<38} | "
+          f"{'plugin-less, same turns':<38} | Fisher p")
+    for variant, on, off_side in rows:
+        label = {"none": "nothing (all parts on)", "all": "every part below"}.get(variant, variant)
+        p = fisher_p(silent_count(on), len(on), silent_count(off_side), len(off_side))
+        print(f"{label:<22} | {rate_cell(on):<38} | {rate_cell(off_side):<38} | {p:.3f}")
+
+
+async def main(args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="journal-bridge-empty-"))
     with postgres_server() as postgres_url, redis_server() as redis_url:
-        if start_check:
+        if args.start_check:
             outcome = await asyncio.to_thread(start_together, root, postgres_url, redis_url)
             print(f"two processes started together on a fresh database: {outcome['up']} came up, "
                   f"{len(outcome['exited'])} exited; started again after the first was up: "
                   f"{outcome['restarted_up']} came up")
             for index, code, lines in outcome["exited"]:
                 print(f"  process {index} exited with {code}: {lines}")
-        sides = {"plugin-on": Deployment("on", root, postgres_url, redis_url, plugin=True),
-                 "plugin-off": Deployment("off", root, postgres_url, redis_url, plugin=False)}
-        if resumable_side:
-            sides["off+resum"] = Deployment("offres", root, postgres_url, redis_url, plugin=False, resumable=True)
-        results: dict[str, list[Stream]] = {name: [] for name in sides}
-        try:
-            for deployment in sides.values():
-                await deployment.start()
-            started = time.perf_counter()
-            done = 0
-            while done < streams:
-                n = min(block, streams - done)
-                for name, deployment in sides.items():
-                    results[name].extend(await run_block(deployment, n, concurrency, done))
-                done += n
-                summary = ", ".join(f"{name} {sum(r.kind != 'ok' for r in results[name])}/{len(results[name])}"
-                                    for name in sides)
-                print(f"[{time.perf_counter() - started:7.1f}s] not ok: {summary}", flush=True)
-            for deployment in sides.values():
-                if deployment.plugin:
-                    for server in deployment.servers:
-                        await wait_journal_idle(server.url, timeout=300)
-            print(f"\n{streams} streams per side, blocks of {block}, {concurrency} at a time, sides taking turns\n")
-            print(f"{'side':>10} | {'streams':>7} | {'empty':>5} | {'meta-only':>9} | {'errors':>6} | "
-                  f"{'no output':>9} | {'rate':>7} | {'95% interval':>17} | {'cross-process':>13}")
-            silent: list[dict[str, Any]] = []
-            for name, deployment in sides.items():
-                records = results[name]
-                executor = deployment.executor_of()
-                kinds = [r.kind for r in records]
-                empty, meta, errors = kinds.count("empty"), kinds.count("metadata-only"), kinds.count("error")
-                cross = sum(1 for r in records if r.run_id in executor and executor[r.run_id] != r.entry)
-                low, high = wilson(empty + meta, len(records))
-                print(f"{name:>10} | {len(records):>7} | {empty:>5} | {meta:>9} | {errors:>6} | {empty + meta:>9} | "
-                      f"{(empty + meta) / max(1, len(records)):>7.2%} | {low:>7.2%} - {high:>7.2%} | {cross:>13}")
-                for record in records:
-                    if record.kind in ("empty", "metadata-only"):
-                        silent.append(await inspect_silent(deployment, record, executor))
-                    elif record.kind == "error":
-                        print(f"  {name} error ({record.via}, entry {record.entry}): {record.error}")
-            for found in silent:
-                print("  no output:", found)
-        finally:
-            for deployment in sides.values():
-                deployment.stop()
+        if args.ablate:
+            await ablate(root, postgres_url, redis_url, args)
+        else:
+            await compare(root, postgres_url, redis_url, args)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--streams", type=int, default=1500, help="streams per side")
+    parser.add_argument("--streams", type=int, default=6000, help="streams per side")
     parser.add_argument("--block", type=int, default=100, help="streams per turn of a side")
     parser.add_argument("--concurrency", type=int, default=6)
-    parser.add_argument("--skip-start-check", action="store_true")
+    parser.add_argument("--start-check", action="store_true",
+                        help="first start two processes at once on a fresh database")
     parser.add_argument("--resumable-side", action="store_true",
                         help="a third side: no plugin, the client asks for stream_resumable as the plugin does")
-    args = parser.parse_args()
-    asyncio.run(main(args.streams, args.block, args.concurrency, not args.skip_start_check, args.resumable_side))
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="no new turn after this long: the sides stop at the same count")
+    parser.add_argument("--ablate", default="",
+                        help=f"measure the plugin with these parts off instead: none, all, {', '.join(PARTS)}")
+    asyncio.run(main(parser.parse_args()))

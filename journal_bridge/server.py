@@ -115,6 +115,8 @@ class Journal:
         self._client_joins: OrderedDict[str, ClientJoin] = OrderedDict()
         self.frames_released = 0
         self.unplanned_requests = 0
+        self.stream_replays = 0  # streams the runtime ended early, replayed (`stream_repair`)
+        self.streams_repaired = 0  # of those, the ones whose client had missed frames
         self.reconcile_interval = reconcile_interval
         self.reconciler: Reconciler | None = None
         # Resolved here, off the event loop: the default spool directory of a store
@@ -273,6 +275,11 @@ class Journal:
                                          assistant_id=plan.assistant_id, run_input=plan.run_input)
         return frames
 
+    def replayed(self, run_id: str, missed: int) -> None:
+        self.stream_replays += 1
+        if missed:
+            self.streams_repaired += 1
+
     def unplanned(self, reason: str) -> None:
         self.unplanned_requests += 1
         logger.warning("journal-bridge: forwarded untouched (%s); its run is not journaled live", reason)
@@ -331,6 +338,8 @@ class Journal:
         report["retained_frames"] = retained_frames.retained_frame_count()
         report["frames_released"] = self.frames_released
         report["unplanned_requests"] = self.unplanned_requests
+        report["stream_replays"] = self.stream_replays
+        report["streams_repaired"] = self.streams_repaired
         if self.reconciler is not None:
             report["reconciler"] = self.reconciler.report()
         if self.frames is not None:

@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from journal_bridge.mapping.capture_setting import EVENTS_MODE, CaptureSetting
 from journal_bridge.host.compat import join_mode_matches, join_query_modes, join_query_with_modes, max_request_body_bytes
 from journal_bridge.capture.run_requests import RunPlan, plan_run_request, restore_run_objects, run_creating_kind
+from journal_bridge.capture.stream_repair import StreamWatch, replay_run, replay_scope
 from journal_bridge.host.sse import Frame, SSEFrames
 
 logger = logging.getLogger(__name__)
@@ -80,6 +81,10 @@ class RunSink(Protocol):
     def take_client_join(self, thread_id: str, run_id: str, modes: tuple[str, ...]) -> ClientFrames | None: ...
 
     def unplanned(self, reason: str) -> None: ...
+
+
+# A sink may also offer `replayed(run_id, missed)`: a run's stream the runtime ended was
+# replayed (`stream_repair`), and the client had not got `missed` of its frames.
 
 
 def route_path(scope: Scope) -> str:
@@ -156,11 +161,19 @@ class RunObserverMiddleware:
         if new_body is not body:
             scope = {**scope, "headers": list(scope["headers"])}
             MutableHeaders(scope=scope)["content-length"] = str(len(new_body))
-        responder = _CreatedRunSend(plans, sink, self._remember, send)
+        responder = _CreatedRunSend(plans, sink, self._remember, send, self._replayer(scope))
         try:
             await self.app(scope, responder.watch(_replay(new_body, trailing, receive, True)), responder)
         finally:
             responder.finish()
+
+    def _replayer(self, scope: Scope) -> Replay:
+        """Joins a run's stream from a cursor, as the request `scope` would (`stream_repair`)."""
+
+        async def replay(thread_id: str, run_id: str, cursor: str, on_body: Callable[[bytes, bool], Any]) -> bool:
+            return await replay_run(self.app, replay_scope(scope, thread_id, run_id, cursor), on_body)
+
+        return replay
 
     # -- later reads ------------------------------------------------------------
 
@@ -364,8 +377,14 @@ class _RestoringSend:
         await self.send({"type": "http.response.body", "body": body, "more_body": False})
 
 
+Replay = Callable[[str, str, str, Callable[[bytes, bool], Any]], Any]
+
+
 class _CreatedRunSend(_FilteredSend):
-    """Learns the created runs from the response and hands them to the journal."""
+    """Learns the created runs from the response and hands them to the journal.
+
+    A run's stream that the runtime ends before the run's output reached the
+    client is completed from the run's resumable stream (`stream_repair`)."""
 
     def __init__(
         self,
@@ -373,8 +392,12 @@ class _CreatedRunSend(_FilteredSend):
         sink: RunSink,
         remember: Callable[[str, RunPlan], None],
         send: Send,
+        replay: Replay | None = None,
     ) -> None:
         super().__init__(None, send)
+        self.replay = replay
+        self.watched: tuple[str, str, StreamWatch, Callable[[Frame], bytes | None]] | None = None
+        self._passed_over: Callable[[bytes, int, int], bool] | None = None
         self.run_plans = plans
         self.sink = sink
         self.remember = remember
@@ -385,6 +408,16 @@ class _CreatedRunSend(_FilteredSend):
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
             self._started(message)
+        if (
+            self.watched is not None
+            and self.active
+            and message["type"] == "http.response.body"
+            and not message.get("more_body", False)
+            and not self.left_early
+            and self.watched[2].needs_repair()
+        ):
+            await self._completed(message)
+            return
         if self.restoring is not None:
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 body = b"".join([*self.restoring.chunks, message.get("body", b"")])
@@ -416,8 +449,10 @@ class _CreatedRunSend(_FilteredSend):
             return
         self.client_frames = self._hand_over(lambda: self.sink.read_client_stream(thread_id, run_id, plan), run_id)
         journal, added, strip = self.client_frames, set(plan.capture.added), plan.forced_resumable
+        watch = StreamWatch()
 
         def on_frame(frame: Frame) -> bytes | None:
+            watch.saw(frame.event, frame.id)
             if journal is not None:
                 journal.feed(frame)
             if frame.mode in added:
@@ -426,8 +461,56 @@ class _CreatedRunSend(_FilteredSend):
 
         # Token callbacks, most of an `events` stream's frames: when the client did
         # not ask for `events`, neither it nor the journal reads them.
-        passed_over = getattr(journal, "passes_over", None) if EVENTS_MODE in added else None
-        self.frames = SSEFrames(on_frame, passed_over)
+        pass_over = getattr(journal, "pass_over", None) if EVENTS_MODE in added else None
+
+        def passed_over(body: bytes, start: int, end: int) -> bool:
+            passed, frame_id = pass_over(body, start, end)  # type: ignore[misc]
+            if passed:
+                watch.saw(EVENTS_MODE, frame_id)
+            return passed
+
+        self.frames = SSEFrames(on_frame, passed_over if pass_over is not None else None)
+        if thread_id is not None and self.replay is not None:
+            self.watched = (thread_id, run_id, watch, on_frame)
+        self._passed_over = passed_over if pass_over is not None else None
+
+    async def _completed(self, message: Message) -> None:
+        """The runtime ended the run's stream, perhaps before the run's frames reached
+        it: what the client did not get is sent from the run's resumable stream."""
+        assert self.watched is not None and self.frames is not None and self.replay is not None
+        thread_id, run_id, watch, on_frame = self.watched
+        rest = self.frames.feed(message.get("body", b""), final=True)
+        if rest:
+            await self.send({"type": "http.response.body", "body": rest, "more_body": True})
+        repeat = watch.repeats()
+        missed = watch.frames
+
+        def on_replayed(frame: Frame) -> bytes | None:
+            return b"" if repeat(frame) else on_frame(frame)
+
+        replayed = SSEFrames(on_replayed, self._passed_over)
+
+        async def on_body(chunk: bytes, final: bool) -> None:
+            body = replayed.feed(chunk, final=final)
+            if body:
+                await self.send({"type": "http.response.body", "body": body, "more_body": True})
+
+        try:
+            await self.replay(thread_id, run_id, watch.cursor(), on_body)
+        except Exception:  # noqa: BLE001 - the client's stream ends as the runtime ended it
+            logger.exception("journal-bridge: could not complete the stream of run %s", run_id)
+        else:
+            self._replayed(run_id, watch.frames - missed)
+        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        self.ended = True
+
+    def _replayed(self, run_id: str, missed: int) -> None:
+        if missed:
+            logger.info("journal-bridge: the runtime ended the stream of run %s before %d of its frames reached "
+                        "the client; they were sent from the run's resumable stream", run_id, missed)
+        replayed = getattr(self.sink, "replayed", None)
+        if replayed is not None:
+            self._hand_over(lambda: replayed(run_id, missed), run_id)
 
     def _hand_over(self, call: Callable[[], Any], run_id: str) -> Any:
         try:
