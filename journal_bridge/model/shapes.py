@@ -239,5 +239,7 @@ class JournalHealth(TypedDict, total=False):
     retained_frames: int
     frames_released: int
     unplanned_requests: int
+    stream_replays: int
+    streams_repaired: int
     reconciler: JsonObject
     frame_spool: JsonObject

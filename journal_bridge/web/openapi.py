@@ -225,6 +225,7 @@ _RUN_COUNTERS = (
     "active_runs", "runs_observed", "runs_read", "runs_read_elsewhere", "runs_read_from_client_joins",
     "runs_completed", "runs_failed", "runs_errored", "runs_cancelled", "runs_interrupted", "parts_seen",
     "malformed", "retained_frames", "frames_released", "unplanned_requests",
+    "stream_replays", "streams_repaired",
 )
 _RUN_EVENT_REQUIRED = [name for name in _RUN_EVENT_FIELDS if name not in ("source_key", "user_id")]
 
