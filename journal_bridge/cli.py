@@ -36,7 +36,12 @@ from journal_bridge.settings import ENV, Settings, SettingsError
 if TYPE_CHECKING:
     from langgraph_sdk.client import LangGraphClient
 
+    _Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
+
 __all__ = ["build_parser", "format_item", "main"]
+
+# A subcommand's runner: its parsed arguments and the settings to the exit status.
+_Handler = Callable[[argparse.Namespace, Settings], int]
 
 _PAGE = 500
 _INDENT = "    "
@@ -310,9 +315,26 @@ def _positive(value: str) -> int:
     return number
 
 
-def _add_history(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
+def _add_command(
+    subparsers: _Subcommands, name: str, handler: _Handler, *, help: str, description: str
+) -> argparse.ArgumentParser:
+    """The parser of subcommand `name`, which `main` hands to `handler`."""
+    parser = subparsers.add_parser(name, help=help, description=description)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def _add_server_and_store(parser: argparse.ArgumentParser) -> None:
+    """--url (required) and --store: the server a sidecar command reads, the store it writes."""
+    parser.add_argument("--url", required=True, metavar="SERVER_URL", help="LangGraph Server URL")
+    parser.add_argument("--store", metavar="STORE_URL", help="run event store URL (default as for history)")
+
+
+def _add_history(subparsers: _Subcommands) -> None:
+    parser = _add_command(
+        subparsers,
         "history",
+        _run_history,
         help="print a thread's conversation with compaction markers inline",
         description=(
             "Print a thread's journaled conversation in order, with a marker where "
@@ -351,7 +373,6 @@ def _add_history(subparsers: Any) -> None:
         default=_PAGE,
         help=f"with --url: items per request, at most {_PAGE} (default {_PAGE})",
     )
-    parser.set_defaults(handler=_run_history)
 
 
 # -- follow --------------------------------------------------------------------
@@ -410,9 +431,11 @@ def _run_follow(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _add_follow(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
+def _add_follow(subparsers: _Subcommands) -> None:
+    parser = _add_command(
+        subparsers,
         "follow",
+        _run_follow,
         help="journal the runs of a server without the plugin (sidecar)",
         description=(
             "Poll a LangGraph Server for new runs and journal every run whose stream can be "
@@ -421,8 +444,7 @@ def _add_follow(subparsers: Any) -> None:
             "so a restarted follower continues where it stopped."
         ),
     )
-    parser.add_argument("--url", required=True, metavar="SERVER_URL", help="LangGraph Server URL")
-    parser.add_argument("--store", metavar="STORE_URL", help="run event store URL (default as for history)")
+    _add_server_and_store(parser)
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between polls (default 2)")
     parser.add_argument(
         "--once", action="store_true",
@@ -436,7 +458,6 @@ def _add_follow(subparsers: Any) -> None:
     parser.add_argument("--cursor", metavar="PATH", help="cursor file (default: next to a SQLite store)")
     _add_credentials(parser)
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON")
-    parser.set_defaults(handler=_run_follow)
 
 
 # -- backfill ------------------------------------------------------------------
@@ -483,9 +504,11 @@ def _run_backfill(args: argparse.Namespace, settings: Settings) -> int:
     return 1 if failed else 0
 
 
-def _add_backfill(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
+def _add_backfill(subparsers: _Subcommands) -> None:
+    parser = _add_command(
+        subparsers,
         "backfill",
+        _run_backfill,
         help="rebuild the journal of threads from the server's checkpoints",
         description=(
             "Journal what a thread's checkpoint history shows: every message in order of first "
@@ -493,8 +516,7 @@ def _add_backfill(subparsers: Any) -> None:
             "journal are not written again, so it is safe to repeat."
         ),
     )
-    parser.add_argument("--url", required=True, metavar="SERVER_URL", help="LangGraph Server URL")
-    parser.add_argument("--store", metavar="STORE_URL", help="run event store URL (default as for history)")
+    _add_server_and_store(parser)
     parser.add_argument("--thread", action="append", metavar="ID", help="a thread to backfill (default: all)")
     parser.add_argument(
         "--since-checkpoint", metavar="CHECKPOINT_ID",
@@ -502,7 +524,6 @@ def _add_backfill(subparsers: Any) -> None:
     )
     _add_credentials(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.set_defaults(handler=_run_backfill)
 
 
 def _version() -> str:
@@ -536,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"journal-bridge {args.command}: {exc}", file=sys.stderr)
         return 1
-    handler: Callable[[argparse.Namespace, Settings], int] = args.handler
+    handler: _Handler = args.handler
     try:
         return handler(args, settings)
     except _Usage as exc:
