@@ -297,6 +297,19 @@ def print_split(client: str, capture: str, kinds: list[list[Cell]], base: str = 
     print_tasks(view, [client], order, top=10)
 
 
+# The on/off options, each with its --help line, in the order --help lists them.
+SWITCHES = {
+    "--twin": "a second floor (or reference) cell on every server: floor against floor",
+    "--twin-resumable": "useStream: the twin (implied) asks for resumable streams, as the journal's runs are made",
+    "--first-turns": "new threads every round, each with one unmeasured turn: the first turns of conversations",
+    "--promoted": "count the objects each cell's rounds move into the oldest generation (costs CPU)",
+    "--split": "split each kind of cell's CPU by thread and by kind of task (a clocked server is slower)",
+    "--pin": "every server on one CPU, the clients on the others (needs two CPUs; see tests/harness/bench/pinning.py)",
+    "--busy-beside-journal": "a process spinning on a CPU while the journal's cell runs: unpinned, the room the"
+                             " `events` reference's clients take in their own rounds",
+}
+
+
 async def main(args: argparse.Namespace) -> None:
     # One split for every client's servers: once pinned, the benchmark itself runs on one CPU fewer.
     pin = CpuSplit() if args.pin else None
@@ -322,21 +335,8 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seed", default=secrets.token_hex(4),
                         help="orders the cells in each round (random by default; printed, to run the same order again)")
-    parser.add_argument("--twin", action="store_true",
-                        help="a second floor (or reference) cell on every server: floor against floor")
-    parser.add_argument("--twin-resumable", action="store_true",
-                        help="useStream: the twin (implied) asks for resumable streams, as the journal's runs are made")
-    parser.add_argument("--first-turns", action="store_true",
-                        help="new threads every round, each with one unmeasured turn: the first turns of conversations")
-    parser.add_argument("--promoted", action="store_true",
-                        help="count the objects each cell's rounds move into the oldest generation (costs CPU)")
-    parser.add_argument("--split", action="store_true",
-                        help="split each kind of cell's CPU by thread and by kind of task (a clocked server is slower)")
-    parser.add_argument("--pin", action="store_true",
-                        help="every server on one CPU, the clients on the others (needs two CPUs; see tests/harness/bench/pinning.py)")
-    parser.add_argument("--busy-beside-journal", action="store_true",
-                        help="a process spinning on a CPU while the journal's cell runs: unpinned, the room the"
-                             " `events` reference's clients take in their own rounds")
+    for flag, meaning in SWITCHES.items():
+        parser.add_argument(flag, action="store_true", help=meaning)
     # A stopped benchmark stops the servers it started: SIGTERM unwinds like Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     asyncio.run(main(parser.parse_args()))

@@ -25,7 +25,7 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from journal_bridge.model.errors import JournalBridgeError, RunNotFound
@@ -36,7 +36,12 @@ from journal_bridge.settings import ENV, Settings, SettingsError
 if TYPE_CHECKING:
     from langgraph_sdk.client import LangGraphClient
 
+    _Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
+
 __all__ = ["build_parser", "format_item", "main"]
+
+# A subcommand's runner: its parsed arguments and the settings to the exit status.
+_Handler = Callable[[argparse.Namespace, Settings], int]
 
 _PAGE = 500
 _INDENT = "    "
@@ -269,6 +274,12 @@ def _print_items(items: Iterable[JournalHistoryItem], out: TextIO, as_json: bool
 
 
 def _run_history(args: argparse.Namespace, settings: Settings) -> int:
+    """print a thread's conversation with compaction markers inline
+
+    Print a thread's journaled conversation in order, with a marker where messages were
+    condensed and the summary indented below it. Reads the store directly (--store) or a
+    server's journal API (--url).
+    """
     if args.url:
         headers, api_key = _credentials(args)
         prefix = args.prefix or settings.route_prefix
@@ -310,16 +321,25 @@ def _positive(value: str) -> int:
     return number
 
 
-def _add_history(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "history",
-        help="print a thread's conversation with compaction markers inline",
-        description=(
-            "Print a thread's journaled conversation in order, with a marker where "
-            "messages were condensed and the summary indented below it. Reads the "
-            "store directly (--store) or a server's journal API (--url)."
-        ),
-    )
+def _add_command(subparsers: _Subcommands, name: str, handler: _Handler) -> argparse.ArgumentParser:
+    """The parser of subcommand `name`, which `main` hands to `handler`.
+
+    The handler's docstring is the subcommand's help: its first line in the list
+    of commands, the rest the description (argparse folds its lines)."""
+    summary, _, description = (handler.__doc__ or "").partition("\n")
+    parser = subparsers.add_parser(name, help=summary.strip(), description=description.strip())
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def _add_server_and_store(parser: argparse.ArgumentParser) -> None:
+    """--url (required) and --store: the server a sidecar command reads, the store it writes."""
+    parser.add_argument("--url", required=True, metavar="SERVER_URL", help="LangGraph Server URL")
+    parser.add_argument("--store", metavar="STORE_URL", help="run event store URL (default as for history)")
+
+
+def _add_history(subparsers: _Subcommands) -> None:
+    parser = _add_command(subparsers, "history", _run_history)
     parser.add_argument("thread_id")
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
@@ -351,7 +371,15 @@ def _add_history(subparsers: Any) -> None:
         default=_PAGE,
         help=f"with --url: items per request, at most {_PAGE} (default {_PAGE})",
     )
-    parser.set_defaults(handler=_run_history)
+
+
+def _print_summary(summary: object, as_json: bool, lines: Iterable[str]) -> None:
+    """A sidecar command's summary: one JSON line with --json, else its `lines` for a reader."""
+    if as_json:
+        print(json.dumps(summary, ensure_ascii=False))
+    else:
+        for line in lines:
+            print(line)
 
 
 # -- follow --------------------------------------------------------------------
@@ -365,6 +393,13 @@ def _sdk_client(url: str, credentials: tuple[dict[str, str], str | None]) -> Lan
 
 
 def _run_follow(args: argparse.Namespace, settings: Settings) -> int:
+    """journal the runs of a server without the plugin (sidecar)
+
+    Poll a LangGraph Server for new runs and journal every run whose stream can be read
+    (created with 'events' or 'values' in stream_mode; fully when also
+    stream_resumable). Runs it cannot read are reported. The discovery cursor is kept in
+    a JSON file, so a restarted follower continues where it stopped.
+    """
     import logging
     from pathlib import Path
 
@@ -391,38 +426,30 @@ def _run_follow(args: argparse.Namespace, settings: Settings) -> int:
     except Exception as exc:  # noqa: BLE001 - say which source failed and why
         print(f"journal-bridge follow: {exc}", file=sys.stderr)
         return 1
-    if args.json:
-        print(json.dumps(summary, ensure_ascii=False))
-    else:
-        print(
-            f"runs discovered {summary['runs_discovered']}, journaled {summary['journaled']}, "
-            f"live only {summary['live_only']}, unobservable {summary['unobservable']}, "
-            f"records written {summary['records_written']}, not yet written {summary['backlog']}"
-        )
-        for report in summary["reported"]:
-            print(f"  {report['outcome']}: run {report['run_id']} (thread {report['thread_id']}): {report['reason']}")
-        earlier = summary["live_only"] + summary["unobservable"] - len(summary["reported"])
-        if earlier > 0:
-            print(f"  ({earlier} earlier reports not listed: their log lines have them)")
+    _print_summary(summary, args.json, _follow_lines(summary))
     if summary["poll_errors"]:
         print(f"journal-bridge follow: {summary['poll_errors']} polls failed", file=sys.stderr)
         return 1
     return 0
 
 
-def _add_follow(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "follow",
-        help="journal the runs of a server without the plugin (sidecar)",
-        description=(
-            "Poll a LangGraph Server for new runs and journal every run whose stream can be "
-            "read (created with 'events' or 'values' in stream_mode; fully when also stream_resumable). "
-            "Runs it cannot read are reported. The discovery cursor is kept in a JSON file, "
-            "so a restarted follower continues where it stopped."
-        ),
+def _follow_lines(summary: Mapping[str, Any]) -> Iterator[str]:
+    """The follower's summary for a reader: its counts, then each run it reported."""
+    yield (
+        f"runs discovered {summary['runs_discovered']}, journaled {summary['journaled']}, "
+        f"live only {summary['live_only']}, unobservable {summary['unobservable']}, "
+        f"records written {summary['records_written']}, not yet written {summary['backlog']}"
     )
-    parser.add_argument("--url", required=True, metavar="SERVER_URL", help="LangGraph Server URL")
-    parser.add_argument("--store", metavar="STORE_URL", help="run event store URL (default as for history)")
+    for report in summary["reported"]:
+        yield f"  {report['outcome']}: run {report['run_id']} (thread {report['thread_id']}): {report['reason']}"
+    earlier = summary["live_only"] + summary["unobservable"] - len(summary["reported"])
+    if earlier > 0:
+        yield f"  ({earlier} earlier reports not listed: their log lines have them)"
+
+
+def _add_follow(subparsers: _Subcommands) -> None:
+    parser = _add_command(subparsers, "follow", _run_follow)
+    _add_server_and_store(parser)
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between polls (default 2)")
     parser.add_argument(
         "--once", action="store_true",
@@ -436,13 +463,18 @@ def _add_follow(subparsers: Any) -> None:
     parser.add_argument("--cursor", metavar="PATH", help="cursor file (default: next to a SQLite store)")
     _add_credentials(parser)
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON")
-    parser.set_defaults(handler=_run_follow)
 
 
 # -- backfill ------------------------------------------------------------------
 
 
 def _run_backfill(args: argparse.Namespace, settings: Settings) -> int:
+    """rebuild the journal of threads from the server's checkpoints
+
+    Journal what a thread's checkpoint history shows: every message in order of first
+    appearance and a marker at each compaction. Messages and markers already in the
+    journal are not written again, so it is safe to repeat.
+    """
     from journal_bridge.capture.backfill import backfill
     from journal_bridge.store import create_store
 
@@ -470,31 +502,24 @@ def _run_backfill(args: argparse.Namespace, settings: Settings) -> int:
         print(f"journal-bridge backfill: {exc}", file=sys.stderr)
         return 1
     report = summary.to_dict()
-    if args.json:
-        print(json.dumps(report, ensure_ascii=False))
-    else:
-        print(
-            f"threads {report['threads']}, records written {report['written']}, "
-            f"already present {report['already_present']}, not fully recovered {len(report['incomplete'])}"
-        )
-        for item in report["incomplete"]:
-            print(f"  {item['thread_id']}: {item['status']}: {'; '.join(item['notes'])}")
+    _print_summary(report, args.json, _backfill_lines(report))
     failed = [t for t in summary.threads if t.status in ("error", "not_found")]
     return 1 if failed else 0
 
 
-def _add_backfill(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "backfill",
-        help="rebuild the journal of threads from the server's checkpoints",
-        description=(
-            "Journal what a thread's checkpoint history shows: every message in order of first "
-            "appearance and a marker at each compaction. Messages and markers already in the "
-            "journal are not written again, so it is safe to repeat."
-        ),
+def _backfill_lines(report: Mapping[str, Any]) -> Iterator[str]:
+    """The backfill's summary for a reader: its counts, then each thread not fully recovered."""
+    yield (
+        f"threads {report['threads']}, records written {report['written']}, "
+        f"already present {report['already_present']}, not fully recovered {len(report['incomplete'])}"
     )
-    parser.add_argument("--url", required=True, metavar="SERVER_URL", help="LangGraph Server URL")
-    parser.add_argument("--store", metavar="STORE_URL", help="run event store URL (default as for history)")
+    for item in report["incomplete"]:
+        yield f"  {item['thread_id']}: {item['status']}: {'; '.join(item['notes'])}"
+
+
+def _add_backfill(subparsers: _Subcommands) -> None:
+    parser = _add_command(subparsers, "backfill", _run_backfill)
+    _add_server_and_store(parser)
     parser.add_argument("--thread", action="append", metavar="ID", help="a thread to backfill (default: all)")
     parser.add_argument(
         "--since-checkpoint", metavar="CHECKPOINT_ID",
@@ -502,7 +527,6 @@ def _add_backfill(subparsers: Any) -> None:
     )
     _add_credentials(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.set_defaults(handler=_run_backfill)
 
 
 def _version() -> str:
@@ -536,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"journal-bridge {args.command}: {exc}", file=sys.stderr)
         return 1
-    handler: Callable[[argparse.Namespace, Settings], int] = args.handler
+    handler: _Handler = args.handler
     try:
         return handler(args, settings)
     except _Usage as exc:

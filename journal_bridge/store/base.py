@@ -211,20 +211,18 @@ def page_query(select: str, page: Page, *, mark: str) -> tuple[str, list[object]
     whatever the other categories in between. Rows come newest first when
     `descending` (the caller reverses them). `mark` is the driver's placeholder.
     """
-    bounds: list[str] = []
-    filters: list[Any] = []
-    if page.run_id is not None:
-        bounds.append(f"run_id = {mark}")
-        filters.append(page.run_id)
-    if page.user_id is not None:
-        bounds.append(f"user_id = {mark}")
-        filters.append(page.user_id)
-    if page.after_seq is not None:
-        bounds.append(f"seq > {mark}")
-        filters.append(page.after_seq)
-    if page.before_seq is not None:
-        bounds.append(f"seq < {mark}")
-        filters.append(page.before_seq)
+    given = [
+        (condition, value)
+        for condition, value in (
+            ("run_id =", page.run_id),
+            ("user_id =", page.user_id),
+            ("seq >", page.after_seq),
+            ("seq <", page.before_seq),
+        )
+        if value is not None
+    ]
+    bounds = [f"{condition} {mark}" for condition, _ in given]
+    filters = [value for _, value in given]
     direction = "ASC" if page.after_seq is not None else "DESC"
     where = "".join(f" AND {bound}" for bound in bounds)
     part = (

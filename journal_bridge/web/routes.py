@@ -290,25 +290,24 @@ async def thread_messages(request: Request) -> Response:
     a branch switcher shows), and the first item after a fork lists the
     alternatives there in its `branch` field.
     """
-    thread_id = _thread_id(request)
-    cursor = _cursor_params(request)
-    store = await _known_thread(request, thread_id)
-    branch = await _branch_param(request, thread_id)
-    return await _page_of(history.history_page(
-        store, thread_id, limit=cursor.limit, before_seq=cursor.before_seq, after_seq=cursor.after_seq,
-        run_id=branch.run_id, checkpoint=branch.checkpoint,
-    ))
+    return await _history_response(request, default_limit=DEFAULT_LIMIT, markers_only=False)
 
 
 async def thread_markers(request: Request) -> Response:
     """The thread's summary markers, paged like the messages."""
+    return await _history_response(request, default_limit=MAX_LIMIT, markers_only=True)
+
+
+async def _history_response(request: Request, *, default_limit: int, markers_only: bool) -> Response:
+    """A page of the thread's history read from the request's cursor and branch
+    parameters; of its summary markers alone with `markers_only`."""
     thread_id = _thread_id(request)
-    cursor = _cursor_params(request, default_limit=MAX_LIMIT)
+    cursor = _cursor_params(request, default_limit=default_limit)
     store = await _known_thread(request, thread_id)
     branch = await _branch_param(request, thread_id)
-    return await _page_of(history.markers_page(
+    return await _page_of(history.history_page(
         store, thread_id, limit=cursor.limit, before_seq=cursor.before_seq, after_seq=cursor.after_seq,
-        run_id=branch.run_id, checkpoint=branch.checkpoint,
+        run_id=branch.run_id, checkpoint=branch.checkpoint, markers_only=markers_only,
     ))
 
 

@@ -18,8 +18,8 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from tests.harness.server_process import free_port
@@ -105,28 +105,45 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """The URL of a PostgreSQL server for the duration of the block."""
-    url = os.environ.get(POSTGRES_URL_ENV)
+def _named_or_started(
+    url_env: str, installed: Callable[[], bool], package: str, start: Callable[[], AbstractContextManager[str]]
+) -> Iterator[str]:
+    """The URL `url_env` names, else that of a throwaway server `start` runs from
+    Debian's `package` while the block lasts (a skip naming both when not `installed`)."""
+    url = os.environ.get(url_env)
     if url:
         yield url
         return
-    if not glob.glob("/usr/lib/postgresql/*/bin"):
-        require_or_skip(f"set {POSTGRES_URL_ENV} or install Debian's postgresql package")
+    if not installed():
+        require_or_skip(f"set {url_env} or install Debian's {package} package")
+    with start() as started:
+        yield started
+
+
+def postgres_server() -> AbstractContextManager[str]:
+    """The URL of a PostgreSQL server for the duration of the block."""
+    return _named_or_started(
+        POSTGRES_URL_ENV, lambda: bool(glob.glob("/usr/lib/postgresql/*/bin")), "postgresql", _postgres_started
+    )
+
+
+@contextmanager
+def _postgres_started() -> Iterator[str]:
     with postgres_cluster() as cluster:
         yield cluster.url
 
 
-@contextmanager
-def redis_server() -> Iterator[str]:
+def redis_server() -> AbstractContextManager[str]:
     """The URL of a Redis server for the duration of the block."""
-    url = os.environ.get(REDIS_URL_ENV)
-    if url:
-        yield url
-        return
+    return _named_or_started(
+        REDIS_URL_ENV, lambda: shutil.which("redis-server") is not None, "redis-server", _redis_started
+    )
+
+
+@contextmanager
+def _redis_started() -> Iterator[str]:
     binary = shutil.which("redis-server")
-    if binary is None:
-        require_or_skip(f"set {REDIS_URL_ENV} or install Debian's redis-server package")
+    assert binary is not None, "checked before starting"
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="journal-bridge-redis-")
     process = subprocess.Popen(

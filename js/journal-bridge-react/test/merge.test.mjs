@@ -5,16 +5,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import {
-  compactedMessages,
-  lastConversationId,
-  markerLabel,
-  mergeRows,
-  placeBranchSwitches,
-  rowMessages,
-  statusLabel,
-  watchRun,
-} from "../dist/index.js";
+// What the built package exports, as an app imports it.
+import * as journal from "../dist/index.js";
 
 let seq = 0;
 const at = (run, fields) => ({ ...fields, seq: ++seq, run_id: run, created_at: "2026-01-01T00:00:00Z" });
@@ -59,59 +51,59 @@ function compactedThread() {
 
 test("the journal alone: every row is journal-only", () => {
   const { items } = compactedThread();
-  assert.deepEqual(shape(mergeRows(items, [])), ["q1*", "r1*", "q2*", "r2*", "q3*", "M", "r3*"]);
+  assert.deepEqual(shape(journal.mergeRows(items, [])), ["q1*", "r1*", "q2*", "r2*", "q3*", "M", "r3*"]);
 });
 
 test("a compacted state: the journal's older messages, the marker at its place, the summary never shown", () => {
   const { items, state } = compactedThread();
-  const rows = mergeRows(items, state);
+  const rows = journal.mergeRows(items, state);
   assert.deepEqual(shape(rows), ["q1*", "r1*", "q2*", "r2", "q3", "M", "r3"]);
   // A message the state holds is useStream's own object, with its journal place.
   const r3 = rows.find((row) => row.key === "r3");
   assert.equal(r3.message, state[3]);
   assert.equal(r3.seq, items[6].seq);
-  assert.equal(markerLabel(rows[5].marker), "3 messages condensed");
+  assert.equal(journal.markerLabel(rows[5].marker), "3 messages condensed");
 });
 
 test("a run streaming: live messages the journal does not hold yet follow at the end", () => {
   const { items, state } = compactedThread();
   const streaming = [...state, live("q4", "human"), live("r4")];
-  assert.deepEqual(shape(mergeRows(items, streaming)), ["q1*", "r1*", "q2*", "r2", "q3", "M", "r3", "q4+", "r4+"]);
+  assert.deepEqual(shape(journal.mergeRows(items, streaming)), ["q1*", "r1*", "q2*", "r2", "q3", "M", "r3", "q4+", "r4+"]);
 });
 
 test("a new thread's first run: no journal yet, the live messages only", () => {
-  assert.deepEqual(shape(mergeRows([], [live("q1", "human"), live("r1")])), ["q1+", "r1+"]);
+  assert.deepEqual(shape(journal.mergeRows([], [live("q1", "human"), live("r1")])), ["q1+", "r1+"]);
 });
 
 test("a regenerate before the journal was read again: the old answer is not shown", () => {
   const items = [human("q1", "R1"), ai("r1", "R1"), human("q2", "R2"), ai("r2-old", "R2")];
   const state = [live("q1", "human"), live("r1"), live("q2", "human"), live("r2-new")];
-  assert.deepEqual(shape(mergeRows(items, state)), ["q1", "r1", "q2", "r2-new+"]);
+  assert.deepEqual(shape(journal.mergeRows(items, state)), ["q1", "r1", "q2", "r2-new+"]);
 });
 
 test("an edit: the old question, its answer and its run's marker give way to the new question", () => {
   const items = [human("q1", "R1"), ai("r1", "R1"), human("q2", "R2"), marker("R2", 2, "sum"), ai("r2", "R2")];
   const state = [live("q1", "human"), live("r1"), live("q2-edited", "human")];
-  assert.deepEqual(shape(mergeRows(items, state)), ["q1", "r1", "q2-edited+"]);
+  assert.deepEqual(shape(journal.mergeRows(items, state)), ["q1", "r1", "q2-edited+"]);
 });
 
 test("a branch switch: the state's branch decides, the other branch's answer leaves", () => {
   const items = [human("q1", "R1"), ai("r1", "R1"), human("q2", "R2"), ai("r2-new", "R3")];
   const state = [live("q1", "human"), live("r1"), live("q2", "human"), live("r2-old")];
-  assert.deepEqual(shape(mergeRows(items, state)), ["q1", "r1", "q2", "r2-old+"]);
+  assert.deepEqual(shape(journal.mergeRows(items, state)), ["q1", "r1", "q2", "r2-old+"]);
 });
 
 test("a run that failed keeps its status after its question", () => {
   const items = [human("q1", "R1"), ai("r1", "R1"), human("q2", "R2"), failed("R2")];
-  const rows = mergeRows(items, [live("q1", "human"), live("r1"), live("q2", "human")]);
+  const rows = journal.mergeRows(items, [live("q1", "human"), live("r1"), live("q2", "human")]);
   assert.deepEqual(shape(rows), ["q1", "r1", "q2", "S"]);
-  assert.equal(statusLabel(rows[3].status), "Run failed: ToolFailure");
+  assert.equal(journal.statusLabel(rows[3].status), "Run failed: ToolFailure");
 });
 
 // The live states a run passes through, rendered one after another.
 function watched(states, start = states[0]) {
-  let watch = watchRun(null, start, false);
-  for (const state of states) watch = watchRun(watch, state, true);
+  let watch = journal.watchRun(null, start, false);
+  for (const state of states) watch = journal.watchRun(watch, state, true);
   return watch;
 }
 
@@ -124,14 +116,14 @@ test("a compaction during the run: what it removed stays, in its place, until th
   const watch = watched([asked, [], [summary("sum2")], after], before);
   // Already while the state is empty, before the summary came.
   const empty = watched([asked, []], before);
-  assert.deepEqual(compactedMessages(empty, items).map((message) => message.id), ["q2", "call", "tool"]);
-  const kept = compactedMessages(watchRun(watch, after, false), items);
+  assert.deepEqual(journal.compactedMessages(empty, items).map((message) => message.id), ["q2", "call", "tool"]);
+  const kept = journal.compactedMessages(journal.watchRun(watch, after, false), items);
   assert.deepEqual(kept.map((message) => message.id), ["q2", "call", "tool"]);
-  assert.deepEqual(shape(mergeRows(items, after, kept)), ["q1*", "r1*", "q2+", "call+", "tool+"]);
+  assert.deepEqual(shape(journal.mergeRows(items, after, kept)), ["q1*", "r1*", "q2+", "call+", "tool+"]);
   // Once the journal holds them, they are its rows.
   const journaled = [...items, human("q2", "R2"), ai("call", "R2"), at("R2", { type: "tool", id: "tool", content: "5" }), marker("R2", 3, "sum2")];
-  assert.deepEqual(compactedMessages(watch, journaled), []);
-  assert.deepEqual(shape(mergeRows(journaled, after, compactedMessages(watch, journaled))), ["q1*", "r1*", "q2*", "call", "tool", "M"]);
+  assert.deepEqual(journal.compactedMessages(watch, journaled), []);
+  assert.deepEqual(shape(journal.mergeRows(journaled, after, journal.compactedMessages(watch, journaled))), ["q1*", "r1*", "q2*", "call", "tool", "M"]);
 });
 
 test("messages that leave without a new summary are no compaction: a regenerate's old answer goes", () => {
@@ -139,48 +131,48 @@ test("messages that leave without a new summary are no compaction: a regenerate'
   const watch = watched([[summary("sum1"), live("q2", "human")], [summary("sum1"), live("q2", "human"), live("r2-new")]], before);
   assert.deepEqual(watch.vanished.map((message) => message.id), ["r2-old"]);
   // The journal holds the old answer: it is not kept, not even while the run streams.
-  assert.deepEqual(compactedMessages(watch, [human("q2", "R2"), ai("r2-old", "R2")]), []);
+  assert.deepEqual(journal.compactedMessages(watch, [human("q2", "R2"), ai("r2-old", "R2")]), []);
   // A message the journal lacks that left without a summary is kept only while the run streams.
-  assert.deepEqual(compactedMessages(watch, []).map((message) => message.id), ["r2-old"]);
-  assert.deepEqual(compactedMessages(watchRun(watch, watch.live, false), []), []);
+  assert.deepEqual(journal.compactedMessages(watch, []).map((message) => message.id), ["r2-old"]);
+  assert.deepEqual(journal.compactedMessages(journal.watchRun(watch, watch.live, false), []), []);
 });
 
 test("a regenerate that compacts keeps only what the journal does not hold", () => {
   const items = [human("q2", "R2"), ai("r2-old", "R2")];
   const before = [live("q2", "human"), live("r2-old")];
   const watch = watched([[live("q2", "human")], [summary("sum3"), live("r2-new")]], before);
-  assert.deepEqual(compactedMessages(watch, items), []);
+  assert.deepEqual(journal.compactedMessages(watch, items), []);
   // A new run starts the watch anew.
-  const next = watchRun(watchRun(watch, [summary("sum3"), live("r2-new")], false), [summary("sum3"), live("r2-new")], true);
+  const next = journal.watchRun(journal.watchRun(watch, [summary("sum3"), live("r2-new")], false), [summary("sum3"), live("r2-new")], true);
   assert.deepEqual([next.vanished, next.compacted], [[], false]);
 });
 
 test("the last message to wait for is never the summary", () => {
-  assert.equal(lastConversationId([live("r1"), summary("sum")]), "r1");
-  assert.equal(lastConversationId([]), undefined);
-  assert.deepEqual(rowMessages(mergeRows([], [summary("s")])), []);
+  assert.equal(journal.lastConversationId([live("r1"), summary("sum")]), "r1");
+  assert.equal(journal.lastConversationId([]), undefined);
+  assert.deepEqual(journal.rowMessages(journal.mergeRows([], [summary("s")])), []);
 });
 
 test("useStream's switcher on a summary the rows leave out moves to the first message of the run that compacted", () => {
   const items = [human("q1", "R1"), ai("r1", "R1"), human("q2-edited", "R3"), marker("R3", 2, "sum"), ai("r2", "R3")];
   const state = [summary("sum"), live("r1"), live("q2-edited", "human"), live("r2")];
   const options = { branch: "b", branchOptions: ["a", "b"] };
-  const rows = placeBranchSwitches(mergeRows(items, state), state, (message) => (message.id === "sum" ? options : undefined));
+  const rows = journal.placeBranchSwitches(journal.mergeRows(items, state), state, (message) => (message.id === "sum" ? options : undefined));
   assert.deepEqual(rows.map((row) => (row.streamBranch ? row.key : null)), [null, null, "q2-edited", null, null]);
   assert.deepEqual(rows[2].streamBranch, options);
   // That message's own switcher (another fork) stays: the summary's goes to the next one of its run.
-  const both = placeBranchSwitches(mergeRows(items, state), state, (message) =>
+  const both = journal.placeBranchSwitches(journal.mergeRows(items, state), state, (message) =>
     message.id === "sum" ? options : message.id === "q2-edited" ? { branch: "y", branchOptions: ["x", "y"] } : undefined,
   );
   assert.deepEqual(both.map((row) => row.streamBranch?.branch ?? null), [null, null, "y", null, "b"]);
   // Without its marker yet: the first live message after it in the state.
-  const early = placeBranchSwitches(mergeRows(items.slice(0, 3), state), state, (message) => (message.id === "sum" ? options : undefined));
+  const early = journal.placeBranchSwitches(journal.mergeRows(items.slice(0, 3), state), state, (message) => (message.id === "sum" ? options : undefined));
   assert.deepEqual(early.map((row) => (row.streamBranch ? row.key : null)), [null, "r1", null, null]);
 });
 
 test("a message's own switcher stays on it; one option is no switcher", () => {
   const state = [live("q1", "human"), live("r1")];
-  const rows = placeBranchSwitches(mergeRows([], state), state, (message) =>
+  const rows = journal.placeBranchSwitches(journal.mergeRows([], state), state, (message) =>
     message.id === "r1" ? { branch: "x", branchOptions: ["x", "y"] } : { branch: "z", branchOptions: ["z"] },
   );
   assert.deepEqual(rows.map((row) => row.streamBranch?.branch ?? null), [null, "x"]);
