@@ -24,6 +24,12 @@ messages the journal never held, abandons nothing; one from a checkpoint with
 no messages abandons everything before it. A message a state update changed
 in place shows in its new version only.
 
+A run the runtime executed again after its worker died has a fork of its
+own (`records.superseded_attempt`): it moves no cut, and the run's message
+records below it leave the branch unless the thread's checkpoints hold their
+message (`kept_message_ids`): what a killed attempt journaled past its last
+checkpoint. The completing attempt's records lie above it.
+
 A journal without forks is one branch, as before forks were recorded:
 journals written before then read as they always did.
 """
@@ -95,6 +101,8 @@ class Fork:
     message_count: int
     edited: frozenset[str]
     rolled_back_run_id: str | None = None
+    attempt: int | None = None  # a run executed again: the attempt that superseded the earlier ones
+    kept: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, record: RunEvent) -> Fork:
@@ -102,6 +110,8 @@ class Fork:
         ids = content.get("message_ids") if isinstance(content.get("message_ids"), list) else []
         edited = content.get("edited_message_ids") if isinstance(content.get("edited_message_ids"), list) else []
         count = content.get("message_count")
+        attempt = content.get("attempt")
+        kept = content.get("kept_message_ids") if isinstance(content.get("kept_message_ids"), list) else []
         return cls(
             seq=int(record.seq or 0),
             run_id=content.get("run_id"),
@@ -113,6 +123,8 @@ class Fork:
             message_count=count if isinstance(count, int) else len(ids),
             edited=frozenset(str(i) for i in edited),
             rolled_back_run_id=content.get("rolled_back_run_id"),
+            attempt=attempt if isinstance(attempt, int) and content.get("superseded_run_id") else None,
+            kept=frozenset(str(i) for i in kept),
         )
 
 
@@ -164,6 +176,8 @@ class Branch:
         self.ranges: list[tuple[int, int | None]] = []  # (low, high), high None: no bound
         # (fork seq, ids): a message of these ids below the fork shows in its newer version only.
         self._edited: list[tuple[int, frozenset[str]]] = []
+        # (fork seq, run, kept ids): the run's message records below the fork show only if kept.
+        self._superseded: list[tuple[int, str, frozenset[str]]] = []
         self.chain: list[Fork] = []  # the forks the branch went through, newest first
 
     async def _extend(self) -> bool:
@@ -180,6 +194,13 @@ class Branch:
             self._done = True
             return True
         self.ranges.append((fork.seq + 1, pos))
+        if fork.attempt is not None:
+            # A run executed again: no cut, the branch goes on below; its earlier attempts' records are sifted.
+            self._superseded.append((fork.seq, str(fork.run_id), fork.kept))
+            self._pos = fork.seq - 1
+            if self._pos < 1:
+                self._done = True
+            return True
         self.chain.append(fork)
         if fork.edited:
             self._edited.append((fork.seq, fork.edited))
@@ -217,9 +238,12 @@ class Branch:
 
     def visible(self, record: RunEvent) -> bool:
         """Whether an on-branch record shows (not replaced by a state update's version)."""
-        if not self._edited or record.category != MESSAGE:
+        if record.category != MESSAGE or not (self._edited or self._superseded):
             return True
         message_id = identity(record)
+        if any(record.seq < seq and record.run_id == run_id and message_id not in kept  # type: ignore[operator]
+               for seq, run_id, kept in self._superseded):
+            return False
         return not any(record.seq < seq and message_id in ids for seq, ids in self._edited)  # type: ignore[operator]
 
     def contains(self, seq: int) -> bool:
@@ -366,7 +390,7 @@ async def annotate_forks(store: RunEventStore, thread_id: str, branch: Branch, i
     done: set[str | None] = set()
     for fork in sorted(forks.values(), key=lambda f: f.seq):
         # A rollback is no version anybody chose: nothing to switch to.
-        if not fork.known or fork.rolled_back_run_id or fork.checkpoint_id in done:
+        if not fork.known or fork.rolled_back_run_id or fork.attempt is not None or fork.checkpoint_id in done:
             continue
         done.add(fork.checkpoint_id)
         cut = await branch.cut(fork)
@@ -377,7 +401,8 @@ async def annotate_forks(store: RunEventStore, thread_id: str, branch: Branch, i
         if not any(first is not None and first[0] in by_seq for first in firsts):
             continue
         siblings = [f for f in await read_forks(store, thread_id, after_seq=cut)
-                    if f.checkpoint_id == fork.checkpoint_id and f.known and not f.rolled_back_run_id]
+                    if f.checkpoint_id == fork.checkpoint_id and f.known and not f.rolled_back_run_id
+                    and f.attempt is None]
         alternatives: list[dict[str, Any]] = []
         if original is not None and original[0] < siblings[0].seq:
             alternatives.append({"run_id": original[1], "seq": original[0]})
