@@ -31,6 +31,11 @@ Limits, reported per thread rather than hidden:
   checkpoint are journaled in their checkpoint order, but a compaction before it
   replaced messages that are gone (status `partial`);
 - a busy thread (a run in progress) is skipped: its run is still being written;
+- a run the runtime executed again (its worker died) whose earlier attempt
+  journaled messages no checkpoint holds gets a `superseded_attempt` fork
+  before the records written now (`journal_bridge.mapping.attempts`): the
+  history shows the attempt that went on, the journal keeps both
+  (`superseded` counts such runs);
 - records appended to a thread that already had a journal go after it in seq;
   each such record that belongs before a journaled one carries
   `metadata.anchor_seq` (the seq of the journaled record it precedes), and one
@@ -59,7 +64,9 @@ from journal_bridge.model.envelope import (
     RunEvent,
     make_event,
 )
+from journal_bridge.projection.branches import read_forks
 from journal_bridge.projection.history import ORDER_EVENT, ORDER_RUN_ID, anchor_of
+from journal_bridge.mapping.attempts import checkpoint_attempt, run_message_ids
 from journal_bridge.mapping.compactions import summary_text
 from journal_bridge.mapping.reader import OWNER_KEY, owned
 from journal_bridge.store import RunEventStore
@@ -102,6 +109,7 @@ class ThreadBackfill:
     written: int = 0
     already_present: int = 0
     owners_filled: int = 0  # records journaled before owners were recorded, given the thread's
+    superseded: int = 0  # runs executed again whose earlier attempt's records left the history
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -320,9 +328,12 @@ class _Reconstruction:
         )
 
 
-async def _journaled_identities(store: RunEventStore, thread_id: str) -> dict[tuple[str, str], int]:
+async def _journaled_identities(
+    store: RunEventStore, thread_id: str, by_run: dict[str, dict[str, int]] | None = None
+) -> dict[tuple[str, str], int]:
     """Message ids and marker summary ids the thread's journal already holds, with
-    the position each shows at in the history (its seq, or its anchor)."""
+    the position each shows at in the history (its seq, or its anchor). `by_run`
+    is given each run's conversation message ids, with the seq of each."""
     found: dict[tuple[str, str], int] = {}
     after = 0
     while True:
@@ -334,6 +345,8 @@ async def _journaled_identities(store: RunEventStore, thread_id: str) -> dict[tu
             position = anchor_of(record) or record.seq
             if record.category == MESSAGE and content.get("id"):
                 found.setdefault(("message", str(content["id"])), position)
+                if by_run is not None and not records.is_hidden(record.metadata):
+                    by_run.setdefault(record.run_id, {})[str(content["id"])] = int(record.seq or 0)
             elif record.event_type == MIDDLEWARE_SUMMARIZE:
                 summary_id = (content.get("changes") or {}).get("summary_message_id")
                 if summary_id:
@@ -417,7 +430,11 @@ async def backfill_thread(
 
     rebuilt = _Reconstruction(thread_id, result)
     rebuilt.walk(states)
-    known = await _journaled_identities(store, thread_id)
+    by_run: dict[str, dict[str, int]] = {}
+    known = await _journaled_identities(store, thread_id, by_run)
+    if result.status == COMPLETE:
+        # Before the records written now: they are the attempt that went on.
+        result.superseded = await _supersede_attempts(store, thread_id, states, by_run)
     fresh: list[RunEvent] = []
     anchor: int | None = None
     # Walked newest first: a missing record belongs before the next journaled one.
@@ -453,6 +470,36 @@ async def backfill_thread(
             source_key=f"order:{min(map(int, displaced))}",
         )])
     return result
+
+
+async def _supersede_attempts(
+    store: RunEventStore, thread_id: str, states: list[dict[str, Any]], by_run: dict[str, dict[str, int]]
+) -> int:
+    """A fork for each run of the branch whose journal holds messages none of the
+    branch's checkpoints held (what a killed attempt of it journaled past its last
+    checkpoint), unless one written since those records supersedes them; how many."""
+    on_branch = {str(m["id"]) for state in states for m in _messages(state) if m.get("id")}
+    chain = states[::-1]
+    runs = list(dict.fromkeys(str(r) for r in ((s.get("metadata") or {}).get("run_id") for s in chain) if r))
+    forks: list[RunEvent] = []
+    superseding: dict[str, int] | None = None
+    for run_id in runs:
+        strays = [seq for message_id, seq in (by_run.get(run_id) or {}).items() if message_id not in on_branch]
+        if not strays:
+            continue
+        if superseding is None:
+            superseding = {}
+            for fork in await read_forks(store, thread_id):
+                if fork.attempt is not None and fork.run_id:
+                    superseding[str(fork.run_id)] = max(superseding.get(str(fork.run_id), 0), fork.seq)
+        if superseding.get(run_id, 0) > max(strays):
+            continue
+        attempt = max([checkpoint_attempt(s) for s in chain if (s.get("metadata") or {}).get("run_id") == run_id] + [2])
+        kept = run_message_ids(chain[next(i for i, s in enumerate(chain) if (s.get("metadata") or {}).get("run_id") == run_id):], run_id)
+        forks.append(records.superseded_attempt(thread_id, run_id, attempt, kept))
+    if forks:
+        await store.put_batch(forks)
+    return len(forks)
 
 
 async def _all_thread_ids(client: SdkClient, page_size: int = _PAGE) -> list[str]:

@@ -42,6 +42,7 @@ from journal_bridge.host.modes import EVENTS_MODE
 from journal_bridge.host.outcome import ROLLBACK, RunOutcome, read_outcome
 from journal_bridge.host.sdk import OncePerAssistant, SdkClient
 from journal_bridge.host.sse import Frame
+from journal_bridge.mapping.attempts import frame_attempt, superseding_fork
 from journal_bridge.mapping.capture_setting import Capture
 from journal_bridge.mapping.events_mapper import RunMapper
 from journal_bridge.mapping.private_views import PRIVATE_VIEWS, with_markers
@@ -622,6 +623,10 @@ async def _read(
             batches.started()
             if on_part is not None:
                 on_part()
+            if part.event == "metadata" and (attempt := frame_attempt(part.data) or 1) > 1:
+                # The runtime executes the run again: this attempt supersedes the earlier ones.
+                batches.add([fork] if (fork := await superseding_fork(sdk, thread_id, run_id, attempt)) else [])
+                mapper.new_attempt()
             add(mapper.feed(part.event, part.data))
             if not more() or batches.full:
                 await batches.send()

@@ -1,0 +1,116 @@
+"""A run the runtime executed again: its attempts, and the fork that keeps one of them in the history.
+
+When the worker executing a run dies (a process killed, its heartbeat gone),
+langgraph-runtime-pg queues the run again and another worker executes it:
+same run id, the next attempt. The attempt shows in the run's `metadata`
+frame (`{"run_id", "attempt"}`, the second attempt's frames following the
+first's in the run's resumable stream) and in the checkpoints it writes
+(`metadata.run_attempt`). The graph goes on from the run's last checkpoint:
+what the killed attempt checkpointed stays the run's, and what it journaled
+past that checkpoint (an answer no checkpoint holds) is an attempt that did
+not happen for the thread. The in-memory runtime does the same after a
+restart, from the checkpoints it had flushed, or from the run's input.
+
+The attempt that goes on is journaled after a `records.superseded_attempt`
+fork naming the messages the run's earlier checkpoints hold; the history
+shows the run's earlier records of those messages only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from journal_bridge.host.sdk import SdkClient
+from journal_bridge.model import records
+from journal_bridge.model.envelope import RunEvent
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["checkpoint_attempt", "frame_attempt", "run_message_ids", "superseding_fork"]
+
+_PAGE = 100
+# Checkpoints walked back from the head at most, looking for where the attempt went on from.
+_MAX_PAGES = 20
+
+
+def frame_attempt(data: Any) -> int | None:
+    """The attempt a run's `metadata` frame announces (1 for the first), None when it names none."""
+    attempt = data.get("attempt") if isinstance(data, Mapping) else None
+    return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt >= 1 else None
+
+
+def checkpoint_attempt(state: Mapping[str, Any]) -> int:
+    """The attempt of its run that wrote a checkpoint (1 when the runtime does not say)."""
+    metadata = state.get("metadata") if isinstance(state.get("metadata"), Mapping) else {}
+    attempt = metadata.get("run_attempt")
+    return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt >= 1 else 1
+
+
+def _run_of(state: Mapping[str, Any]) -> str | None:
+    metadata = state.get("metadata") if isinstance(state.get("metadata"), Mapping) else {}
+    run_id = metadata.get("run_id")
+    return str(run_id) if run_id else None
+
+
+def _ids(state: Mapping[str, Any]) -> set[str]:
+    return {str(m["id"]) for m in records.state_messages(state) if m.get("id")}
+
+
+def run_message_ids(chain: Iterable[Mapping[str, Any]], run_id: str, *, before_attempt: int | None = None) -> set[str]:
+    """The message ids run `run_id`'s checkpoints hold that the thread did not hold before the run.
+
+    `chain`: the thread's branch, newest first, from the run's newest
+    checkpoint back. With `before_attempt`, the checkpoints of that attempt and
+    later ones are passed over (they are the attempt's own).
+    """
+    held: set[str] = set()
+    for state in chain:
+        if _run_of(state) != run_id:
+            return held - _ids(state)
+        if before_attempt is not None and checkpoint_attempt(state) >= before_attempt:
+            continue
+        held |= _ids(state)
+    return held
+
+
+async def _chain(sdk: SdkClient, thread_id: str) -> list[dict[str, Any]] | None:
+    """The thread's branch, newest first, as far back as it takes to pass its newest run."""
+    states: list[dict[str, Any]] = []
+    by_id: dict[str, dict[str, Any]] = {}
+    before: Any = None
+    for _ in range(_MAX_PAGES):
+        page = await sdk.threads.get_history(thread_id, limit=_PAGE, **({"before": before} if before else {}))
+        page = [s for s in page if not (s.get("checkpoint") or {}).get("checkpoint_ns")]
+        for state in page:
+            by_id[str((state.get("checkpoint") or {}).get("checkpoint_id"))] = state
+        states.extend(page)
+        if len(page) < _PAGE:
+            break
+        before = page[-1]["checkpoint"]
+        runs = {_run_of(s) for s in states}
+        if len(runs) > 1:
+            break  # the run's first checkpoint and the one before it are in
+    if not states:
+        return None
+    chain = []
+    state: dict[str, Any] | None = states[0]
+    while state is not None:
+        chain.append(state)
+        parent = (state.get("parent_checkpoint") or {}).get("checkpoint_id")
+        state = by_id.get(str(parent)) if parent else None
+    return chain
+
+
+async def superseding_fork(sdk: SdkClient, thread_id: str, run_id: str, attempt: int) -> RunEvent | None:
+    """The fork of attempt `attempt` of a run: the messages its earlier attempts checkpointed
+    are kept. None (logged) when the server cannot say, so nothing is hidden on a guess."""
+    try:
+        chain = await _chain(sdk, thread_id)
+    except Exception as exc:  # noqa: BLE001 - the attempt is journaled all the same, as it comes
+        logger.warning("journal-bridge: checkpoints of thread %s not readable (%s): attempt %d of run %s "
+                       "not told apart from the earlier ones", thread_id, exc, attempt, run_id)
+        return None
+    kept = run_message_ids(chain or [], run_id, before_attempt=attempt)
+    return records.superseded_attempt(thread_id, run_id, attempt, kept)

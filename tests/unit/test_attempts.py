@@ -1,0 +1,164 @@
+"""A run the runtime executed again: the history holds the attempt that went on, read live or backfilled."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from journal_bridge.capture.backfill import backfill_thread
+from journal_bridge.delivery.bridge import Bridge
+from journal_bridge.mapping.attempts import frame_attempt, run_message_ids
+from journal_bridge.mapping.capture_setting import Capture
+from journal_bridge.mapping.reader import RunSource
+from journal_bridge.model import records
+from journal_bridge.projection import history
+from journal_bridge.store import open_store
+
+THREAD, RUN, EARLIER = "t-attempts", "r2", "r1"
+STATE = Capture("state", ("values", "custom"), ("custom",))
+
+
+def _human(i):
+    return {"type": "human", "content": i, "id": i}
+
+
+def _ai(i):
+    return {"type": "ai", "content": i, "id": i}
+
+
+def _checkpoint(cid, parent, run_id, attempt, messages, *, step, nxt=("model",)):
+    return {
+        "checkpoint": {"checkpoint_id": cid, "checkpoint_ns": ""},
+        "parent_checkpoint": {"checkpoint_id": parent} if parent else None,
+        "metadata": {"run_id": run_id, "run_attempt": attempt, "step": step, "source": "loop"},
+        "values": {"messages": messages},
+        "created_at": f"2026-12-01T00:00:{step:02d}+00:00",
+        "next": list(nxt),
+        "tasks": [{"name": n} for n in nxt],
+    }
+
+
+# The thread's checkpoints, newest first: r1 answered; r2's first attempt checkpointed its
+# input and a tool call, answered past its last checkpoint and died; its second attempt
+# went on from the tool call. `h2` and `c2` are r2's in either attempt; `a2-killed` in none.
+HISTORY = [
+    _checkpoint("c6", "c5", RUN, 2, [_human("h1"), _ai("a1"), _human("h2"), _ai("c2"), _ai("a2")], step=6, nxt=()),
+    _checkpoint("c5", "c4", RUN, 1, [_human("h1"), _ai("a1"), _human("h2"), _ai("c2")], step=5),
+    _checkpoint("c4", "c3", RUN, 1, [_human("h1"), _ai("a1"), _human("h2")], step=4),
+    _checkpoint("c3", "c2", RUN, 1, [_human("h1"), _ai("a1")], step=3, nxt=("__start__",)),
+    _checkpoint("c2", "c1", EARLIER, 1, [_human("h1"), _ai("a1")], step=2, nxt=()),
+    _checkpoint("c1", None, EARLIER, 1, [_human("h1")], step=1),
+]
+
+# What the run's resumable stream replays: both attempts, one after the other.
+ATTEMPTS = [
+    ("metadata", {"run_id": RUN, "attempt": 1}),
+    ("values", {"messages": [_human("h1"), _ai("a1")]}),
+    ("values", {"messages": [_human("h1"), _ai("a1"), _human("h2")]}),
+    ("values", {"messages": [_human("h1"), _ai("a1"), _human("h2"), _ai("c2")]}),
+    ("values", {"messages": [_human("h1"), _ai("a1"), _human("h2"), _ai("c2"), _ai("a2-killed")]}),
+    ("metadata", {"run_id": RUN, "attempt": 2}),
+    ("values", {"messages": [_human("h1"), _ai("a1"), _human("h2"), _ai("c2")]}),
+    ("values", {"messages": [_human("h1"), _ai("a1"), _human("h2"), _ai("c2"), _ai("a2")]}),
+]
+
+
+class _Server:
+    def __init__(self) -> None:
+        self.history_reads = 0
+        self.runs = SimpleNamespace(join_stream=self._join, get=self._run)
+        self.threads = SimpleNamespace(get=self._thread, get_history=self._history, get_state=self._state)
+        self.assistants = None
+
+    def _join(self, thread_id, run_id, params=None, last_event_id=None):
+        async def replay():
+            for index, (event, data) in enumerate(ATTEMPTS, 1):
+                yield SimpleNamespace(event=event, data=data, id=str(index))
+
+        return replay()
+
+    async def _run(self, thread_id, run_id):
+        return {"run_id": run_id, "status": "success", "assistant_id": None, "kwargs": {}}
+
+    async def _thread(self, thread_id):
+        return {"thread_id": thread_id, "status": "idle", "metadata": {}}
+
+    async def _history(self, thread_id, limit=10, before=None, **_):
+        self.history_reads += 1
+        start = 0 if before is None else next(i for i, s in enumerate(HISTORY) if s["checkpoint"] == before) + 1
+        return HISTORY[start : start + limit]
+
+    async def _state(self, thread_id, checkpoint_id=None, **_):
+        return HISTORY[0]
+
+
+def test_a_frame_names_its_attempt():
+    assert frame_attempt({"run_id": RUN, "attempt": 2}) == 2
+    assert frame_attempt({"run_id": RUN}) is None
+    assert frame_attempt({"attempt": True}) is None and frame_attempt("x") is None
+
+
+def test_the_messages_an_attempt_went_on_from_are_its_earlier_attempts_checkpointed_ones():
+    assert run_message_ids(HISTORY, RUN, before_attempt=2) == {"h2", "c2"}
+    assert run_message_ids(HISTORY, RUN) == {"h2", "c2", "a2"}
+    assert run_message_ids(HISTORY[1:], RUN, before_attempt=2) == {"h2", "c2"}
+    assert run_message_ids(HISTORY, RUN, before_attempt=1) == set(), "re-executed from scratch: none kept"
+
+
+async def _journal_of_the_killed_attempt(store) -> None:
+    """What the killed attempt's reader journaled before it died with its process."""
+    for event in ATTEMPTS[2:5]:
+        for message in event[1]["messages"][2:]:
+            draft = records.conversation_message(message, f"message:{message['id']}", 0)
+            await store.put_batch([records.record(THREAD, RUN, draft)])
+
+
+async def _items(store) -> list[str]:
+    return [i["id"] for i in (await history.history_page(store, THREAD, limit=500))["data"]]
+
+
+async def test_a_reader_of_both_attempts_journals_the_second_as_the_run(tmp_path):
+    server = _Server()
+    async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
+        await store.put_batch([records.record(THREAD, EARLIER, records.conversation_message(m, f"message:{m['id']}", 0))
+                               for m in (_human("h1"), _ai("a1"))])
+        bridge = Bridge(store, lambda: server)
+        await bridge.start()
+        bridge.observe(THREAD, RUN, RunSource(STATE, run={"assistant_id": None, "kwargs": {"input": {"messages": [_human("h2")]}}}))
+        await bridge.wait_for_runs()
+        await bridge.stop()
+        assert await _items(store) == ["h1", "a1", "h2", "c2", "a2"]
+        ids = [r.content.get("id") for r in await store.list_events(THREAD, RUN) if r.category == "message"]
+        assert "a2-killed" in ids, "the killed attempt stays in the journal"
+        # A backfill afterwards adds nothing and no second fork.
+        result = await backfill_thread(server, store, THREAD)
+        assert result.written == 0, result
+        assert await _items(store) == ["h1", "a1", "h2", "c2", "a2"]
+
+
+async def test_a_run_executed_again_and_ended_unseen_is_backfilled_as_one_attempt(tmp_path):
+    server = _Server()
+    async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
+        await store.put_batch([records.record(THREAD, EARLIER, records.conversation_message(m, f"message:{m['id']}", 0))
+                               for m in (_human("h1"), _ai("a1"))])
+        await _journal_of_the_killed_attempt(store)
+        assert await _items(store) == ["h1", "a1", "h2", "c2", "a2-killed"]
+
+        result = await backfill_thread(server, store, THREAD)
+        assert await _items(store) == ["h1", "a1", "h2", "c2", "a2"]
+        assert result.superseded == 1 and result.written == 1, result  # the answer, after the fork
+        again = await backfill_thread(server, store, THREAD)
+        assert again.written == 0 and again.superseded == 0, again
+        assert await _items(store) == ["h1", "a1", "h2", "c2", "a2"]
+
+
+async def test_a_backfill_of_a_journal_with_hidden_calls_writes_no_fork(tmp_path):
+    """Records the checkpoints never hold by design (the summarizer's calls) are no attempt."""
+    server = _Server()
+    async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
+        hidden = records.model_call({"type": "ai", "content": "summary", "id": "s1"}, "llm:s1", "middleware:summarize", 1)
+        await store.put_batch([records.record(THREAD, RUN, hidden)])
+        for message in (_human("h1"), _ai("a1"), _human("h2"), _ai("c2"), _ai("a2")):
+            await store.put_batch([records.record(THREAD, RUN if message["id"] not in ("h1", "a1") else EARLIER,
+                                                  records.conversation_message(message, f"message:{message['id']}", 0))])
+        result = await backfill_thread(server, store, THREAD)
+        assert result.superseded == 0 and result.written == 0, result
