@@ -78,6 +78,8 @@ __all__ = ["Reconciler"]
 DEFAULT_INTERVAL = 3.0
 
 _ACTIVE = frozenset({"pending", "running"})
+# The keys of a run's `run.end` and `run.error` records (`records.record`): a run journaled to its end.
+_END_KEYS = ("run.end", "run.error")
 _STATE_VERSION = 1
 # Settled runs and threads seen on the server: as many are kept in memory as
 # the settled log keeps across a restart. A run forgotten is decided again as
@@ -166,6 +168,7 @@ class Reconciler:
             "runs_found": 0,
             "runs_joined": 0,
             "runs_taken_over": 0,
+            "released_checks": 0,
             "threads_backfilled": 0,
             "threads_deleted": 0,
             "records_backfilled": 0,
@@ -295,19 +298,48 @@ class Reconciler:
             await self._decide_claimed(thread_id, run, taken_over=False)
 
     async def _retry_elsewhere(self) -> None:
-        """The runs another process held: decided here once their claim is free."""
+        """The runs another process held: decided here once their claim is free.
+
+        The runs let go since the last pass are checked together, a thread at a
+        time: one journal query tells which of them their reader journaled to
+        the end (settled, nothing read from the server); only the others (their
+        reader died) are read whole and decided."""
+        free: dict[str, list[str]] = {}
         for run_id, thread_id in list(self._elsewhere.items()):
             if self.bridge.knows(thread_id, run_id):
                 del self._elsewhere[run_id]  # handed to this process's bridge meanwhile
                 continue
-            if not await self.bridge.claim(run_id):
-                continue
-            run = await self._read_claimed(thread_id, run_id)  # a failure: asked again next pass
-            del self._elsewhere[run_id]
-            if run is None:
-                continue
-            self.stats["runs_taken_over"] += 1
-            await self._decide_claimed(thread_id, run, taken_over=True)
+            if await self.bridge.claim(run_id):
+                free.setdefault(thread_id, []).append(run_id)
+        undecided = [run_id for run_ids in free.values() for run_id in run_ids]
+        try:
+            for thread_id, run_ids in free.items():
+                for run_id in await self._ended_runs(thread_id, run_ids):
+                    undecided.remove(run_id)
+                    del self._elsewhere[run_id]
+                    await self.bridge.release(run_id)
+                    self.stats["runs_taken_over"] += 1
+                    self._settle(run_id, "journaled")
+                for run_id in [r for r in run_ids if r in undecided]:
+                    undecided.remove(run_id)
+                    run = await self._read_claimed(thread_id, run_id)  # a failure: asked again next pass
+                    del self._elsewhere[run_id]
+                    if run is None:
+                        continue
+                    self.stats["runs_taken_over"] += 1
+                    await self._decide_claimed(thread_id, run, taken_over=True, unended=True)
+        finally:
+            for run_id in undecided:
+                await self.bridge.release(run_id)
+
+    async def _ended_runs(self, thread_id: str, run_ids: list[str]) -> set[str]:
+        """Which of the thread's runs have their end journaled: one query for all of them."""
+        store = self._store()
+        if store is None or not run_ids:
+            return set()
+        self.stats["released_checks"] += 1
+        keys = {f"{run_id}:{end}": run_id for run_id in run_ids for end in _END_KEYS}
+        return {keys[key] for key in await store.has_source_keys(thread_id, list(keys))}
 
     async def _read_claimed(self, thread_id: str, run_id: str) -> dict[str, Any] | None:
         """The whole run, whose claim this process just took; None (the claim given up)
@@ -322,23 +354,26 @@ class Reconciler:
             await self.bridge.release(run_id)
             raise
 
-    async def _decide_claimed(self, thread_id: str, run: dict[str, Any], *, taken_over: bool) -> None:
+    async def _decide_claimed(
+        self, thread_id: str, run: dict[str, Any], *, taken_over: bool, unended: bool = False
+    ) -> None:
         """Decide on a run whose claim this process holds; the claim goes with the
         run to the bridge when it is joined, else it is given up here. A run
-        `taken_over` from another process was read there until it let go (or died)."""
+        `taken_over` from another process was read there until it let go (or died);
+        `unended`: the journal was just found to hold no end of it."""
         run_id = str(run["run_id"])
         try:
-            await self._decide_run(thread_id, run, taken_over=taken_over)
+            await self._decide_run(thread_id, run, taken_over=taken_over, unended=unended)
         finally:
             if not self.bridge.following(thread_id, run_id):
                 await self.bridge.release(run_id)
 
-    async def _decide_run(self, thread_id: str, run: dict[str, Any], *, taken_over: bool) -> None:
+    async def _decide_run(self, thread_id: str, run: dict[str, Any], *, taken_over: bool, unended: bool = False) -> None:
         run_id = str(run["run_id"])
         kwargs = run.get("kwargs") or {}
         if run.get("status") in _ACTIVE:
             capture = live_capture(kwargs)
-            if capture is not None and await self._ended_since_start(thread_id, run_id):
+            if capture is not None and not unended and await self._ended_since_start(thread_id, run_id):
                 # Read to its end by the process that held it; its status lags behind.
                 self._settle(run_id, "journaled")
                 return
@@ -354,7 +389,7 @@ class Reconciler:
                 self._waiting[run_id] = thread_id
             self._dirty = True
             return
-        if await self._journaled(thread_id, run_id):
+        if not unended and await self._journaled(thread_id, run_id):
             self._settle(run_id, "journaled")
             return
         self._waiting[run_id] = thread_id
