@@ -652,8 +652,9 @@ async def _read(
             start = last_id or "0"
         else:
             start = None
-        # A join gets only the modes it names: `error` too, or a failure reaches it as a bare end.
-        modes = (*capture.modes, _ERROR_MODE)
+        # A join gets only the modes it names: `error` too, or a failure reaches it as a bare end,
+        # and `metadata`, which says when the runtime executes the run again.
+        modes = (*capture.modes, _ERROR_MODE, "metadata")
         stream = sdk.runs.join_stream(thread_id, run_id, params=join_params(modes), last_event_id=start)
         await consume(_parts_of(stream))
     batches.ending()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 from journal_bridge.capture.backfill import backfill_thread
@@ -70,6 +71,8 @@ class _Server:
         self.assistants = None
 
     def _join(self, thread_id, run_id, params=None, last_event_id=None):
+        self.join_params = params
+
         async def replay():
             for index, (event, data) in enumerate(ATTEMPTS, 1):
                 yield SimpleNamespace(event=event, data=data, id=str(index))
@@ -127,6 +130,10 @@ async def test_a_reader_of_both_attempts_journals_the_second_as_the_run(tmp_path
         await bridge.wait_for_runs()
         await bridge.stop()
         assert await _items(store) == ["h1", "a1", "h2", "c2", "a2"]
+        # A join that names its modes gets `metadata` frames only if it names them too.
+        assert "metadata" in json.loads(server.join_params["stream_mode"])
+        assert [r.event_type for r in await store.list_events(THREAD, RUN)].count("middleware:summarize") == 0, \
+            "what the killed attempt held past its checkpoint is no compaction"
         ids = [r.content.get("id") for r in await store.list_events(THREAD, RUN) if r.category == "message"]
         assert "a2-killed" in ids, "the killed attempt stays in the journal"
         # A backfill afterwards adds nothing and no second fork.
