@@ -475,9 +475,10 @@ async def backfill_thread(
 async def _supersede_attempts(
     store: RunEventStore, thread_id: str, states: list[dict[str, Any]], by_run: dict[str, dict[str, int]]
 ) -> int:
-    """A fork for each run of the branch whose journal holds messages none of the
-    branch's checkpoints held (what a killed attempt of it journaled past its last
-    checkpoint), unless one written since those records supersedes them; how many."""
+    """A fork for each run of the branch executed more than once (its checkpoints'
+    `run_attempt`) whose journal holds messages none of the branch's checkpoints
+    held (what a killed attempt of it journaled past its last checkpoint), unless
+    one written since those records supersedes them; how many."""
     on_branch = {str(m["id"]) for state in states for m in _messages(state) if m.get("id")}
     chain = states[::-1]
     runs = list(dict.fromkeys(str(r) for r in ((s.get("metadata") or {}).get("run_id") for s in chain) if r))
@@ -494,7 +495,11 @@ async def _supersede_attempts(
                     superseding[str(fork.run_id)] = max(superseding.get(str(fork.run_id), 0), fork.seq)
         if superseding.get(run_id, 0) > max(strays):
             continue
-        attempt = max([checkpoint_attempt(s) for s in chain if (s.get("metadata") or {}).get("run_id") == run_id] + [2])
+        attempt = max(checkpoint_attempt(s) for s in chain if (s.get("metadata") or {}).get("run_id") == run_id)
+        if attempt < 2:
+            # Executed once: messages no checkpoint holds are the run's own (a compaction
+            # inside a run that checkpoints only at its end), never hidden on a guess.
+            continue
         kept = run_message_ids(chain[next(i for i, s in enumerate(chain) if (s.get("metadata") or {}).get("run_id") == run_id):], run_id)
         forks.append(records.superseded_attempt(thread_id, run_id, attempt, kept))
     if forks:

@@ -169,3 +169,24 @@ async def test_a_backfill_of_a_journal_with_hidden_calls_writes_no_fork(tmp_path
                                                   records.conversation_message(message, f"message:{message['id']}", 0))])
         result = await backfill_thread(server, store, THREAD)
         assert result.superseded == 0 and result.written == 0, result
+
+
+async def test_a_run_executed_once_keeps_the_messages_no_checkpoint_holds(tmp_path):
+    """A run that checkpoints only at its end, compacting on the way, journaled messages
+    no checkpoint holds: one attempt, nothing superseded, nothing hidden."""
+    server = _Server()
+    once = [{**state, "metadata": {**state["metadata"], "run_attempt": 1}} for state in HISTORY]
+    server._history = lambda thread_id, limit=10, before=None, **_: _page(once, limit, before)
+    async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
+        await store.put_batch([records.record(THREAD, EARLIER, records.conversation_message(m, f"message:{m['id']}", 0))
+                               for m in (_human("h1"), _ai("a1"))])
+        await _journal_of_the_killed_attempt(store)
+        server.threads.get_history = server._history
+        result = await backfill_thread(server, store, THREAD)
+        assert result.superseded == 0, result
+        assert await _items(store) == ["h1", "a1", "h2", "c2", "a2-killed", "a2"]
+
+
+async def _page(states, limit, before):
+    start = 0 if before is None else next(i for i, s in enumerate(states) if s["checkpoint"] == before) + 1
+    return states[start : start + limit]
