@@ -500,8 +500,7 @@ async def _supersede_attempts(
             # Executed once: messages no checkpoint holds are the run's own (a compaction
             # inside a run that checkpoints only at its end), never hidden on a guess.
             continue
-        kept = run_message_ids(chain[next(i for i, s in enumerate(chain) if (s.get("metadata") or {}).get("run_id") == run_id):], run_id)
-        forks.append(records.superseded_attempt(thread_id, run_id, attempt, kept))
+        forks.append(records.superseded_attempt(thread_id, run_id, attempt, run_message_ids(chain, run_id)))
     if forks:
         await store.put_batch(forks)
     return len(forks)

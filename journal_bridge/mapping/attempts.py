@@ -11,9 +11,11 @@ past that checkpoint (an answer no checkpoint holds) is an attempt that did
 not happen for the thread. The in-memory runtime does the same after a
 restart, from the checkpoints it had flushed, or from the run's input.
 
-The attempt that goes on is journaled after a `records.superseded_attempt`
-fork naming the messages the run's earlier checkpoints hold; the history
-shows the run's earlier records of those messages only.
+Once a run executed again has ended, a `records.superseded_attempt` fork
+names the messages the thread's checkpoints hold of it -- those the killed
+attempt checkpointed, or saved as a finished task's writes that the next
+attempt took over, and the next attempt's own: the history shows the run's
+records of those messages only.
 """
 
 from __future__ import annotations
@@ -58,44 +60,40 @@ def _ids(state: Mapping[str, Any]) -> set[str]:
     return {str(m["id"]) for m in records.state_messages(state) if m.get("id")}
 
 
-def run_message_ids(chain: Iterable[Mapping[str, Any]], run_id: str, *, before_attempt: int | None = None) -> set[str]:
+def run_message_ids(chain: Iterable[Mapping[str, Any]], run_id: str) -> set[str]:
     """The message ids run `run_id`'s checkpoints hold that the thread did not hold before the run.
 
-    `chain`: the thread's branch, newest first, from the run's newest
-    checkpoint back. With `before_attempt`, the checkpoints of that attempt and
-    later ones are passed over (they are the attempt's own).
+    `chain`: the thread's branch, newest first; the checkpoints of later runs
+    are passed over. Empty when the branch holds no checkpoint of the run.
     """
     held: set[str] = set()
+    found = False
     for state in chain:
-        if _run_of(state) != run_id:
+        if _run_of(state) == run_id:
+            found = True
+            held |= _ids(state)
+        elif found:
             return held - _ids(state)
-        if before_attempt is not None and checkpoint_attempt(state) >= before_attempt:
-            continue
-        held |= _ids(state)
     return held
 
 
-async def _chain(sdk: SdkClient, thread_id: str) -> list[dict[str, Any]] | None:
-    """The thread's branch, newest first, as far back as it takes to pass its newest run."""
+async def _chain(sdk: SdkClient, thread_id: str, run_id: str) -> list[dict[str, Any]]:
+    """The thread's branch, newest first, as far back as it takes to pass the run's first checkpoint."""
     states: list[dict[str, Any]] = []
-    by_id: dict[str, dict[str, Any]] = {}
     before: Any = None
     for _ in range(_MAX_PAGES):
         page = await sdk.threads.get_history(thread_id, limit=_PAGE, **({"before": before} if before else {}))
         page = [s for s in page if not (s.get("checkpoint") or {}).get("checkpoint_ns")]
-        for state in page:
-            by_id[str((state.get("checkpoint") or {}).get("checkpoint_id"))] = state
         states.extend(page)
         if len(page) < _PAGE:
             break
         before = page[-1]["checkpoint"]
-        runs = {_run_of(s) for s in states}
-        if len(runs) > 1:
+        runs = [_run_of(s) for s in states]
+        if run_id in runs and any(r != run_id for r in runs[runs.index(run_id):]):
             break  # the run's first checkpoint and the one before it are in
-    if not states:
-        return None
+    by_id = {str((s.get("checkpoint") or {}).get("checkpoint_id")): s for s in states}
     chain = []
-    state: dict[str, Any] | None = states[0]
+    state: dict[str, Any] | None = states[0] if states else None
     while state is not None:
         chain.append(state)
         parent = (state.get("parent_checkpoint") or {}).get("checkpoint_id")
@@ -104,13 +102,13 @@ async def _chain(sdk: SdkClient, thread_id: str) -> list[dict[str, Any]] | None:
 
 
 async def superseding_fork(sdk: SdkClient, thread_id: str, run_id: str, attempt: int) -> RunEvent | None:
-    """The fork of attempt `attempt` of a run: the messages its earlier attempts checkpointed
-    are kept. None (logged) when the server cannot say, so nothing is hidden on a guess."""
+    """The fork of attempt `attempt` of a run, once it ended: the messages the thread's
+    checkpoints hold of the run are kept, whichever attempt journaled them. None
+    (logged) when the server cannot say, so nothing is hidden on a guess."""
     try:
-        chain = await _chain(sdk, thread_id)
-    except Exception as exc:  # noqa: BLE001 - the attempt is journaled all the same, as it comes
+        chain = await _chain(sdk, thread_id, run_id)
+    except Exception as exc:  # noqa: BLE001 - the attempt is journaled all the same, as it came
         logger.warning("journal-bridge: checkpoints of thread %s not readable (%s): attempt %d of run %s "
                        "not told apart from the earlier ones", thread_id, exc, attempt, run_id)
         return None
-    kept = run_message_ids(chain or [], run_id, before_attempt=attempt)
-    return records.superseded_attempt(thread_id, run_id, attempt, kept)
+    return records.superseded_attempt(thread_id, run_id, attempt, run_message_ids(chain, run_id))

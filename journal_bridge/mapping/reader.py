@@ -613,6 +613,7 @@ async def _read(
             # Its compactions are in its checkpoints alone: the records wait for the run's end.
             held = []
     add = batches.add if held is None else held.extend
+    attempts: list[int] = []  # the later attempts the run's metadata frames announced
 
     async def consume(parts: AsyncIterator[Part | None], more: Callable[[], bool] = lambda: False) -> None:
         # Frames that arrived together are mapped before their records are sent.
@@ -624,8 +625,8 @@ async def _read(
             if on_part is not None:
                 on_part()
             if part.event == "metadata" and (attempt := frame_attempt(part.data) or 1) > 1:
-                # The runtime executes the run again: this attempt supersedes the earlier ones.
-                batches.add([fork] if (fork := await superseding_fork(sdk, thread_id, run_id, attempt)) else [])
+                # The runtime executes the run again: superseded once it ended (below).
+                attempts.append(attempt)
                 mapper.new_attempt()
             add(mapper.feed(part.event, part.data))
             if not more() or batches.full:
@@ -680,6 +681,8 @@ async def _read(
     if outcome is not None and outcome.cancelled and outcome.cancel_action == ROLLBACK:
         # The server removed the run and its checkpoints: the thread goes on from before it.
         ending.append(records.rollback(thread_id, run_id))
+    if attempts and (fork := await superseding_fork(sdk, thread_id, run_id, max(attempts))) is not None:
+        ending.append(fork)
     batches.add(ending)
     return mapper
 

@@ -38,29 +38,38 @@ def _checkpoint(cid, parent, run_id, attempt, messages, *, step, nxt=("model",))
     }
 
 
+def _tool(i):
+    return {"type": "tool", "content": i, "id": i, "tool_call_id": f"call-{i}"}
+
+
 # The thread's checkpoints, newest first: r1 answered; r2's first attempt checkpointed its
-# input and a tool call, answered past its last checkpoint and died; its second attempt
-# went on from the tool call. `h2` and `c2` are r2's in either attempt; `a2-killed` in none.
+# input and a tool call, ran the tool (its writes saved, its checkpoint not), answered and
+# died; its second attempt took the tool's writes over and answered anew. `h2`, `c2` and
+# `t2` are r2's in either attempt; `a2-killed` in none.
 HISTORY = [
-    _checkpoint("c6", "c5", RUN, 2, [_human("h1"), _ai("a1"), _human("h2"), _ai("c2"), _ai("a2")], step=6, nxt=()),
-    _checkpoint("c5", "c4", RUN, 1, [_human("h1"), _ai("a1"), _human("h2"), _ai("c2")], step=5),
+    _checkpoint("c7", "c6", RUN, 2, [_human("h1"), _ai("a1"), _human("h2"), _ai("c2"), _tool("t2"), _ai("a2")], step=7, nxt=()),
+    _checkpoint("c6", "c5", RUN, 2, [_human("h1"), _ai("a1"), _human("h2"), _ai("c2"), _tool("t2")], step=6),
+    _checkpoint("c5", "c4", RUN, 1, [_human("h1"), _ai("a1"), _human("h2"), _ai("c2")], step=5, nxt=("tools",)),
     _checkpoint("c4", "c3", RUN, 1, [_human("h1"), _ai("a1"), _human("h2")], step=4),
     _checkpoint("c3", "c2", RUN, 1, [_human("h1"), _ai("a1")], step=3, nxt=("__start__",)),
     _checkpoint("c2", "c1", EARLIER, 1, [_human("h1"), _ai("a1")], step=2, nxt=()),
     _checkpoint("c1", None, EARLIER, 1, [_human("h1")], step=1),
 ]
 
+_BEFORE = [_human("h1"), _ai("a1")]
 # What the run's resumable stream replays: both attempts, one after the other.
 ATTEMPTS = [
     ("metadata", {"run_id": RUN, "attempt": 1}),
-    ("values", {"messages": [_human("h1"), _ai("a1")]}),
-    ("values", {"messages": [_human("h1"), _ai("a1"), _human("h2")]}),
-    ("values", {"messages": [_human("h1"), _ai("a1"), _human("h2"), _ai("c2")]}),
-    ("values", {"messages": [_human("h1"), _ai("a1"), _human("h2"), _ai("c2"), _ai("a2-killed")]}),
+    ("values", {"messages": _BEFORE}),
+    ("values", {"messages": [*_BEFORE, _human("h2")]}),
+    ("values", {"messages": [*_BEFORE, _human("h2"), _ai("c2")]}),
+    ("values", {"messages": [*_BEFORE, _human("h2"), _ai("c2"), _tool("t2")]}),
+    ("values", {"messages": [*_BEFORE, _human("h2"), _ai("c2"), _tool("t2"), _ai("a2-killed")]}),
     ("metadata", {"run_id": RUN, "attempt": 2}),
-    ("values", {"messages": [_human("h1"), _ai("a1"), _human("h2"), _ai("c2")]}),
-    ("values", {"messages": [_human("h1"), _ai("a1"), _human("h2"), _ai("c2"), _ai("a2")]}),
+    ("values", {"messages": [*_BEFORE, _human("h2"), _ai("c2"), _tool("t2")]}),
+    ("values", {"messages": [*_BEFORE, _human("h2"), _ai("c2"), _tool("t2"), _ai("a2")]}),
 ]
+HISTORY_SHOWN = ["h1", "a1", "h2", "c2", "t2", "a2"]
 
 
 class _Server:
@@ -100,16 +109,18 @@ def test_a_frame_names_its_attempt():
     assert frame_attempt({"attempt": True}) is None and frame_attempt("x") is None
 
 
-def test_the_messages_an_attempt_went_on_from_are_its_earlier_attempts_checkpointed_ones():
-    assert run_message_ids(HISTORY, RUN, before_attempt=2) == {"h2", "c2"}
-    assert run_message_ids(HISTORY, RUN) == {"h2", "c2", "a2"}
-    assert run_message_ids(HISTORY[1:], RUN, before_attempt=2) == {"h2", "c2"}
-    assert run_message_ids(HISTORY, RUN, before_attempt=1) == set(), "re-executed from scratch: none kept"
+def test_a_runs_messages_are_those_its_checkpoints_hold_whichever_attempt_wrote_them():
+    assert run_message_ids(HISTORY, RUN) == {"h2", "c2", "t2", "a2"}
+    assert run_message_ids(HISTORY[2:], RUN) == {"h2", "c2"}
+    assert run_message_ids(HISTORY, EARLIER) == {"h1", "a1"}
+    later = _checkpoint("c7", "c6", "r3", 1, [], step=7)
+    assert run_message_ids([later, *HISTORY], RUN) == {"h2", "c2", "t2", "a2"}, "a later run's checkpoints are passed over"
+    assert run_message_ids(HISTORY, "r9") == set()
 
 
 async def _journal_of_the_killed_attempt(store) -> None:
     """What the killed attempt's reader journaled before it died with its process."""
-    for event in ATTEMPTS[2:5]:
+    for event in ATTEMPTS[2:6]:
         for message in event[1]["messages"][2:]:
             draft = records.conversation_message(message, f"message:{message['id']}", 0)
             await store.put_batch([records.record(THREAD, RUN, draft)])
@@ -129,7 +140,7 @@ async def test_a_reader_of_both_attempts_journals_the_second_as_the_run(tmp_path
         bridge.observe(THREAD, RUN, RunSource(STATE, run={"assistant_id": None, "kwargs": {"input": {"messages": [_human("h2")]}}}))
         await bridge.wait_for_runs()
         await bridge.stop()
-        assert await _items(store) == ["h1", "a1", "h2", "c2", "a2"]
+        assert await _items(store) == HISTORY_SHOWN
         # A join that names its modes gets `metadata` frames only if it names them too.
         assert "metadata" in json.loads(server.join_params["stream_mode"])
         assert [r.event_type for r in await store.list_events(THREAD, RUN)].count("middleware:summarize") == 0, \
@@ -139,7 +150,7 @@ async def test_a_reader_of_both_attempts_journals_the_second_as_the_run(tmp_path
         # A backfill afterwards adds nothing and no second fork.
         result = await backfill_thread(server, store, THREAD)
         assert result.written == 0, result
-        assert await _items(store) == ["h1", "a1", "h2", "c2", "a2"]
+        assert await _items(store) == HISTORY_SHOWN
 
 
 async def test_a_run_executed_again_and_ended_unseen_is_backfilled_as_one_attempt(tmp_path):
@@ -148,14 +159,14 @@ async def test_a_run_executed_again_and_ended_unseen_is_backfilled_as_one_attemp
         await store.put_batch([records.record(THREAD, EARLIER, records.conversation_message(m, f"message:{m['id']}", 0))
                                for m in (_human("h1"), _ai("a1"))])
         await _journal_of_the_killed_attempt(store)
-        assert await _items(store) == ["h1", "a1", "h2", "c2", "a2-killed"]
+        assert await _items(store) == ["h1", "a1", "h2", "c2", "t2", "a2-killed"]
 
         result = await backfill_thread(server, store, THREAD)
-        assert await _items(store) == ["h1", "a1", "h2", "c2", "a2"]
+        assert await _items(store) == HISTORY_SHOWN
         assert result.superseded == 1 and result.written == 1, result  # the answer, after the fork
         again = await backfill_thread(server, store, THREAD)
         assert again.written == 0 and again.superseded == 0, again
-        assert await _items(store) == ["h1", "a1", "h2", "c2", "a2"]
+        assert await _items(store) == HISTORY_SHOWN
 
 
 async def test_a_backfill_of_a_journal_with_hidden_calls_writes_no_fork(tmp_path):
@@ -164,7 +175,7 @@ async def test_a_backfill_of_a_journal_with_hidden_calls_writes_no_fork(tmp_path
     async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
         hidden = records.model_call({"type": "ai", "content": "summary", "id": "s1"}, "llm:s1", "middleware:summarize", 1)
         await store.put_batch([records.record(THREAD, RUN, hidden)])
-        for message in (_human("h1"), _ai("a1"), _human("h2"), _ai("c2"), _ai("a2")):
+        for message in (_human("h1"), _ai("a1"), _human("h2"), _ai("c2"), _tool("t2"), _ai("a2")):
             await store.put_batch([records.record(THREAD, RUN if message["id"] not in ("h1", "a1") else EARLIER,
                                                   records.conversation_message(message, f"message:{message['id']}", 0))])
         result = await backfill_thread(server, store, THREAD)
@@ -184,7 +195,7 @@ async def test_a_run_executed_once_keeps_the_messages_no_checkpoint_holds(tmp_pa
         server.threads.get_history = server._history
         result = await backfill_thread(server, store, THREAD)
         assert result.superseded == 0, result
-        assert await _items(store) == ["h1", "a1", "h2", "c2", "a2-killed", "a2"]
+        assert await _items(store) == ["h1", "a1", "h2", "c2", "t2", "a2-killed", "a2"]
 
 
 async def _page(states, limit, before):
