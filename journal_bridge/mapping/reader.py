@@ -39,7 +39,7 @@ import orjson
 
 from journal_bridge.host.compat import assistant_uuid, join_params
 from journal_bridge.host.modes import EVENTS_MODE
-from journal_bridge.host.outcome import ROLLBACK, RunOutcome, read_outcome
+from journal_bridge.host.outcome import ROLLBACK, RunOutcome, read_outcome, rollback_removed_checkpoints
 from journal_bridge.host.sdk import OncePerAssistant, SdkClient
 from journal_bridge.host.sse import Frame
 from journal_bridge.mapping.attempts import frame_attempt, superseding_fork
@@ -678,7 +678,8 @@ async def _read(
         conversation = [e for e in ending if e.category in (MESSAGE, MIDDLEWARE)]
         ending = [e for e in ending if e.category not in (MESSAGE, MIDDLEWARE)]
         batches.add(await with_markers(sdk, thread_id, run_id, [*held, *conversation], mapper.compactions))
-    if outcome is not None and outcome.cancelled and outcome.cancel_action == ROLLBACK:
+    if (outcome is not None and outcome.cancelled and outcome.cancel_action == ROLLBACK
+            and await rollback_removed_checkpoints(sdk, thread_id, run_id)):
         # The server removed the run and its checkpoints: the thread goes on from before it.
         ending.append(records.rollback(thread_id, run_id))
     if attempts and (fork := await superseding_fork(sdk, thread_id, run_id, max(attempts))) is not None:
