@@ -21,6 +21,15 @@ import pytest
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
 from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
 from tests.harness.services import create_database, postgres_server, redis_server
+from tests.harness.kills import (
+    ClientView,
+    attempt_forks,
+    executed_again,
+    history,
+    running_on,
+    stream_viewed,
+    until_history_is_branch,
+)
 from tests.harness.suites import sampled
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.own_versions, pytest.mark.timeout(900)]
@@ -270,50 +279,6 @@ FAST_RECONCILE = {"JOURNAL_BRIDGE_RECONCILE_INTERVAL": "0.5"}
 SLOW_MODEL = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0.15"}
 
 
-def _running_on(server: LanghostServer) -> set[str]:
-    """Runs this process started and has not finished (from its log)."""
-    import re
-
-    started, ended = set(), set()
-    for line in server.read_log().splitlines():
-        match = re.search(r"run_id\S*?=\S*?([0-9a-f]{8}-[0-9a-f-]{27})", line)
-        if match is None:
-            continue
-        if "Starting background run" in line:
-            started.add(match.group(1))
-        elif "Background run" in line:
-            ended.add(match.group(1))
-    return started - ended
-
-
-class _Seen:
-    """What one client saw of its run: the attempts its `metadata` frames announced, the message ids of its states."""
-
-    def __init__(self) -> None:
-        self.run_id: str | None = None
-        self.attempts: list[int] = []
-        self.message_ids: list[str] = []
-        self.messages = 0
-        self.error: BaseException | None = None
-
-    def part(self, event: str, data: Any) -> None:
-        if event == "metadata" and isinstance(data, dict):
-            self.run_id = data.get("run_id") or self.run_id
-            self.attempts.append(data.get("attempt"))
-        elif event == "values" and isinstance(data, dict):
-            ids = [m["id"] for m in data.get("messages", []) if m.get("id")]
-            self.messages = len(ids)
-            self.message_ids += [i for i in ids if i not in self.message_ids]
-
-
-async def _streamed(client, thread_id: str, assistant_id: str, text: str, seen: _Seen) -> None:
-    try:
-        async for part in client.runs.stream(thread_id, assistant_id, input=human(text), stream_mode="values"):
-            seen.part(part.event, part.data)
-    except Exception as exc:  # noqa: BLE001 - its process was killed under it: what it saw still counts
-        seen.error = exc
-
-
 async def _wait_all_ended(client, thread_ids: list[str], timeout: float = 300.0) -> None:
     async def ended() -> bool:
         for thread_id in thread_ids:
@@ -322,36 +287,6 @@ async def _wait_all_ended(client, thread_ids: list[str], timeout: float = 300.0)
         return True
 
     await _until(ended, "every run to end", timeout)
-
-
-async def _journal_matches_threads(url: str, client, thread_ids: list[str], timeout: float = 180.0) -> dict[str, list]:
-    """Each thread's history once it equals the thread's branch (or the assertion's evidence at the deadline)."""
-    from tests.harness.thread_truth import conversation, shown
-
-    found: dict[str, list] = {}
-    deadline = asyncio.get_running_loop().time() + timeout
-    for thread_id in thread_ids:
-        expected = await conversation(client, thread_id)
-        while True:
-            try:
-                items = await _journal(url, thread_id)
-            except httpx.HTTPStatusError:
-                items = []
-            found[thread_id] = [shown(items), expected, items]
-            if shown(items) == expected or asyncio.get_running_loop().time() > deadline:
-                break
-            await asyncio.sleep(0.5)
-    return found
-
-
-async def _attempt_forks(url: str, thread_id: str) -> list[dict[str, Any]]:
-    from journal_bridge.model.records import BRANCHES_RUN_ID
-
-    try:
-        events = await _run_events(url, thread_id, BRANCHES_RUN_ID)
-    except httpx.HTTPStatusError:
-        return []
-    return [e["content"] for e in events if isinstance(e.get("content"), dict) and e["content"].get("attempt")]
 
 
 @pytest.mark.parametrize("processes", sampled([2, 3], sample=[2]))
@@ -363,8 +298,6 @@ async def test_runs_through_kills_keep_one_attempt_and_all_the_client_saw(deploy
     once -- and hold every message a client saw that the thread kept."""
     from langgraph_sdk import get_client
 
-    from tests.harness.thread_truth import conversation
-
     front = deployment.start(n_jobs=0, env=FAST_RECONCILE)
     executors = [deployment.start(n_jobs=4, env={**FAST_RECONCILE, **SLOW_MODEL}) for _ in range(processes - 1)]
     client = get_client(url=front.url)
@@ -373,24 +306,28 @@ async def test_runs_through_kills_keep_one_attempt_and_all_the_client_saw(deploy
     for thread_id in thread_ids:
         await client.runs.wait(thread_id, assistant_id, input=human(TURNS[0]))
 
-    seen: list[_Seen] = []
-    killed = 0
-    for round_, text in enumerate(["add 2 and 3", "what is the weather in Paris"]):
+    views: list[ClientView] = []
+    kills = 0
+    turns = ["add 2 and 3", "what is the weather in Paris"]
+    for text in turns:
         streams = []
         for thread_id in thread_ids:
-            seen.append(_Seen())
+            views.append(ClientView())
             # Two threads stream through the front process; the third's request goes
             # through an executor, whose kill takes its client's connection and reader with it.
             via = client if thread_id != thread_ids[2] else get_client(url=executors[-1].url)
-            streams.append(asyncio.create_task(_streamed(via, thread_id, assistant_id, text, seen[-1])))
-        round_seen = seen[-len(thread_ids):]
-        # Once every run has answered in part (a tool call or the start of its reply), kill
-        # the process executing most of them.
-        await _until(lambda: _all_answering(round_seen), "every run to be answering", 120)
-        victim = max(executors, key=lambda s: len(_running_on(s)))
-        assert _running_on(victim), "the runs are executing when their process is killed"
+            streams.append(asyncio.create_task(stream_viewed(via, thread_id, assistant_id, text, views[-1])))
+        round_views = views[-len(thread_ids):]
+
+        async def answering() -> bool:
+            # Two messages before the turn; its input makes three, the first answer four.
+            return all(view.messages >= 4 for view in round_views)  # noqa: B023 - awaited in this round
+
+        await _until(answering, "every run to answer in part", 120)
+        victim = max(executors, key=lambda s: len(running_on(s)))
+        assert running_on(victim), "the runs are executing when their process is killed"
         victim.kill()
-        killed += 1
+        kills += 1
         if processes == 2:
             # The only executor: started again on its working directory (its spool, its reconciler's state).
             victim.start()
@@ -403,47 +340,35 @@ async def test_runs_through_kills_keep_one_attempt_and_all_the_client_saw(deploy
     survivors = [front, *executors]
     for server in survivors:
         await wait_journal_idle(server.url, timeout=180)
-    found = await _journal_matches_threads(front.url, client, thread_ids)
-    again = []
+    found = await until_history_is_branch(front.url, client, thread_ids)
+    forks = []
     for thread_id, (shown_items, expected, items) in found.items():
         assert shown_items == expected, (thread_id, shown_items, expected)
         ids = [item["id"] for item in items if item.get("id")]
         assert len(ids) == len(set(ids)), Counter(ids).most_common(3)
-        assert [item["content"] for item in items if item["type"] == "human"] == [TURNS[0], "add 2 and 3", "what is the weather in Paris"]
-        kept = set(await conversation(client, thread_id))
-        for client_view in seen:
-            if client_view.run_id and client_view.run_id in {r["run_id"] for r in await client.runs.list(thread_id)}:
+        assert [item["content"] for item in items if item["type"] == "human"] == [TURNS[0], *turns]
+        runs = {r["run_id"] for r in await client.runs.list(thread_id)}
+        for view in views:
+            if view.run_id in runs:
                 # What a client saw and the thread kept is in the history.
-                assert set(client_view.message_ids) & kept <= set(ids), client_view.message_ids
-        for run in await client.runs.list(thread_id):
-            events = await _run_events(front.url, thread_id, run["run_id"])
-            kinds = Counter(event["event_type"] for event in events)
-            assert kinds["run.end"] <= 1 and kinds["run.error"] == 0, (run["run_id"], kinds)
-        again += await _attempt_forks(front.url, thread_id)
-    # Every process reads the same history.
-    for server in survivors[1:]:
-        for thread_id in thread_ids:
-            assert shown_items_of(await _journal(server.url, thread_id)) == found[thread_id][0]
+                assert set(view.message_ids) & set(expected) <= set(ids), view.message_ids
+        for run_id in runs:
+            kinds = Counter(event["event_type"] for event in await _run_events(front.url, thread_id, run_id))
+            assert kinds["run.end"] <= 1 and kinds["run.error"] == 0, (run_id, kinds)
+        forks += await attempt_forks(front.url, thread_id)
+        # Every process reads the same history.
+        for server in survivors[1:]:
+            assert await history(server.url, thread_id) == items
 
-    # The kills hit runs in flight: the runtime executed some of them again.
-    attempts = Counter(max(view.attempts or [1]) for view in seen)
-    states = [s for thread_id in thread_ids for s in await client.threads.get_history(thread_id, limit=200)]
-    executed_again = {s["metadata"].get("run_id") for s in states if (s["metadata"].get("run_attempt") or 1) > 1}
-    print(f"\n{processes} processes: {killed} kills, runs executed again {len(executed_again)}, "
-          f"client streams by last attempt {dict(attempts)}, attempt forks journaled {len(again)}")
-    assert executed_again, "a killed process's runs are executed again"
-    assert {fork["run_id"] for fork in again} <= executed_again
-
-
-def shown_items_of(items: list[dict[str, Any]]) -> list[str]:
-    from tests.harness.thread_truth import shown
-
-    return shown(items)
-
-
-async def _all_answering(views: list[_Seen]) -> bool:
-    # The history before the turn holds two messages; its input makes three, a tool call four.
-    return all(view.messages >= 4 for view in views)
+    # The kills hit runs in flight: the runtime executed them again, and each such run
+    # the journal had records of is superseded once.
+    again = await executed_again(client, thread_ids)
+    attempts = Counter(max(view.attempts or [1]) for view in views)
+    print(f"\n{processes} processes: {kills} kills, {len(again)} runs executed again, client streams by "
+          f"last attempt seen {dict(attempts)}, {len(forks)} attempt forks journaled")
+    assert again, "a killed process's runs are executed again"
+    assert {fork["run_id"] for fork in forks} <= again
+    assert len(forks) == len({fork["run_id"] for fork in forks}), "one fork per run executed again"
 
 
 async def test_a_rollback_and_a_deletion_no_request_showed_on_postgres(deployment):
@@ -471,7 +396,14 @@ async def test_a_rollback_and_a_deletion_no_request_showed_on_postgres(deploymen
     async def branch_shown() -> bool:
         return shown(await _journal(second.url, thread_id)) == expected
 
-    await _until(branch_shown, "the history to be the thread's branch", 60)
+    try:
+        await _until(branch_shown, "the history to be the thread's branch", 60)
+    except AssertionError:
+        items = await _journal(second.url, thread_id)
+        forks = await _run_events(second.url, thread_id, "journal-bridge:branches")
+        rolled_events = await _run_events(second.url, thread_id, rolled["run_id"])
+        raise AssertionError((shown(items), expected, [(i["seq"], i["run_id"][-6:], i["type"]) for i in items],
+                              [f["content"] for f in forks], [(e["seq"], e["event_type"], e["metadata"]) for e in rolled_events]))
     items = await _journal(first.url, thread_id)
     assert rolled["run_id"] not in {item["run_id"] for item in items}
     assert [item["content"] for item in items if item["type"] == "human"] == [TURNS[0], TURNS[2]]
