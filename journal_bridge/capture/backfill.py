@@ -59,6 +59,7 @@ from journal_bridge.model.envelope import (
     MESSAGE,
     MIDDLEWARE,
     MIDDLEWARE_SUMMARIZE,
+    RUN_END,
     SUMMARIZATION_EVENT,
     TRACE,
     RunEvent,
@@ -434,7 +435,7 @@ async def backfill_thread(
     known = await _journaled_identities(store, thread_id, by_run)
     if result.status == COMPLETE:
         # Before the records written now: they are the attempt that went on.
-        result.superseded = await _supersede_attempts(store, thread_id, states, by_run)
+        result.superseded = await _supersede_attempts(client, store, thread_id, states, by_run)
     fresh: list[RunEvent] = []
     anchor: int | None = None
     # Walked newest first: a missing record belongs before the next journaled one.
@@ -473,37 +474,73 @@ async def backfill_thread(
 
 
 async def _supersede_attempts(
-    store: RunEventStore, thread_id: str, states: list[dict[str, Any]], by_run: dict[str, dict[str, int]]
+    client: SdkClient, store: RunEventStore, thread_id: str, states: list[dict[str, Any]],
+    by_run: dict[str, dict[str, int]],
 ) -> int:
-    """A fork for each run of the branch executed more than once (its checkpoints'
-    `run_attempt`) whose journal holds messages none of the branch's checkpoints
-    held (what a killed attempt of it journaled past its last checkpoint), unless
-    one written since those records supersedes them; how many."""
+    """A fork for each run of the branch executed more than once whose journal holds
+    messages none of the branch's checkpoints held (what a killed attempt of it
+    journaled past its last checkpoint), unless one written since those records
+    supersedes them; how many.
+
+    Executed more than once: its checkpoints say a later attempt (`run_attempt`),
+    or the journal holds an end of it whose last message the branch never held (a
+    restart executed anew a run that had ended: the in-memory runtime does, for a
+    run still running when it last saved its state).
+
+    A run the server no longer has, none of whose messages the branch holds, is
+    one a restart lost (the in-memory runtime, restarted from a state saved
+    before the run was made): its fork keeps nothing (attempt 0)."""
     on_branch = {str(m["id"]) for state in states for m in _messages(state) if m.get("id")}
     chain = states[::-1]
     runs = list(dict.fromkeys(str(r) for r in ((s.get("metadata") or {}).get("run_id") for s in chain) if r))
     forks: list[RunEvent] = []
-    superseding: dict[str, int] | None = None
+    read = await read_forks(store, thread_id)
+    superseding: dict[str, int] = {}
+    for fork in read:
+        if fork.attempt is not None and fork.run_id:
+            superseding[str(fork.run_id)] = max(superseding.get(str(fork.run_id), 0), fork.seq)
     for run_id in runs:
         strays = [seq for message_id, seq in (by_run.get(run_id) or {}).items() if message_id not in on_branch]
         if not strays:
             continue
-        if superseding is None:
-            superseding = {}
-            for fork in await read_forks(store, thread_id):
-                if fork.attempt is not None and fork.run_id:
-                    superseding[str(fork.run_id)] = max(superseding.get(str(fork.run_id), 0), fork.seq)
-        if superseding.get(run_id, 0) > max(strays):
-            continue
         attempt = max(checkpoint_attempt(s) for s in chain if (s.get("metadata") or {}).get("run_id") == run_id)
-        if attempt < 2:
+        if attempt < 2 and not await _ended_elsewhere(store, thread_id, run_id, on_branch):
             # Executed once: messages no checkpoint holds are the run's own (a compaction
             # inside a run that checkpoints only at its end), never hidden on a guess.
             continue
-        forks.append(records.superseded_attempt(thread_id, run_id, attempt, run_message_ids(chain, run_id)))
+        if superseding.get(run_id, 0) > max(strays):
+            continue
+        forks.append(records.superseded_attempt(thread_id, run_id, max(attempt, 2), run_message_ids(chain, run_id)))
+    rolled_back = {fork.rolled_back_run_id for fork in read if fork.rolled_back_run_id}
+    for run_id, messages in by_run.items():
+        if (run_id in runs or run_id in superseding or run_id in rolled_back or run_id == thread_id
+                or run_id.startswith(("state:", "journal-bridge:", BACKFILL_SOURCE))
+                or any(message_id in on_branch for message_id in messages)):
+            continue
+        if not await _run_lost(client, thread_id, run_id):
+            continue  # on another branch
+        forks.append(records.superseded_attempt(thread_id, run_id, 0, ()))
     if forks:
         await store.put_batch(forks)
     return len(forks)
+
+
+async def _run_lost(client: SdkClient, thread_id: str, run_id: str) -> bool:
+    """Whether the server answers that it has no such run (anything else: not lost)."""
+    try:
+        await client.runs.get(thread_id, run_id)
+    except Exception as exc:  # noqa: BLE001 - only a 404 says the run is gone
+        return getattr(getattr(exc, "response", None), "status_code", None) == 404
+    return False
+
+
+async def _ended_elsewhere(store: RunEventStore, thread_id: str, run_id: str, on_branch: set[str]) -> bool:
+    """Whether the journal holds an end of the run whose last message the branch never held."""
+    for end in await store.list_events(thread_id, run_id, event_types=[RUN_END], limit=10):
+        last = end.content.get("last_message_id") if isinstance(end.content, dict) else None
+        if last and str(last) not in on_branch:
+            return True
+    return False
 
 
 async def _all_thread_ids(client: SdkClient, page_size: int = _PAGE) -> list[str]:

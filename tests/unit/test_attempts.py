@@ -201,3 +201,45 @@ async def test_a_run_executed_once_keeps_the_messages_no_checkpoint_holds(tmp_pa
 async def _page(states, limit, before):
     start = 0 if before is None else next(i for i, s in enumerate(states) if s["checkpoint"] == before) + 1
     return states[start : start + limit]
+
+
+async def test_a_run_that_ended_and_was_executed_anew_is_superseded_by_its_end(tmp_path):
+    """The in-memory runtime executes anew a run that was running when it last saved its
+    state, though the run had ended since: attempt 1 again, and a journaled end whose
+    last message the thread's checkpoints never held."""
+    server = _Server()
+    once = [{**state, "metadata": {**state["metadata"], "run_attempt": 1}} for state in HISTORY]
+    server.threads.get_history = lambda thread_id, limit=10, before=None, **_: _page(once, limit, before)
+    async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
+        await store.put_batch([records.record(THREAD, EARLIER, records.conversation_message(m, f"message:{m['id']}", 0))
+                               for m in (_human("h1"), _ai("a1"))])
+        await _journal_of_the_killed_attempt(store)
+        ended = {"messages": [*_BEFORE, _human("h2"), _ai("c2"), _tool("t2"), _ai("a2-killed")]}
+        await store.put_batch([records.record(THREAD, RUN, records.run_end(ended))])
+        result = await backfill_thread(server, store, THREAD)
+        assert result.superseded == 1, result
+        assert await _items(store) == HISTORY_SHOWN
+
+
+async def test_a_run_a_restart_lost_leaves_the_history(tmp_path):
+    """The in-memory runtime restarted from a state saved before a run was made: the
+    server has neither the run nor its messages; a run on another branch is kept."""
+    from tests.harness.sdk_errors import run_not_found
+
+    server = _Server()
+    found = server.runs.get
+
+    async def get(thread_id, run_id):
+        if run_id == "r-lost":
+            raise run_not_found(thread_id, run_id)
+        return await found(thread_id, run_id)
+
+    server.runs.get = get
+    async with open_store(f"sqlite:///{tmp_path / 'journal.db'}") as store:
+        for run_id, message in (("r-lost", _human("lost-q")), ("r-lost", _ai("lost-a")), ("r-other-branch", _ai("b-a"))):
+            await store.put_batch([records.record(THREAD, run_id, records.conversation_message(message, f"message:{message['id']}", 0))])
+        result = await backfill_thread(server, store, THREAD)
+        assert result.superseded == 1, result
+        items = await _items(store)
+        assert "lost-q" not in items and "lost-a" not in items and "b-a" in items, items
+        assert (await backfill_thread(server, store, THREAD)).superseded == 0
