@@ -19,11 +19,16 @@ its change meanwhile). For each run the bridge was not handed:
   from its checkpoints once it is idle and the bridge has written what it
   holds for it (`journal_bridge.capture.backfill`: keys `backfill:...`,
   `metadata.source = "backfill"`, displaced records in conversation order).
-  A run whose `run.end` or `run.error` record is already journaled needs
-  nothing.
+  A run whose `run.end` or `run.error` record was journaled since this start
+  needs nothing (one journaled before it may be an attempt a restart executed
+  anew: the backfill supersedes it, `journal_bridge.mapping.attempts`).
 
 Backfill writes only what the journal lacks (by message id), so a thread the
 bridge journaled completely costs one read of its history and journal.
+
+The runs another process let go are checked a thread at a time: one journal
+query tells which of them it journaled to the end; only the others are read
+from the server.
 
 Several processes sharing a runtime and a journal each run a reconciler, and
 each sees the others' runs. A run is decided only by the process that holds
@@ -389,7 +394,10 @@ class Reconciler:
                 self._waiting[run_id] = thread_id
             self._dirty = True
             return
-        if not unended and await self._journaled(thread_id, run_id):
+        if not unended and await self._ended_since_start(thread_id, run_id):
+            # An end journaled before this start may be an earlier attempt's: a restart
+            # executes anew a run that was running when the runtime last saved its state,
+            # and this one may have ended before any pass saw it. The backfill tells.
             self._settle(run_id, "journaled")
             return
         self._waiting[run_id] = thread_id
@@ -410,13 +418,6 @@ class Reconciler:
         state = await self._sdk().threads.get_state(thread_id)
         checkpoint_id = (state.get("checkpoint") or {}).get("checkpoint_id")
         return {"checkpoint_id": checkpoint_id} if checkpoint_id else None
-
-    async def _journaled(self, thread_id: str, run_id: str) -> bool:
-        store = self._store()
-        if store is None:
-            return False
-        records = await store.list_events(thread_id, run_id, event_types=[RUN_END, RUN_ERROR], limit=1)
-        return bool(records)
 
     async def _ended_since_start(self, thread_id: str, run_id: str) -> bool:
         """Whether the run's end was journaled since this start. An end journaled
