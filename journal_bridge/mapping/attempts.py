@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["checkpoint_attempt", "frame_attempt", "run_message_ids", "superseding_fork"]
 
 _PAGE = 100
-# Checkpoints walked back from the head at most, looking for where the attempt went on from.
+# Pages of checkpoints walked back from the head at most, looking for the run's first one.
 _MAX_PAGES = 20
 
 

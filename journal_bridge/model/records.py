@@ -490,11 +490,12 @@ def rollback(thread_id: str, run_id: str) -> RunEvent:
 
 
 def superseded_attempt(thread_id: str, run_id: str, attempt: int, kept_message_ids: Iterable[str]) -> RunEvent:
-    """The fork of a run the runtime executed again (its worker died): attempt
-    `attempt` superseded the earlier ones. The earlier attempts' records of
-    the run's messages stay in the journal but leave the history, except the
-    messages in `kept_message_ids` -- those the thread's checkpoints hold, which
-    the completing attempt went on from. One per run and attempt."""
+    """The fork of a run the runtime executed again (its worker died, a restart):
+    attempt `attempt` superseded the earlier ones. The run's message records
+    below the fork stay in the journal but leave the history, except those of
+    `kept_message_ids`: the run's messages the thread's checkpoints hold. Attempt
+    0 with nothing kept: the server lost the run (a restart from a state saved
+    before it). One per run and attempt."""
     return make_event(
         thread_id=thread_id,
         run_id=BRANCHES_RUN_ID,
