@@ -87,6 +87,10 @@ async def health(url: str) -> dict:
         return (await http.get("/journal/health")).json()
 
 
+async def all_runs(client, thread_ids: list[str]) -> list[dict]:
+    return [run for thread_id in thread_ids for run in await client.runs.list(thread_id)]
+
+
 async def kill_rounds(servers: list[LanghostServer], assistant_id: str, threads: int, rounds: int) -> dict[str, float]:
     """`rounds` kills of the process executing most runs (never the first, which the
     clients stream through), each while `threads` streamed runs are answering."""
@@ -107,7 +111,7 @@ async def kill_rounds(servers: list[LanghostServer], assistant_id: str, threads:
         victim.kill()
         victim.start()
         await asyncio.gather(*streams)
-        while any(r["status"] in ("pending", "running") for t in thread_ids for r in await client.runs.list(t)):
+        while any(r["status"] in ("pending", "running") for r in await all_runs(client, thread_ids)):
             await asyncio.sleep(0.2)
     for server in servers:
         await wait_journal_idle(server.url, timeout=300)
@@ -141,7 +145,9 @@ async def run_size(
         for index in range(size):
             server = LanghostServer(bin_dir, root / f"server-{index}", database_url=database,
                                     redis_url=redis_url, store_url=journal, n_jobs=2,
-                                    env={"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(per_token)})
+                                    env={"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": str(per_token),
+                                         # A killed process's runs are executed again within seconds.
+                                         **({"LG_BG_JOB_HEARTBEAT": "1"} if kills else {})})
             servers.append(server.start())
         clients = [get_client(url=server.url) for server in servers]
         assistant = await clients[0].assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION})
