@@ -31,6 +31,11 @@ Limits, reported per thread rather than hidden:
   checkpoint are journaled in their checkpoint order, but a compaction before it
   replaced messages that are gone (status `partial`);
 - a busy thread (a run in progress) is skipped: its run is still being written;
+- a run the runtime executed again (its worker died) whose earlier attempt
+  journaled messages no checkpoint holds gets a `superseded_attempt` fork
+  before the records written now (`journal_bridge.mapping.attempts`): the
+  history shows the attempt that went on, the journal keeps both
+  (`superseded` counts such runs);
 - records appended to a thread that already had a journal go after it in seq;
   each such record that belongs before a journaled one carries
   `metadata.anchor_seq` (the seq of the journaled record it precedes), and one
@@ -54,13 +59,16 @@ from journal_bridge.model.envelope import (
     MESSAGE,
     MIDDLEWARE,
     MIDDLEWARE_SUMMARIZE,
+    RUN_END,
     SUMMARIZATION_EVENT,
     TRACE,
     RunEvent,
     make_event,
     stored_seq,
 )
+from journal_bridge.projection.branches import read_forks
 from journal_bridge.projection.history import ORDER_EVENT, ORDER_RUN_ID, anchor_of
+from journal_bridge.mapping.attempts import checkpoint_attempt, run_message_ids
 from journal_bridge.mapping.compactions import summary_text
 from journal_bridge.mapping.reader import OWNER_KEY, owned
 from journal_bridge.store import RunEventStore
@@ -103,6 +111,7 @@ class ThreadBackfill:
     written: int = 0
     already_present: int = 0
     owners_filled: int = 0  # records journaled before owners were recorded, given the thread's
+    superseded: int = 0  # runs executed again whose earlier attempt's records left the history
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -321,9 +330,12 @@ class _Reconstruction:
         )
 
 
-async def _journaled_identities(store: RunEventStore, thread_id: str) -> dict[tuple[str, str], int]:
+async def _journaled_identities(
+    store: RunEventStore, thread_id: str, by_run: dict[str, dict[str, int]] | None = None
+) -> dict[tuple[str, str], int]:
     """Message ids and marker summary ids the thread's journal already holds, with
-    the position each shows at in the history (its seq, or its anchor)."""
+    the position each shows at in the history (its seq, or its anchor). `by_run`
+    is given each run's conversation message ids, with the seq of each."""
     found: dict[tuple[str, str], int] = {}
     after = 0
     while True:
@@ -335,6 +347,8 @@ async def _journaled_identities(store: RunEventStore, thread_id: str) -> dict[tu
             position = anchor_of(record) or stored_seq(record)
             if record.category == MESSAGE and content.get("id"):
                 found.setdefault(("message", str(content["id"])), position)
+                if by_run is not None and not records.is_hidden(record.metadata):
+                    by_run.setdefault(record.run_id, {})[str(content["id"])] = int(record.seq or 0)
             elif record.event_type == MIDDLEWARE_SUMMARIZE:
                 summary_id = (content.get("changes") or {}).get("summary_message_id")
                 if summary_id:
@@ -418,7 +432,11 @@ async def backfill_thread(
 
     rebuilt = _Reconstruction(thread_id, result)
     rebuilt.walk(states)
-    known = await _journaled_identities(store, thread_id)
+    by_run: dict[str, dict[str, int]] = {}
+    known = await _journaled_identities(store, thread_id, by_run)
+    if result.status == COMPLETE:
+        # Before the records written now: they are the attempt that went on.
+        result.superseded = await _supersede_attempts(client, store, thread_id, states, by_run)
     fresh: list[RunEvent] = []
     anchor: int | None = None
     # Walked newest first: a missing record belongs before the next journaled one.
@@ -454,6 +472,76 @@ async def backfill_thread(
             source_key=f"order:{min(map(int, displaced))}",
         )])
     return result
+
+
+async def _supersede_attempts(
+    client: SdkClient, store: RunEventStore, thread_id: str, states: list[Mapping[str, Any]],
+    by_run: dict[str, dict[str, int]],
+) -> int:
+    """A fork for each run of the branch executed more than once whose journal holds
+    messages none of the branch's checkpoints held (what a killed attempt of it
+    journaled past its last checkpoint), unless one written since those records
+    supersedes them; how many.
+
+    Executed more than once: its checkpoints say a later attempt (`run_attempt`),
+    or the journal holds an end of it whose last message the branch never held (a
+    restart executed anew a run that had ended: the in-memory runtime does, for a
+    run still running when it last saved its state).
+
+    A run the server no longer has, none of whose messages the branch holds, is
+    one a restart lost (the in-memory runtime, restarted from a state saved
+    before the run was made): its fork keeps nothing (attempt 0)."""
+    on_branch = {str(m["id"]) for state in states for m in _messages(state) if m.get("id")}
+    chain = states[::-1]
+    runs = list(dict.fromkeys(str(r) for r in ((s.get("metadata") or {}).get("run_id") for s in chain) if r))
+    forks: list[RunEvent] = []
+    read = await read_forks(store, thread_id)
+    superseding: dict[str, int] = {}
+    for fork in read:
+        if fork.attempt is not None and fork.run_id:
+            superseding[str(fork.run_id)] = max(superseding.get(str(fork.run_id), 0), fork.seq)
+    for run_id in runs:
+        strays = [seq for message_id, seq in (by_run.get(run_id) or {}).items() if message_id not in on_branch]
+        if not strays:
+            continue
+        attempt = max(checkpoint_attempt(s) for s in chain if (s.get("metadata") or {}).get("run_id") == run_id)
+        if attempt < 2 and not await _ended_elsewhere(store, thread_id, run_id, on_branch):
+            # Executed once: messages no checkpoint holds are the run's own (a compaction
+            # inside a run that checkpoints only at its end), never hidden on a guess.
+            continue
+        if superseding.get(run_id, 0) > max(strays):
+            continue
+        forks.append(records.superseded_attempt(thread_id, run_id, max(attempt, 2), run_message_ids(chain, run_id)))
+    rolled_back = {fork.rolled_back_run_id for fork in read if fork.rolled_back_run_id}
+    for run_id, messages in by_run.items():
+        if (run_id in runs or run_id in superseding or run_id in rolled_back or run_id == thread_id
+                or run_id.startswith(("state:", "journal-bridge:", BACKFILL_SOURCE))
+                or any(message_id in on_branch for message_id in messages)):
+            continue
+        if not await _run_lost(client, thread_id, run_id):
+            continue  # on another branch
+        forks.append(records.superseded_attempt(thread_id, run_id, 0, ()))
+    if forks:
+        await store.put_batch(forks)
+    return len(forks)
+
+
+async def _run_lost(client: SdkClient, thread_id: str, run_id: str) -> bool:
+    """Whether the server answers that it has no such run (anything else: not lost)."""
+    try:
+        await client.runs.get(thread_id, run_id)
+    except Exception as exc:  # noqa: BLE001 - only a 404 says the run is gone
+        return getattr(getattr(exc, "response", None), "status_code", None) == 404
+    return False
+
+
+async def _ended_elsewhere(store: RunEventStore, thread_id: str, run_id: str, on_branch: set[str]) -> bool:
+    """Whether the journal holds an end of the run whose last message the branch never held."""
+    for end in await store.list_events(thread_id, run_id, event_types=[RUN_END], limit=10):
+        last = end.content.get("last_message_id") if isinstance(end.content, dict) else None
+        if last and str(last) not in on_branch:
+            return True
+    return False
 
 
 async def _all_thread_ids(client: SdkClient, page_size: int = _PAGE) -> list[str]:

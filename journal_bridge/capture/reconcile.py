@@ -19,11 +19,16 @@ its change meanwhile). For each run the bridge was not handed:
   from its checkpoints once it is idle and the bridge has written what it
   holds for it (`journal_bridge.capture.backfill`: keys `backfill:...`,
   `metadata.source = "backfill"`, displaced records in conversation order).
-  A run whose `run.end` or `run.error` record is already journaled needs
-  nothing.
+  A run whose `run.end` or `run.error` record was journaled since this start
+  needs nothing (one journaled before it may be an attempt a restart executed
+  anew: the backfill supersedes it, `journal_bridge.mapping.attempts`).
 
 Backfill writes only what the journal lacks (by message id), so a thread the
 bridge journaled completely costs one read of its history and journal.
+
+The runs another process let go are checked a thread at a time: one journal
+query tells which of them it journaled to the end; only the others are read
+from the server.
 
 Several processes sharing a runtime and a journal each run a reconciler, and
 each sees the others' runs. A run is decided only by the process that holds
@@ -81,6 +86,8 @@ __all__ = ["Reconciler"]
 DEFAULT_INTERVAL = 3.0
 
 _ACTIVE = frozenset({"pending", "running"})
+# The keys of a run's `run.end` and `run.error` records (`records.record`): a run journaled to its end.
+_END_KEYS = ("run.end", "run.error")
 _STATE_VERSION = 1
 # Settled runs and threads seen on the server: as many are kept in memory as
 # the settled log keeps across a restart. A run forgotten is decided again as
@@ -169,6 +176,7 @@ class Reconciler:
             "runs_found": 0,
             "runs_joined": 0,
             "runs_taken_over": 0,
+            "released_checks": 0,
             "threads_backfilled": 0,
             "threads_deleted": 0,
             "records_backfilled": 0,
@@ -298,19 +306,48 @@ class Reconciler:
             await self._decide_claimed(thread_id, run, taken_over=False)
 
     async def _retry_elsewhere(self) -> None:
-        """The runs another process held: decided here once their claim is free."""
+        """The runs another process held: decided here once their claim is free.
+
+        The runs let go since the last pass are checked together, a thread at a
+        time: one journal query tells which of them their reader journaled to
+        the end (settled, nothing read from the server); only the others (their
+        reader died) are read whole and decided."""
+        free: dict[str, list[str]] = {}
         for run_id, thread_id in list(self._elsewhere.items()):
             if self.bridge.knows(thread_id, run_id):
                 del self._elsewhere[run_id]  # handed to this process's bridge meanwhile
                 continue
-            if not await self.bridge.claim(run_id):
-                continue
-            run = await self._read_claimed(thread_id, run_id)  # a failure: asked again next pass
-            del self._elsewhere[run_id]
-            if run is None:
-                continue
-            self.stats["runs_taken_over"] += 1
-            await self._decide_claimed(thread_id, run, taken_over=True)
+            if await self.bridge.claim(run_id):
+                free.setdefault(thread_id, []).append(run_id)
+        undecided = [run_id for run_ids in free.values() for run_id in run_ids]
+        try:
+            for thread_id, run_ids in free.items():
+                for run_id in await self._ended_runs(thread_id, run_ids):
+                    undecided.remove(run_id)
+                    del self._elsewhere[run_id]
+                    await self.bridge.release(run_id)
+                    self.stats["runs_taken_over"] += 1
+                    self._settle(run_id, "journaled")
+                for run_id in [r for r in run_ids if r in undecided]:
+                    undecided.remove(run_id)
+                    run = await self._read_claimed(thread_id, run_id)  # a failure: asked again next pass
+                    del self._elsewhere[run_id]
+                    if run is None:
+                        continue
+                    self.stats["runs_taken_over"] += 1
+                    await self._decide_claimed(thread_id, run, taken_over=True, unended=True)
+        finally:
+            for run_id in undecided:
+                await self.bridge.release(run_id)
+
+    async def _ended_runs(self, thread_id: str, run_ids: list[str]) -> set[str]:
+        """Which of the thread's runs have their end journaled: one query for all of them."""
+        store = self._store()
+        if store is None or not run_ids:
+            return set()
+        self.stats["released_checks"] += 1
+        keys = {f"{run_id}:{end}": run_id for run_id in run_ids for end in _END_KEYS}
+        return {keys[key] for key in await store.has_source_keys(thread_id, list(keys))}
 
     async def _read_claimed(self, thread_id: str, run_id: str) -> Mapping[str, Any] | None:
         """The whole run, whose claim this process just took; None (the claim given up)
@@ -325,23 +362,28 @@ class Reconciler:
             await self.bridge.release(run_id)
             raise
 
-    async def _decide_claimed(self, thread_id: str, run: Mapping[str, Any], *, taken_over: bool) -> None:
+    async def _decide_claimed(
+        self, thread_id: str, run: Mapping[str, Any], *, taken_over: bool, unended: bool = False
+    ) -> None:
         """Decide on a run whose claim this process holds; the claim goes with the
         run to the bridge when it is joined, else it is given up here. A run
-        `taken_over` from another process was read there until it let go (or died)."""
+        `taken_over` from another process was read there until it let go (or died);
+        `unended`: the journal was just found to hold no end of it."""
         run_id = str(run["run_id"])
         try:
-            await self._decide_run(thread_id, run, taken_over=taken_over)
+            await self._decide_run(thread_id, run, taken_over=taken_over, unended=unended)
         finally:
             if not self.bridge.following(thread_id, run_id):
                 await self.bridge.release(run_id)
 
-    async def _decide_run(self, thread_id: str, run: Mapping[str, Any], *, taken_over: bool) -> None:
+    async def _decide_run(
+        self, thread_id: str, run: Mapping[str, Any], *, taken_over: bool, unended: bool = False
+    ) -> None:
         run_id = str(run["run_id"])
         kwargs = run.get("kwargs") or {}
         if run.get("status") in _ACTIVE:
             capture = live_capture(kwargs)
-            if capture is not None and await self._ended_since_start(thread_id, run_id):
+            if capture is not None and not unended and await self._ended_since_start(thread_id, run_id):
                 # Read to its end by the process that held it; its status lags behind.
                 self._settle(run_id, "journaled")
                 return
@@ -357,7 +399,10 @@ class Reconciler:
                 self._waiting[run_id] = thread_id
             self._dirty = True
             return
-        if await self._journaled(thread_id, run_id):
+        if not unended and await self._ended_since_start(thread_id, run_id):
+            # An end journaled before this start may be an earlier attempt's: a restart
+            # executes anew a run that was running when the runtime last saved its state,
+            # and this one may have ended before any pass saw it. The backfill tells.
             self._settle(run_id, "journaled")
             return
         self._waiting[run_id] = thread_id
@@ -378,13 +423,6 @@ class Reconciler:
         state = await self._sdk().threads.get_state(thread_id)
         checkpoint_id = (state.get("checkpoint") or {}).get("checkpoint_id")
         return {"checkpoint_id": checkpoint_id} if checkpoint_id else None
-
-    async def _journaled(self, thread_id: str, run_id: str) -> bool:
-        store = self._store()
-        if store is None:
-            return False
-        records = await store.list_events(thread_id, run_id, event_types=[RUN_END, RUN_ERROR], limit=1)
-        return bool(records)
 
     async def _ended_since_start(self, thread_id: str, run_id: str) -> bool:
         """Whether the run's end was journaled since this start. An end journaled

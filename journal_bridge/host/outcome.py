@@ -18,10 +18,15 @@ and, when asked, the interrupts of the run's last checkpoint, found by the
 `run_id` in the checkpoint's metadata, so a later run of the thread (a quick
 resume) is never mistaken for it. The mappers turn the answer into records
 (`journal_bridge.model.records`).
+
+A run rolled back is deleted with its checkpoints by langgraph-runtime-inmem;
+langgraph-runtime-pg 0.11 deletes the run only, and the thread goes on from
+the run's checkpoints (`rollback_removed_checkpoints` tells which).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
@@ -42,6 +47,7 @@ __all__ = [
     "INTERRUPTED",
     "RunOutcome",
     "read_outcome",
+    "rollback_removed_checkpoints",
 ]
 
 # How a journaled run ended (`mapper.ending`), counted in health.
@@ -126,6 +132,27 @@ async def read_outcome(
             if history:
                 found = tuple(interrupt_values(history[0].get("interrupts")))
     return RunOutcome(status, error, found)
+
+
+async def rollback_removed_checkpoints(
+    sdk: SdkClient, thread_id: str, run_id: str, *, wait: float = 5.0, poll: float = 0.1
+) -> bool:
+    """Whether the server removed a rolled back run's checkpoints with it.
+
+    Asked once the run is gone (`wait` seconds at most: a run rolled back as
+    its stream ended may still be being deleted); the runtimes that remove the
+    checkpoints remove them before the run. True when the server cannot say:
+    the run's records then leave the history, as a rollback's do."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    try:
+        while (await _run_status(sdk, thread_id, run_id))[0] and loop.time() < deadline:
+            await asyncio.sleep(poll)
+        kept = await sdk.threads.get_history(thread_id, limit=1, metadata={"run_id": str(run_id)})
+    except Exception as exc:  # noqa: BLE001
+        logger.warning("journal-bridge: could not tell whether run %s's checkpoints were rolled back: %s", run_id, exc)
+        return True
+    return not kept
 
 
 async def _run_status(sdk: SdkClient, thread_id: str, run_id: str) -> tuple[bool, str | None]:

@@ -122,6 +122,10 @@ class RunMapper:
 
     # -- public -----------------------------------------------------------
 
+    def new_attempt(self) -> None:
+        """The runtime executes the run again (`StateMapper.new_attempt`)."""
+        self._state.new_attempt()
+
     def feed(self, event: str, data: object) -> list[RunEvent]:
         """Records for one stream part (`event` is the SSE event name)."""
         try:

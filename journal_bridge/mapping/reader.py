@@ -33,9 +33,10 @@ from typing import Any
 
 from journal_bridge.host.compat import assistant_uuid, join_params
 from journal_bridge.host.modes import ERROR_MODE
-from journal_bridge.host.outcome import ROLLBACK, RunOutcome, read_outcome
+from journal_bridge.host.outcome import ROLLBACK, RunOutcome, read_outcome, rollback_removed_checkpoints
 from journal_bridge.host.assistant_answers import OncePerAssistant
 from journal_bridge.host.sdk import SdkClient
+from journal_bridge.mapping.attempts import frame_attempt, superseding_fork
 from journal_bridge.mapping.batches import Batches, Emit
 from journal_bridge.mapping.capture_setting import Capture
 from journal_bridge.mapping.client_join import ClientJoin
@@ -175,6 +176,7 @@ async def _read(
             # Its compactions are in its checkpoints alone: the records wait for the run's end.
             held = []
     add = batches.add if held is None else held.extend
+    attempts: list[int] = []  # the later attempts the run's metadata frames announced
 
     async def consume(parts: AsyncIterator[Part | None], more: Callable[[], bool] = lambda: False) -> None:
         # Frames that arrived together are mapped before their records are sent.
@@ -185,6 +187,10 @@ async def _read(
             batches.started()
             if on_part is not None:
                 on_part()
+            if part.event == "metadata" and (attempt := frame_attempt(part.data) or 1) > 1:
+                # The runtime executes the run again: superseded once it ended (below).
+                attempts.append(attempt)
+                mapper.new_attempt()
             add(mapper.feed(part.event, part.data))
             if not more() or batches.full:
                 await batches.send()
@@ -210,8 +216,9 @@ async def _read(
             start = last_id or "0"
         else:
             start = None
-        # A join gets only the modes it names: `error` too, or a failure reaches it as a bare end.
-        modes = (*capture.modes, ERROR_MODE)
+        # A join gets only the modes it names: `error` too, or a failure reaches it as a bare end,
+        # and `metadata`, which says when the runtime executes the run again.
+        modes = (*capture.modes, ERROR_MODE, "metadata")
         stream = sdk.runs.join_stream(thread_id, run_id, params=join_params(modes), last_event_id=start)
         await consume(_parts_of(stream))
     batches.ending()
@@ -234,9 +241,12 @@ async def _read(
         conversation = [e for e in ending if e.category in (MESSAGE, MIDDLEWARE)]
         ending = [e for e in ending if e.category not in (MESSAGE, MIDDLEWARE)]
         batches.add(await with_markers(sdk, thread_id, run_id, [*held, *conversation], mapper.compactions))
-    if outcome is not None and outcome.cancelled and outcome.cancel_action == ROLLBACK:
+    if (outcome is not None and outcome.cancelled and outcome.cancel_action == ROLLBACK
+            and await rollback_removed_checkpoints(sdk, thread_id, run_id)):
         # The server removed the run and its checkpoints: the thread goes on from before it.
         ending.append(records.rollback(thread_id, run_id))
+    if attempts and (fork := await superseding_fork(sdk, thread_id, run_id, max(attempts))) is not None:
+        ending.append(fork)
     batches.add(ending)
     return mapper
 

@@ -268,6 +268,12 @@ class StateMapper:
                 out.append(self._record(draft))
         return out
 
+    def new_attempt(self) -> None:
+        """The runtime executes the run again: its next state follows the state the
+        attempt went on from, not the killed attempt's last one, and what that one
+        held beyond it is no compaction."""
+        self._last_ids = self._last_history = None
+
     def committed(self, message_id: object) -> bool:
         """Whether a message with this id was in a state of the run's thread the mapper read."""
         return self._seen is not None and message_id is not None and str(message_id) in self._seen

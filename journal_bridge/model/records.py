@@ -39,7 +39,12 @@ How a run ends, in its last records:
   (what deer-flow's journal writes when the graph task is cancelled), the
   server's reason as content and `metadata.action` (`interrupt` or
   `rollback`: the server also removed the run and its checkpoints), no
-  `run.end`.
+  `run.end`;
+- its worker died and the runtime executed it again (same run id, the next
+  `attempt` in its `metadata` frame and in its checkpoints' `run_attempt`):
+  the attempt that goes on has a `superseded_attempt` fork; what the earlier
+  attempts journaled of messages the thread's checkpoints do not hold leaves
+  the history (`projection/branches.py`).
 
 Keys: a message with an id is keyed by it (`message:{id}`, unique in a thread,
 so a message sent again in a later run's input is journaled once); everything
@@ -100,6 +105,7 @@ __all__ = [
     "run_interrupt",
     "rollback",
     "run_start",
+    "superseded_attempt",
     "state_messages",
     "summarization_changes",
     "subagent_caller",
@@ -483,6 +489,30 @@ def rollback(thread_id: str, run_id: str) -> RunEvent:
         content={"run_id": None, "rolled_back_run_id": run_id, "known": True},
         metadata={},
         source_key=f"fork:rollback:{run_id}",
+    )
+
+
+def superseded_attempt(thread_id: str, run_id: str, attempt: int, kept_message_ids: Iterable[str]) -> RunEvent:
+    """The fork of a run the runtime executed again (its worker died, a restart):
+    attempt `attempt` superseded the earlier ones. The run's message records
+    below the fork stay in the journal but leave the history, except those of
+    `kept_message_ids`: the run's messages the thread's checkpoints hold. Attempt
+    0 with nothing kept: the server lost the run (a restart from a state saved
+    before it). One per run and attempt."""
+    return make_event(
+        thread_id=thread_id,
+        run_id=BRANCHES_RUN_ID,
+        event_type=FORK_EVENT,
+        category=TRACE,
+        content={
+            "run_id": run_id,
+            "attempt": int(attempt),
+            "superseded_run_id": run_id,
+            "kept_message_ids": sorted({str(i) for i in kept_message_ids}),
+            "known": True,
+        },
+        metadata={},
+        source_key=f"fork:attempt:{run_id}:{int(attempt)}",
     )
 
 

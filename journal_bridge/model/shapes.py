@@ -198,6 +198,7 @@ class JournalRepairResult(TypedDict):
     written: int
     already_present: int
     owners_filled: int
+    superseded: int
     notes: list[str]
 
 

@@ -24,6 +24,12 @@ messages the journal never held, abandons nothing; one from a checkpoint with
 no messages abandons everything before it. A message a state update changed
 in place shows in its new version only.
 
+A run the runtime executed again after its worker died has a fork of its
+own (`records.superseded_attempt`): it moves no cut, and the run's message
+records below it leave the branch unless the thread's checkpoints hold their
+message (`kept_message_ids`): what a killed attempt journaled past its last
+checkpoint. The completing attempt's records lie above it.
+
 A journal without forks is one branch, as before forks were recorded:
 journals written before then read as they always did.
 """
@@ -103,6 +109,8 @@ class Fork:
     message_count: int
     edited: frozenset[str]
     rolled_back_run_id: str | None = None
+    attempt: int | None = None  # a run executed again: the attempt that superseded the earlier ones
+    kept: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, record: StoredRecord) -> Fork:
@@ -110,6 +118,8 @@ class Fork:
         ids, edited, count = content.get("message_ids"), content.get("edited_message_ids"), content.get("message_count")
         ids = ids if isinstance(ids, list) else []
         edited = edited if isinstance(edited, list) else []
+        attempt, kept = content.get("attempt"), content.get("kept_message_ids")
+        kept = kept if isinstance(kept, list) else []
         return cls(
             seq=int(record.seq or 0),
             run_id=_text(content.get("run_id")),
@@ -121,6 +131,8 @@ class Fork:
             message_count=count if isinstance(count, int) else len(ids),
             edited=frozenset(str(i) for i in edited),
             rolled_back_run_id=_text(content.get("rolled_back_run_id")),
+            attempt=attempt if isinstance(attempt, int) and content.get("superseded_run_id") else None,
+            kept=frozenset(str(i) for i in kept),
         )
 
 
@@ -177,6 +189,8 @@ class Branch:
         self.ranges: list[tuple[int, int | None]] = []  # (low, high), high None: no bound
         # (fork seq, ids): a message of these ids below the fork shows in its newer version only.
         self._edited: list[tuple[int, frozenset[str]]] = []
+        # (fork seq, run, kept ids): the run's message records below the fork show only if kept.
+        self._superseded: list[tuple[int, str, frozenset[str]]] = []
         self.chain: list[Fork] = []  # the forks the branch went through, newest first
 
     async def _extend(self) -> bool:
@@ -194,6 +208,13 @@ class Branch:
             self._done = True
             return True
         self.ranges.append((fork.seq + 1, pos))
+        if fork.attempt is not None:
+            # A run executed again: no cut, the branch goes on below; its earlier attempts' records are sifted.
+            self._superseded.append((fork.seq, str(fork.run_id), fork.kept))
+            self._pos = fork.seq - 1
+            if self._pos < 1:
+                self._done = True
+            return True
         self.chain.append(fork)
         if fork.edited:
             self._edited.append((fork.seq, fork.edited))
@@ -231,10 +252,14 @@ class Branch:
 
     def visible(self, record: StoredRecord) -> bool:
         """Whether an on-branch record shows (not replaced by a state update's version)."""
-        if not self._edited or record.category != MESSAGE:
+        if record.category != MESSAGE or not (self._edited or self._superseded):
             return True
         message_id = identity(record)
-        return not any(stored_seq(record) < seq and message_id in ids for seq, ids in self._edited)
+        seq = stored_seq(record)
+        if any(seq < since and record.run_id == run_id and message_id not in kept
+               for since, run_id, kept in self._superseded):
+            return False
+        return not any(seq < since and message_id in ids for since, ids in self._edited)
 
     def contains(self, seq: int) -> bool:
         """Whether `seq` lies in a range found so far."""
@@ -381,7 +406,7 @@ async def annotate_forks(
     done: set[str | None] = set()
     for fork in sorted(forks.values(), key=lambda f: f.seq):
         # A rollback is no version anybody chose: nothing to switch to.
-        if not fork.known or fork.rolled_back_run_id or fork.checkpoint_id in done:
+        if not fork.known or fork.rolled_back_run_id or fork.attempt is not None or fork.checkpoint_id in done:
             continue
         done.add(fork.checkpoint_id)
         cut = await branch.cut(fork)
@@ -392,7 +417,8 @@ async def annotate_forks(
         if not any(first is not None and first[0] in by_seq for first in firsts):
             continue
         siblings = [f for f in await read_forks(store, thread_id, after_seq=cut)
-                    if f.checkpoint_id == fork.checkpoint_id and f.known and not f.rolled_back_run_id]
+                    if f.checkpoint_id == fork.checkpoint_id and f.known and not f.rolled_back_run_id
+                    and f.attempt is None]
         alternatives: list[JournalBranchAlternative] = []
         if original is not None and original[0] < siblings[0].seq:
             alternatives.append({"run_id": original[1], "seq": original[0]})

@@ -369,7 +369,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     ),
     "JournalRepairResult": _closed(
         ["thread_id", "status", "checkpoints", "messages", "markers", "written", "already_present",
-         "owners_filled", "notes"],
+         "owners_filled", "superseded", "notes"],
         {
             "thread_id": {"type": "string"},
             "status": {"type": "string", "enum": ["complete", "partial", "not_recoverable", "error"]},
@@ -379,6 +379,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "written": {"type": "integer", "description": "records appended now"},
             "already_present": {"type": "integer", "description": "messages and markers already journaled"},
             "owners_filled": {"type": "integer", "description": "records journaled without an owner, given the thread's"},
+            "superseded": {"type": "integer", "description": (
+                "runs the runtime executed again whose earlier attempt's records, of messages no "
+                "checkpoint holds, left the history")},
             "notes": {"type": "array", "items": {"type": "string"}},
         },
         description="what the backfill did",

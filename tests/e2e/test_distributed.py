@@ -21,6 +21,16 @@ import pytest
 from tests.harness.conversation import EARLY_SUMMARIZATION, TURNS, human, wait_journal_idle
 from tests.harness.langhost_server import LanghostServer, ensure_pg_runtime_venv
 from tests.harness.services import create_database, postgres_server, redis_server
+from tests.harness.kills import (
+    ClientView,
+    attempt_forks,
+    executed_again,
+    history,
+    running_on,
+    stream_viewed,
+    until_history_is_branch,
+)
+from tests.harness.suites import sampled
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.own_versions, pytest.mark.timeout(900)]
 
@@ -234,6 +244,8 @@ async def test_a_run_whose_reader_is_killed_is_taken_over_and_journaled_once(dep
     await wait_journal_idle(executor.url)
     health = await _health(executor.url)
     assert health["runs_read"] == 1 and health["reconciler"]["runs_taken_over"] == 1, health
+    # The run let go was checked with the others of its thread: one journal query found no end.
+    assert health["reconciler"]["released_checks"] >= 1, health
 
     events = await _run_events(executor.url, thread_id, run_id)
     kinds = Counter(event["event_type"] for event in events)
@@ -259,3 +271,162 @@ async def _has_event(url: str, thread_id: str, run_id: str, event_type: str) -> 
             return False  # nothing of the thread journaled yet
         raise
     return any(event["event_type"] == event_type for event in events)
+
+
+# -- kills while runs execute ------------------------------------------------------
+
+FAST_RECONCILE = {"JOURNAL_BRIDGE_RECONCILE_INTERVAL": "0.5"}
+SLOW_MODEL = {"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0.15"}
+
+
+async def _wait_all_ended(client, thread_ids: list[str], timeout: float = 300.0) -> None:
+    async def ended() -> bool:
+        for thread_id in thread_ids:
+            if any(r["status"] in ("pending", "running") for r in await client.runs.list(thread_id)):
+                return False
+        return True
+
+    await _until(ended, "every run to end", timeout)
+
+
+@pytest.mark.parametrize("processes", sampled([2, 3], sample=[2]))
+async def test_runs_through_kills_keep_one_attempt_and_all_the_client_saw(deployment, processes):
+    """One process serves the clients; the others execute runs, with the plugin in
+    each. While runs execute, the process executing them is killed with SIGKILL
+    (twice); the runtime executes them again. Each thread's history must then be
+    its branch of checkpoints exactly -- one attempt of each run, every message
+    once -- and hold every message a client saw that the thread kept."""
+    from langgraph_sdk import get_client
+
+    front = deployment.start(n_jobs=0, env=FAST_RECONCILE)
+    executors = [deployment.start(n_jobs=4, env={**FAST_RECONCILE, **SLOW_MODEL}) for _ in range(processes - 1)]
+    client = get_client(url=front.url)
+    assistant_id = (await client.assistants.create("agent", config={"configurable": EARLY_SUMMARIZATION}))["assistant_id"]
+    thread_ids = [(await client.threads.create())["thread_id"] for _ in range(3)]
+    for thread_id in thread_ids:
+        await client.runs.wait(thread_id, assistant_id, input=human(TURNS[0]))
+
+    views: list[ClientView] = []
+    kills = 0
+    turns = ["add 2 and 3", "what is the weather in Paris"]
+    for text in turns:
+        streams = []
+        for thread_id in thread_ids:
+            views.append(ClientView())
+            # Two threads stream through the front process; the third's request goes
+            # through an executor, whose kill takes its client's connection and reader with it.
+            via = client if thread_id != thread_ids[2] else get_client(url=executors[-1].url)
+            streams.append(asyncio.create_task(stream_viewed(via, thread_id, assistant_id, text, views[-1])))
+        round_views = views[-len(thread_ids):]
+
+        async def answering() -> bool:
+            # Two messages before the turn; its input makes three, the first answer four.
+            return all(view.messages >= 4 for view in round_views)  # noqa: B023 - awaited in this round
+
+        await _until(answering, "every run to answer in part", 120)
+        victim = max(executors, key=lambda s: len(running_on(s)))
+        assert running_on(victim), "the runs are executing when their process is killed"
+        victim.kill()
+        kills += 1
+        if processes == 2:
+            # The only executor: started again on its working directory (its spool, its reconciler's state).
+            victim.start()
+        else:
+            executors.remove(victim)
+            executors.append(deployment.start(n_jobs=4, env={**FAST_RECONCILE, **SLOW_MODEL}))
+        await asyncio.gather(*streams)
+        await _wait_all_ended(client, thread_ids)
+
+    survivors = [front, *executors]
+    for server in survivors:
+        await wait_journal_idle(server.url, timeout=180)
+    found = await until_history_is_branch(front.url, client, thread_ids)
+    forks = []
+    for thread_id, (shown_items, expected, items) in found.items():
+        assert shown_items == expected, (thread_id, shown_items, expected)
+        ids = [item["id"] for item in items if item.get("id")]
+        assert len(ids) == len(set(ids)), Counter(ids).most_common(3)
+        assert [item["content"] for item in items if item["type"] == "human"] == [TURNS[0], *turns]
+        runs = {r["run_id"] for r in await client.runs.list(thread_id)}
+        for view in views:
+            if view.run_id in runs:
+                # What a client saw and the thread kept is in the history.
+                assert set(view.message_ids) & set(expected) <= set(ids), view.message_ids
+        for run_id in runs:
+            kinds = Counter(event["event_type"] for event in await _run_events(front.url, thread_id, run_id))
+            assert kinds["run.end"] <= 1 and kinds["run.error"] == 0, (run_id, kinds)
+        forks += await attempt_forks(front.url, thread_id)
+        # Every process reads the same history.
+        for server in survivors[1:]:
+            assert await history(server.url, thread_id) == items
+
+    # The kills hit runs in flight: the runtime executed them again, and each such run
+    # the journal had records of is superseded once.
+    again = await executed_again(client, thread_ids)
+    attempts = Counter(max(view.attempts or [1]) for view in views)
+    print(f"\n{processes} processes: {kills} kills, {len(again)} runs executed again, client streams by "
+          f"last attempt seen {dict(attempts)}, {len(forks)} attempt forks journaled")
+    assert again, "a killed process's runs are executed again"
+    assert {fork["run_id"] for fork in forks} <= again
+    assert len(forks) == len({fork["run_id"] for fork in forks}), "one fork per run executed again"
+
+
+async def test_a_rollback_and_a_deletion_no_request_showed_on_postgres(deployment):
+    """A run rolled back by the next one: langgraph-runtime-pg deletes the run but keeps
+    its checkpoints, and the thread goes on from them -- so does the history. A thread
+    deleted in the runtime's database (no request showed it) loses its journal at a
+    reconciler's sweep."""
+    import psycopg
+    from langgraph_sdk import get_client
+
+    from tests.harness.thread_truth import conversation, shown
+
+    first = deployment.start(n_jobs=2, env={**FAST_RECONCILE, "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0.2"})
+    second = deployment.start(n_jobs=2, env={**FAST_RECONCILE, "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0.2"})
+    client, other = get_client(url=first.url), get_client(url=second.url)
+    thread_id = (await client.threads.create())["thread_id"]
+    await client.runs.wait(thread_id, "agent", input=human(TURNS[0]))
+    rolled = await client.runs.create(thread_id, "agent", input=human("add 2 and 3"))
+    # Rolled back once it has answered in part: its messages are journaled.
+    await _until(lambda: _has_event(first.url, thread_id, rolled["run_id"], "llm.ai.response"), "the run's first answer")
+    then = await other.runs.create(thread_id, "agent", input=human(TURNS[2]), multitask_strategy="rollback")
+    await other.runs.join(thread_id, then["run_id"])
+    for server in (first, second):
+        await wait_journal_idle(server.url)
+    assert rolled["run_id"] not in {r["run_id"] for r in await client.runs.list(thread_id)}, "the run is gone"
+    expected = await conversation(client, thread_id)
+
+    async def branch_shown() -> bool:
+        return shown(await _journal(second.url, thread_id)) == expected
+
+    await _until(branch_shown, "the history to be the thread's branch", 60)
+    items = await _journal(first.url, thread_id)
+    assert len({item["id"] for item in items}) == len(items)
+    # The rolled back run ends in its cancel; its messages stay where the thread kept them.
+    events = await _run_events(first.url, thread_id, rolled["run_id"])
+    assert [e["event_type"] for e in events if e["category"] in ("outputs", "error")] == ["run.error"]
+    checkpointed = {m["id"] for s in await client.threads.get_history(thread_id, limit=100)
+                    if s["metadata"].get("run_id") == rolled["run_id"] for m in s["values"]["messages"]}
+    assert checkpointed, "langgraph-runtime-pg keeps a rolled back run's checkpoints"
+    try:
+        forks = [e["content"] for e in await _run_events(first.url, thread_id, "journal-bridge:branches")]
+    except httpx.HTTPStatusError as exc:
+        assert exc.response.status_code == 404
+        forks = []
+    assert not any(f.get("rolled_back_run_id") for f in forks)
+
+    # Gone from the runtime's database behind every process's back.
+    kept = (await client.threads.create())["thread_id"]
+    await client.runs.wait(kept, "agent", input=human(TURNS[0]))
+    await wait_journal_idle(first.url)
+    with psycopg.connect(deployment.database_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM threads WHERE thread_id = %s", (thread_id,))
+
+    async def swept() -> bool:
+        async with httpx.AsyncClient(base_url=first.url, timeout=30) as http:
+            return (await http.get(f"/journal/threads/{thread_id}/messages")).status_code == 404
+
+    await _until(swept, "a reconciler's sweep to delete the journal", 120)
+    assert (await _journal(second.url, kept)), "a thread the server still has keeps its journal"
+    deleted = [(await _health(server.url))["reconciler"]["threads_deleted"] for server in (first, second)]
+    assert sum(deleted) >= 1, deleted

@@ -169,3 +169,46 @@ async def _wait_health(url: str, ready, *, timeout: float = 60.0) -> dict:
             return health
         assert time.monotonic() < deadline, health
         await asyncio.sleep(0.2)
+
+
+async def test_a_run_executed_anew_that_ended_unseen_is_backfilled_as_one_attempt(start_dev_server):
+    """The server is killed mid-answer; after the restart the runtime executes anew
+    what was running when it last saved its state, and that ends before anything
+    journals it live (the reconciler is off). A repair backfills the thread: the
+    history is the thread's branch, one attempt of each run; the killed attempt
+    stays in the journal."""
+    from tests.harness.thread_truth import conversation, shown
+
+    first = start_dev_server(env={"JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "1.0"})
+    client = get_client(url=first.url)
+    thread_id = (await client.threads.create())["thread_id"]
+    await client.runs.wait(thread_id, "agent", input=human("hello there"))
+    frames = await kill_mid_stream(first, client, thread_id, "add 2 and 3", messages=4, then=1)
+    killed = [m["id"] for m in message_ids_seen(frames)]
+    db = first.workdir / "journal.db"
+
+    second = start_dev_server(env={"JOURNAL_BRIDGE_RECONCILE_INTERVAL": "0"}, workdir=first.workdir)
+    client = get_client(url=second.url)
+    if not retries_runs_left_running(second.read_log()):
+        # An older runtime executes nothing anew: the run stays `running`.
+        assert [r["status"] for r in await client.runs.list(thread_id)][0] == "running"
+        return
+    await _wait_runs_ended(client, thread_id)
+    expected = await conversation(client, thread_id)
+    stray = [i for i in killed if i not in expected]
+    repaired = httpx.post(f"{second.url}/journal/threads/{thread_id}/repair", timeout=60)
+    assert repaired.status_code == 200, repaired.text
+    # Which attempt the runtime executed anew depends on when it last saved its state: the
+    # killed run (from its checkpoints, or from its input if none were saved), or the run
+    # before it, which had ended since (the killed run is then lost to the server).
+    assert (repaired.json()["superseded"] > 0) == bool(stray), (repaired.json(), killed, expected)
+    items = httpx.get(f"{second.url}/journal/threads/{thread_id}/messages", params={"limit": 500}).json()["data"]
+    assert shown(items) == expected
+    assert len({i["id"] for i in items}) == len(items)
+    again = httpx.post(f"{second.url}/journal/threads/{thread_id}/repair", timeout=60).json()
+    assert again["written"] == 0 and again["superseded"] == 0, again
+    # The killed attempt's records stay in the journal, readable by run.
+    async with open_store(f"sqlite:///{db}") as store:
+        timeline = await store.list_timeline(thread_id, limit=500)
+    assert set(killed) <= {r.content.get("id") for r in timeline if r.category == "message"}
+    print(f"\nkilled attempt: {len(killed)} messages seen by its client, {len(stray)} of them in no checkpoint")

@@ -174,3 +174,58 @@ async def test_a_page_read_while_a_regenerate_lands_shows_none_of_it_or_all_of_i
     after = first[-1]["seq"] if first else last_seq
     polled = (await history.history_page(store, THREAD, limit=50, after_seq=after))["data"]
     assert [(i["id"], i.get("branch", {}).get("index")) for i in polled] == [("a2-again", 2)]
+
+
+def _executed_again(fork_at: str) -> _Journal:
+    """r2's worker dies after its tool call and a half-written answer; the runtime
+    executes it again from its last checkpoint (q2, c2). Then r3, and a regenerate
+    of r3 when `fork_at` says so."""
+    journal = _Journal()
+    journal.run("r1", "q1", "a1")
+    journal.events.append(make_event(thread_id=THREAD, run_id="r2", event_type="run.start", content={}))
+    for text, kind in (("q2", "human"), ("c2", "ai"), ("a2-killed", "ai")):
+        event_type = "llm.ai.response" if kind == "ai" else "llm.human.input"
+        journal.events.append(make_event(thread_id=THREAD, run_id="r2", event_type=event_type,
+                                         content={"type": kind, "id": text, "content": text}))
+    journal.events.append(records.superseded_attempt(THREAD, "r2", 2, ["q2", "c2"]))
+    journal.state = ["q1", "a1", "q2", "c2"]
+    journal.run_of.update({"q2": "r2", "c2": "r2"})
+    journal.run("r2", "a2")
+    journal.run("r3", "q3", "a3")
+    if fork_at:
+        journal.fork("r4", fork_at, "a3-again")
+    return journal
+
+
+@pytest.mark.parametrize("fork_at", ["", "q3", "c2"])
+async def test_a_run_executed_again_shows_one_attempt(store, fork_at):
+    journal = _executed_again(fork_at)
+    await store.put_batch(journal.events)
+    expected = {"": ["q1", "a1", "q2", "c2", "a2", "q3", "a3"],
+                "q3": ["q1", "a1", "q2", "c2", "a2", "q3", "a3-again"],
+                "c2": ["q1", "a1", "q2", "c2", "a3-again"]}[fork_at]
+    for limit in (500, 2):
+        backward, before = [], None
+        while True:
+            page = await history.history_page(store, THREAD, limit=limit, before_seq=before)
+            backward = page["data"] + backward
+            if not page["has_more"]:
+                break
+            before = page["next_before_seq"]
+        forward, after = [], 0
+        while True:
+            page = await history.history_page(store, THREAD, limit=limit, after_seq=after)
+            forward += page["data"]
+            if not page["has_more"]:
+                break
+            after = page["next_after_seq"]
+        assert [i["id"] for i in backward] == [i["id"] for i in forward] == expected
+    # A run executed again is no version anybody chose; the killed attempt's records stay in the journal.
+    items = (await history.history_page(store, THREAD, limit=500))["data"]
+    marked = [i["id"] for i in items if "branch" in i]
+    assert marked == ({"": [], "q3": ["a3-again"], "c2": ["a3-again"]}[fork_at])
+    kept = await store.list_events(THREAD, "r2", limit=50)
+    assert "a2-killed" in [r.content.get("id") for r in kept]
+    # Written again (a live reader and a backfill both saw the attempt), it is one fork.
+    await store.put_batch([records.superseded_attempt(THREAD, "r2", 2, ["q2", "c2"])])
+    assert len(await branches.read_forks(store, THREAD)) == (2 if fork_at else 1)

@@ -19,7 +19,8 @@ from journal_bridge.delivery.bridge import EVENTS_CAPTURE, Bridge
 from journal_bridge.host.sse import Frame
 from journal_bridge.mapping.capture_setting import Capture
 from journal_bridge.mapping.reader import RunSource
-from journal_bridge.model.envelope import OUTPUTS, RUN_END, make_event
+from journal_bridge.model import records
+from journal_bridge.model.envelope import RUN_END
 from journal_bridge.store import RunEventStore, open_store
 
 
@@ -91,7 +92,7 @@ async def test_the_reconciler_takes_a_run_over_once_its_holder_lets_go(tmp_path)
         assert reconciler._elsewhere == {"r1": "t1"} and not bridge.following("t1", "r1")
 
         # The holder read the run to its end and let go; the run's status lags behind.
-        await there.put_batch([make_event(thread_id="t1", run_id="r1", event_type=RUN_END, category=OUTPUTS)])
+        await there.put_batch([records.record("t1", "r1", records.run_end({}))])
         await there.release_run("r1")
         await reconciler._retry_elsewhere()
         await asyncio.sleep(0)
@@ -151,10 +152,10 @@ async def test_a_client_stream_that_ended_without_a_frame_is_read_by_a_join(tmp_
 
 
 async def test_a_takeover_whose_read_fails_is_tried_again_at_the_next_pass(tmp_path):
-    runs = _Runs({"r1": _HELD_RUN})
+    # Its reader died before the run ended; the run ended since.
+    runs = _Runs({"r1": {**_HELD_RUN, "status": "success"}})
     async with _held_elsewhere(tmp_path, runs) as (bridge, reconciler, there):
         await reconciler._discover("t1")
-        await there.put_batch([make_event(thread_id="t1", run_id="r1", event_type=RUN_END, category=OUTPUTS)])
         await there.release_run("r1")
 
         runs.failing_reads = 1
@@ -166,4 +167,71 @@ async def test_a_takeover_whose_read_fails_is_tried_again_at_the_next_pass(tmp_p
 
         await reconciler._retry_elsewhere()
         await bridge.stop()
-        assert not reconciler._elsewhere and reconciler._settled["r1"] == "journaled"
+        assert not reconciler._elsewhere and reconciler._waiting == {"r1": "t1"} and reconciler._repair == {"t1"}
+        assert await there.claim_run("r1"), "the claim was given up"
+
+
+class _CountedStore:
+    """A journal that counts the reads the reconciler makes of it."""
+
+    def __init__(self, store: RunEventStore) -> None:
+        self._store, self.reads = store, 0
+
+    def __getattr__(self, name: str):
+        attribute = getattr(self._store, name)
+        if name in ("has_source_keys", "list_events", "list_timeline"):
+            async def counted(*args, **kwargs):
+                self.reads += 1
+                return await attribute(*args, **kwargs)
+
+            return counted
+        return attribute
+
+
+class _CountedRuns(_Runs):
+    def __init__(self, runs: dict[str, dict]) -> None:
+        super().__init__(runs)
+        self.gets = 0
+
+    async def get(self, thread_id, run_id):
+        self.gets += 1
+        return await super().get(thread_id, run_id)
+
+
+async def test_runs_let_go_by_their_reader_are_checked_a_thread_at_a_time(tmp_path):
+    """Twelve runs of two threads read by another process: once it lets go, one journal
+    query per thread settles those it journaled to the end, and only the one whose
+    reader died before its end is read from the server."""
+    held = {f"r{n}": {**_HELD_RUN, "run_id": f"r{n}", "thread_id": f"t{n % 2}", "status": "success"} for n in range(12)}
+    runs = _CountedRuns(held)
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    sdk = SimpleNamespace(runs=runs)
+    async with open_store(url) as here, open_store(url) as there:
+        counted = _CountedStore(here)
+        bridge = Bridge(here, lambda: sdk)
+        await bridge.start()
+        reconciler = Reconciler(bridge, lambda: sdk, lambda: counted, sweep_deleted=False)
+        for run_id in held:
+            assert await there.claim_run(run_id)
+        for thread_id in ("t0", "t1"):
+            runs.runs = {k: v for k, v in held.items() if v["thread_id"] == thread_id}
+            await reconciler._discover(thread_id)
+        runs.runs = held
+        assert len(reconciler._elsewhere) == 12 and runs.gets == 0
+
+        # The holder journaled eleven to their end (one failed) and let go of all twelve.
+        ends = [records.record(v["thread_id"], k, records.run_end({}) if k != "r5" else records.run_error("boom"))
+                for k, v in held.items() if k != "r7"]
+        await there.put_batch(ends)
+        for run_id in held:
+            await there.release_run(run_id)
+        counted.reads = 0
+        await reconciler._retry_elsewhere()
+        await bridge.stop()
+
+    assert counted.reads == 2, "one journal query per thread"
+    assert runs.gets == 1, "only the run whose end is not journaled is read from the server"
+    assert not reconciler._elsewhere
+    assert {k for k, how in reconciler._settled.items() if how == "journaled"} == set(held) - {"r7"}
+    assert reconciler._waiting == {"r7": "t1"}
+    assert reconciler.stats["released_checks"] == 2 and reconciler.stats["runs_taken_over"] == 12

@@ -21,6 +21,7 @@ from journal_bridge.host.outcome import (
     INTERRUPTED,
     RunOutcome,
     read_outcome,
+    rollback_removed_checkpoints,
 )
 from journal_bridge.mapping.events_mapper import RunMapper, map_parts
 from journal_bridge.mapping.state_mapper import StateMapper
@@ -356,3 +357,31 @@ async def test_a_runtime_that_cannot_be_read_leaves_the_status_to_runs_get():
     broken = _InProcess(TypeError("another runtime's signature"), {"status": "error"}, {"status": "idle", "error": None})
     broken.runs = SimpleNamespace(get=broken._get_run, join=broken._get_run)
     assert (await read_outcome(broken, THREAD, RUN)).failed
+
+
+async def test_a_rollback_that_kept_the_runs_checkpoints_is_told_apart():
+    """langgraph-runtime-inmem removes a rolled back run's checkpoints, then the run;
+    langgraph-runtime-pg 0.11 removes the run only."""
+    removed = _Server(None, {"status": "idle"}, history=[])
+    assert await rollback_removed_checkpoints(removed, THREAD, RUN)
+    assert removed.history_filters == [{"run_id": RUN}]
+    kept = _Server(None, {"status": "idle"}, history=[{"metadata": {"run_id": RUN}}])
+    assert not await rollback_removed_checkpoints(kept, THREAD, RUN)
+
+
+async def test_a_rollback_is_asked_about_once_its_run_is_gone():
+    server = _Server({"status": "running"}, {"status": "idle"}, history=[{"metadata": {"run_id": RUN}}])
+    reads = 0
+    get_run = server.runs.get
+
+    async def run_then_gone(thread_id, run_id):
+        nonlocal reads
+        reads += 1
+        if reads == 3:
+            # Deleted with its checkpoints meanwhile.
+            server._run, server._history = None, []
+        return await get_run(thread_id, run_id)
+
+    server.runs.get = run_then_gone
+    assert await rollback_removed_checkpoints(server, THREAD, RUN, poll=0.01)
+    assert reads == 3
