@@ -255,19 +255,7 @@ class _Reconstruction:
         elif event_type == LLM_TOOL_RESULT:
             metadata["tool"] = message.get("name")
         self.result.messages += 1
-        self.identities.append(("message", str(message["id"])))
-        self.records.append(
-            make_event(
-                thread_id=self.thread_id,
-                run_id=self._run_id(state),
-                event_type=event_type,
-                category=MESSAGE,
-                content=dict(message),
-                metadata=metadata,
-                created_at=parse_time(state.get("created_at")),
-                source_key=f"backfill:message:{message['id']}",
-            )
-        )
+        self._record(("message", str(message["id"])), "message", state, event_type, MESSAGE, dict(message), metadata)
 
     def _marker(
         self,
@@ -309,23 +297,38 @@ class _Reconstruction:
         if previous is None:
             metadata["incomplete"] = True
         self.result.markers += 1
-        self.identities.append(("marker", str(summary["id"])))
+        content = {
+            "name": name or "SummarizationMiddleware",
+            "hook": hook or "before_model",
+            "action": "summarize",
+            "changes": changes,
+            **spec_content,
+        }
+        self._record(("marker", str(summary["id"])), "summarize", state, MIDDLEWARE_SUMMARIZE, MIDDLEWARE, content, metadata)
+
+    def _record(
+        self,
+        identity: tuple[str, str],
+        key_kind: str,
+        state: Mapping[str, object],
+        event_type: str,
+        category: str,
+        content: object,
+        metadata: dict[str, object],
+    ) -> None:
+        """Collect the record of one message or marker found in `state`, under its
+        (kind, identity) and the source key `backfill:<key_kind>:<identity>`."""
+        self.identities.append(identity)
         self.records.append(
             make_event(
                 thread_id=self.thread_id,
                 run_id=self._run_id(state),
-                event_type=MIDDLEWARE_SUMMARIZE,
-                category=MIDDLEWARE,
-                content={
-                    "name": name or "SummarizationMiddleware",
-                    "hook": hook or "before_model",
-                    "action": "summarize",
-                    "changes": changes,
-                    **spec_content,
-                },
+                event_type=event_type,
+                category=category,
+                content=content,
                 metadata=metadata,
                 created_at=parse_time(state.get("created_at")),
-                source_key=f"backfill:summarize:{summary['id']}",
+                source_key=f"backfill:{key_kind}:{identity[1]}",
             )
         )
 
