@@ -80,7 +80,6 @@ from journal_bridge.model.shapes import (
     JournalHistoryItem,
     JournalHistoryPage,
     JournalInterrupt,
-    JournalMarkersPage,
     JournalMessageItem,
     JournalRunStatus,
     JournalSummaryMarker,
@@ -96,7 +95,6 @@ __all__ = [
     "anchor_of",
     "TIMELINE_CATEGORIES",
     "history_page",
-    "markers_page",
     "project",
     "project_record",
 ]
@@ -529,21 +527,3 @@ async def history_page(
     categories, projector = ((MIDDLEWARE,), _markers_only) if markers_only else (TIMELINE_CATEGORIES, project)
     return await _page(store, thread_id, _PageQuery(categories, projector, limit, before_seq, after_seq, ceiling, branch))
 
-
-async def markers_page(
-    store: RunEventStore,
-    thread_id: str,
-    *,
-    limit: int = 50,
-    before_seq: int | None = None,
-    after_seq: int | None = None,
-    run_id: str | None = None,
-    checkpoint: Mapping[str, object] | None = None,
-) -> JournalMarkersPage:
-    """`history_page` with its page contract and parameters, holding summary markers only."""
-    page = await history_page(
-        store, thread_id, limit=limit, before_seq=before_seq, after_seq=after_seq, run_id=run_id,
-        checkpoint=checkpoint, markers_only=True,
-    )
-    # Its items are the markers alone (`_markers_only`).
-    return cast(JournalMarkersPage, page)
