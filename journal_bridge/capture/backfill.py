@@ -51,21 +51,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from journal_bridge.model import envelope as ev
 from journal_bridge.model import records
-from journal_bridge.model.envelope import (
-    LLM_AI_RESPONSE,
-    LLM_HUMAN_INPUT,
-    LLM_TOOL_RESULT,
-    MESSAGE,
-    MIDDLEWARE,
-    MIDDLEWARE_SUMMARIZE,
-    RUN_END,
-    SUMMARIZATION_EVENT,
-    TRACE,
-    RunEvent,
-    make_event,
-    stored_seq,
-)
+from journal_bridge.model.envelope import RunEvent, make_event, stored_seq
 from journal_bridge.projection.branches import read_forks
 from journal_bridge.projection.history import ORDER_EVENT, ORDER_RUN_ID, anchor_of
 from journal_bridge.mapping.attempts import checkpoint_attempt, run_message_ids
@@ -87,7 +75,7 @@ __all__ = [
 ]
 
 BACKFILL_SOURCE = "backfill"
-_EVENT_TYPES = {"human": LLM_HUMAN_INPUT, "ai": LLM_AI_RESPONSE, "tool": LLM_TOOL_RESULT}
+_EVENT_TYPES = {"human": ev.LLM_HUMAN_INPUT, "ai": ev.LLM_AI_RESPONSE, "tool": ev.LLM_TOOL_RESULT}
 _PAGE = 100
 _WRITE_BATCH = 500
 
@@ -250,24 +238,12 @@ class _Reconstruction:
             return
         node = _writer_node(previous)
         metadata = self._metadata(state, node)
-        if event_type == LLM_AI_RESPONSE:
+        if event_type == ev.LLM_AI_RESPONSE:
             metadata.update(caller=node, usage=message.get("usage_metadata"))
-        elif event_type == LLM_TOOL_RESULT:
+        elif event_type == ev.LLM_TOOL_RESULT:
             metadata["tool"] = message.get("name")
         self.result.messages += 1
-        self.identities.append(("message", str(message["id"])))
-        self.records.append(
-            make_event(
-                thread_id=self.thread_id,
-                run_id=self._run_id(state),
-                event_type=event_type,
-                category=MESSAGE,
-                content=dict(message),
-                metadata=metadata,
-                created_at=parse_time(state.get("created_at")),
-                source_key=f"backfill:message:{message['id']}",
-            )
-        )
+        self._record(("message", str(message["id"])), "message", state, event_type, ev.MESSAGE, dict(message), metadata)
 
     def _marker(
         self,
@@ -292,7 +268,7 @@ class _Reconstruction:
             earlier_summaries = [i for i in replaced if i in summaries]
             condensed = len(replaced) - len(earlier_summaries)
         changes = {
-            "event": SUMMARIZATION_EVENT,
+            "event": ev.SUMMARIZATION_EVENT,
             "middleware": name or None,
             "hook": hook or "before_model",
             "replaced_count": None if replaced is None else len(replaced),
@@ -309,23 +285,38 @@ class _Reconstruction:
         if previous is None:
             metadata["incomplete"] = True
         self.result.markers += 1
-        self.identities.append(("marker", str(summary["id"])))
+        content = {
+            "name": name or "SummarizationMiddleware",
+            "hook": hook or "before_model",
+            "action": "summarize",
+            "changes": changes,
+            **spec_content,
+        }
+        self._record(("marker", str(summary["id"])), "summarize", state, ev.MIDDLEWARE_SUMMARIZE, ev.MIDDLEWARE, content, metadata)
+
+    def _record(
+        self,
+        identity: tuple[str, str],
+        key_kind: str,
+        state: Mapping[str, object],
+        event_type: str,
+        category: str,
+        content: object,
+        metadata: dict[str, object],
+    ) -> None:
+        """Collect the record of one message or marker found in `state`, under its
+        (kind, identity) and the source key `backfill:<key_kind>:<identity>`."""
+        self.identities.append(identity)
         self.records.append(
             make_event(
                 thread_id=self.thread_id,
                 run_id=self._run_id(state),
-                event_type=MIDDLEWARE_SUMMARIZE,
-                category=MIDDLEWARE,
-                content={
-                    "name": name or "SummarizationMiddleware",
-                    "hook": hook or "before_model",
-                    "action": "summarize",
-                    "changes": changes,
-                    **spec_content,
-                },
+                event_type=event_type,
+                category=category,
+                content=content,
                 metadata=metadata,
                 created_at=parse_time(state.get("created_at")),
-                source_key=f"backfill:summarize:{summary['id']}",
+                source_key=f"backfill:{key_kind}:{identity[1]}",
             )
         )
 
@@ -345,11 +336,11 @@ async def _journaled_identities(
             if not isinstance(content, dict):
                 continue
             position = anchor_of(record) or stored_seq(record)
-            if record.category == MESSAGE and content.get("id"):
+            if record.category == ev.MESSAGE and content.get("id"):
                 found.setdefault(("message", str(content["id"])), position)
                 if by_run is not None and not records.is_hidden(record.metadata):
                     by_run.setdefault(record.run_id, {})[str(content["id"])] = int(record.seq or 0)
-            elif record.event_type == MIDDLEWARE_SUMMARIZE:
+            elif record.event_type == ev.MIDDLEWARE_SUMMARIZE:
                 summary_id = (content.get("changes") or {}).get("summary_message_id")
                 if summary_id:
                     found.setdefault(("marker", str(summary_id)), position)
@@ -467,7 +458,7 @@ async def backfill_thread(
         displaced.update({str(r.seq): anchor for r in added if (anchor := anchor_of(r)) is not None})
     if displaced:
         await store.put_batch([make_event(
-            thread_id=thread_id, run_id=ORDER_RUN_ID, event_type=ORDER_EVENT, category=TRACE,
+            thread_id=thread_id, run_id=ORDER_RUN_ID, event_type=ORDER_EVENT, category=ev.TRACE,
             content={"displaced": displaced}, metadata={"source": BACKFILL_SOURCE},
             source_key=f"order:{min(map(int, displaced))}",
         )])
@@ -537,7 +528,7 @@ async def _run_lost(client: SdkClient, thread_id: str, run_id: str) -> bool:
 
 async def _ended_elsewhere(store: RunEventStore, thread_id: str, run_id: str, on_branch: set[str]) -> bool:
     """Whether the journal holds an end of the run whose last message the branch never held."""
-    for end in await store.list_events(thread_id, run_id, event_types=[RUN_END], limit=10):
+    for end in await store.list_events(thread_id, run_id, event_types=[ev.RUN_END], limit=10):
         last = end.content.get("last_message_id") if isinstance(end.content, dict) else None
         if last and str(last) not in on_branch:
             return True

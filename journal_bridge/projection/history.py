@@ -60,27 +60,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, cast
 
-from journal_bridge.model.envelope import (
-    ERROR,
-    LLM_AI_RESPONSE,
-    LLM_HUMAN_INPUT,
-    LLM_TOOL_RESULT,
-    MESSAGE,
-    MIDDLEWARE,
-    MIDDLEWARE_SUMMARIZE,
-    OUTPUTS,
-    RUN_ERROR,
-    RUN_INTERRUPT,
-    StoredRecord,
-    stored_seq,
-)
+from journal_bridge.model import envelope as ev
+from journal_bridge.model.envelope import StoredRecord, stored_seq
 from journal_bridge.model.errors import InvalidArgument
 from journal_bridge.model.records import CANCELLED_ERROR_TYPE, MARKER_COUNTS, is_hidden
 from journal_bridge.model.shapes import (
     JournalHistoryItem,
     JournalHistoryPage,
     JournalInterrupt,
-    JournalMarkersPage,
     JournalMessageItem,
     JournalRunStatus,
     JournalSummaryMarker,
@@ -96,7 +83,6 @@ __all__ = [
     "anchor_of",
     "TIMELINE_CATEGORIES",
     "history_page",
-    "markers_page",
     "project",
     "project_record",
 ]
@@ -106,13 +92,13 @@ RUN_STATUS_TYPE = "run_status"
 ORDER_RUN_ID = "journal-bridge:order"
 ORDER_EVENT = "journal.order"
 # `outputs` holds `run.interrupt` and one `run.end` per run, which projects to nothing.
-TIMELINE_CATEGORIES = (MESSAGE, MIDDLEWARE, ERROR, OUTPUTS)
+TIMELINE_CATEGORIES = (ev.MESSAGE, ev.MIDDLEWARE, ev.ERROR, ev.OUTPUTS)
 
 _MessageType = Literal["human", "ai", "tool"]
 _MESSAGE_TYPES: dict[str, _MessageType] = {
-    LLM_HUMAN_INPUT: "human",
-    LLM_AI_RESPONSE: "ai",
-    LLM_TOOL_RESULT: "tool",
+    ev.LLM_HUMAN_INPUT: "human",
+    ev.LLM_AI_RESPONSE: "ai",
+    ev.LLM_TOOL_RESULT: "tool",
 }
 # A timeline read may hit records that project to nothing; each read asks for
 # at least this many so a page with hidden records still needs few queries.
@@ -167,7 +153,7 @@ def _text(value: object) -> str | None:
 
 
 def _marker(event: StoredRecord) -> JournalSummaryMarker | None:
-    if event.event_type != MIDDLEWARE_SUMMARIZE:
+    if event.event_type != ev.MIDDLEWARE_SUMMARIZE:
         return None
     content: dict[str, object] = event.content if isinstance(event.content, dict) else {}
     action = content.get("action", "summarize")
@@ -207,11 +193,11 @@ def _interrupts(value: object) -> list[JournalInterrupt]:
 def _run_status(event: StoredRecord) -> JournalRunStatus | None:
     content, metadata = event.content, event.metadata or {}
     status: Literal["failed", "cancelled", "interrupted"]
-    if event.event_type == RUN_ERROR:
+    if event.event_type == ev.RUN_ERROR:
         error_type = _text(metadata.get("error_type"))
         status = "cancelled" if error_type == CANCELLED_ERROR_TYPE else "failed"
         message, interrupts = (content if isinstance(content, str) else None), []
-    elif event.event_type == RUN_INTERRUPT:
+    elif event.event_type == ev.RUN_INTERRUPT:
         status, error_type, message = "interrupted", None, None
         interrupts = _interrupts(content.get("interrupts") if isinstance(content, dict) else None)
     else:
@@ -231,11 +217,11 @@ def _run_status(event: StoredRecord) -> JournalRunStatus | None:
 
 def project_record(event: StoredRecord) -> JournalHistoryItem | None:
     """The item one record projects to, or None when it is not part of the conversation."""
-    if event.category == MESSAGE:
+    if event.category == ev.MESSAGE:
         return _message_row(event)
-    if event.category == MIDDLEWARE:
+    if event.category == ev.MIDDLEWARE:
         return _marker(event)
-    if event.category in (ERROR, OUTPUTS):
+    if event.category in (ev.ERROR, ev.OUTPUTS):
         return _run_status(event)
     return None
 
@@ -526,24 +512,6 @@ async def history_page(
     """
     ceiling = await store.last_seq(thread_id)
     branch = await branch_of(store, thread_id, run_id=run_id, checkpoint=checkpoint, ceiling=ceiling)
-    categories, projector = ((MIDDLEWARE,), _markers_only) if markers_only else (TIMELINE_CATEGORIES, project)
+    categories, projector = ((ev.MIDDLEWARE,), _markers_only) if markers_only else (TIMELINE_CATEGORIES, project)
     return await _page(store, thread_id, _PageQuery(categories, projector, limit, before_seq, after_seq, ceiling, branch))
 
-
-async def markers_page(
-    store: RunEventStore,
-    thread_id: str,
-    *,
-    limit: int = 50,
-    before_seq: int | None = None,
-    after_seq: int | None = None,
-    run_id: str | None = None,
-    checkpoint: Mapping[str, object] | None = None,
-) -> JournalMarkersPage:
-    """`history_page` with its page contract and parameters, holding summary markers only."""
-    page = await history_page(
-        store, thread_id, limit=limit, before_seq=before_seq, after_seq=after_seq, run_id=run_id,
-        checkpoint=checkpoint, markers_only=True,
-    )
-    # Its items are the markers alone (`_markers_only`).
-    return cast(JournalMarkersPage, page)

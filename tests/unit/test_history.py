@@ -182,7 +182,7 @@ async def test_has_more_is_false_when_only_hidden_records_remain(store):
 
 
 async def test_markers_page_lists_only_markers(store, records):
-    page = await history.markers_page(store, THREAD_ID, limit=50)
+    page = await history.history_page(store, THREAD_ID, limit=50, markers_only=True)
     assert [item["type"] for item in page["data"]] == ["summary_marker"]
     assert page["data"][0]["replaced_count"] == 8
     assert page["has_more"] is False
@@ -279,7 +279,7 @@ async def test_the_category_and_the_caller_decide_what_is_conversation(store):
 
 async def test_a_later_marker_does_not_count_the_earlier_summary_as_condensed(store):
     await journal_agent_thread(store, "compacted-twice")
-    markers = (await history.markers_page(store, "compacted-twice"))["data"]
+    markers = (await history.history_page(store, "compacted-twice", markers_only=True))["data"]
     assert len(markers) >= 2
     first, second = markers[0], markers[1]
     assert first["condensed_count"] == first["replaced_count"]
@@ -299,7 +299,7 @@ async def test_a_later_marker_does_not_count_the_earlier_summary_as_condensed(st
 
 async def test_the_designs_reader_finds_every_marker_with_its_count_and_summary(store):
     await journal_agent_thread(store, "read-as-designed")
-    ours = (await history.markers_page(store, "read-as-designed"))["data"]
+    ours = (await history.history_page(store, "read-as-designed", markers_only=True))["data"]
     records = await store.list_timeline("read-as-designed", categories=("message", "middleware"), limit=500)
     designed = [i for i in design_history(r.to_dict() for r in records) if i["type"] == "summary_marker"]
     assert len(ours) >= 2
@@ -319,6 +319,6 @@ async def test_a_marker_of_deerflows_design_alone_shows_its_count_and_summary(st
         make_event(thread_id="designed", run_id="r", event_type="middleware:summarize", category="middleware",
                    content={"role": "system", "content": "What came before."}, metadata={"replaced_count": 4}),
     ])
-    (marker,) = (await history.markers_page(store, "designed"))["data"]
+    (marker,) = (await history.history_page(store, "designed", markers_only=True))["data"]
     assert (marker["replaced_count"], marker["condensed_count"], marker["summary"]) == (4, 4, "What came before.")
     assert marker["preserved_count"] is None and marker["replaced_message_ids"] == []
