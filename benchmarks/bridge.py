@@ -90,6 +90,7 @@ import argparse
 import asyncio
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -107,12 +108,10 @@ from tests.harness.bench.report import (
     print_tasks,
     print_threads,
 )
-from tests.harness.bench import servers as bench_servers
 from tests.harness.bench.server_threads import ThreadNames
 from tests.harness.bench.servers import (
     CAPTURES,
     ON_REQUEST,
-    quiet_dev_server,
     rss_mib,
     start_order,
     start_servers,
@@ -131,18 +130,9 @@ Cells = dict[tuple[str, str], Cell]
 
 
 # Another script may run this matrix on servers of its own (a setting beside
-# `CAPTURES`): it replaces `CAPTURES`, `start_server` or the `quiet_dev_server`
-# that launches it, or a printer, in this module, and the matrix uses what it
-# finds here when it runs.
-def start_server(
-    capture: str,
-    pace: float,
-    collections: FullCollections | None = None,
-    clock: TaskClock | None = None,
-    thread_names: ThreadNames | None = None,
-) -> LanggraphDevServer:
-    """The server of a capture setting, launched through this module's `quiet_dev_server`."""
-    return bench_servers.start_server(capture, pace, collections, clock, thread_names, launch=quiet_dev_server)
+# `CAPTURES`): it hands `matrix` the function that starts them (`start`), and
+# replaces `CAPTURES` or a printer in this module, which the matrix uses as it
+# finds them here when it runs.
 
 
 def rotated(items: list[Any], by: int) -> list[Any]:
@@ -155,7 +145,8 @@ class Matrix:
 
     def __init__(self, label: str, pace: float, runs: int, threads: int, rounds: int, minutes: float, *,
                  clients: tuple[str, ...], captures: tuple[str, ...], warm: int, instances: int, tasks: bool,
-                 pin: CpuSplit | None) -> None:
+                 pin: CpuSplit | None, start: Callable[..., LanggraphDevServer] | None = None) -> None:
+        self.start = start
         self.label, self.pace, self.runs, self.threads = label, pace, runs, threads
         self.rounds, self.minutes, self.warm, self.pin = rounds, minutes, warm, pin
         self.instances = max(1, instances)
@@ -188,7 +179,7 @@ class Matrix:
     async def run_set(self, instance: int) -> None:
         """One set of servers, started afresh in a shuffled order: its share of the rounds."""
         order = tuple(start_order(self.captures, instance))
-        servers = start_servers(self.pace, self.collections, order, self.clocks, self.thread_names, start_server)
+        servers = start_servers(self.pace, self.collections, order, self.clocks, self.thread_names, self.start)
         try:
             if self.pin is not None:
                 pinned = self.pin.pin([server.process.pid for server in servers.values()])
@@ -373,6 +364,7 @@ async def matrix(
     instances: int = 1,
     tasks: bool = False,
     pin: CpuSplit | None = None,
+    start: Callable[..., LanggraphDevServer] | None = None,
 ) -> None:
     """Every client kind against every server, the cells interleaved round by round.
 
@@ -398,10 +390,11 @@ async def matrix(
     With `tasks`, every server's event-loop tasks are clocked
     (`tests/harness/bench/task_clock.py`) and their CPU per run printed by kind. With
     `pin`, every set's servers run on one CPU and the clients on the others
-    (`tests/harness/bench/pinning.py`).
+    (`tests/harness/bench/pinning.py`). `start` starts a server of a capture
+    setting (`tests/harness/bench/servers.py`'s `start_server` by default).
     """
     measured = Matrix(label, pace, runs, threads, rounds, minutes, clients=clients, captures=captures, warm=warm,
-                      instances=instances, tasks=tasks, pin=pin)
+                      instances=instances, tasks=tasks, pin=pin, start=start)
     await measured.run()
     measured.print(tasks)
 

@@ -128,37 +128,33 @@ def _off_join() -> None:
     reader._parts_of = nothing
 
 
+def _answering(value: Any) -> Any:
+    """An async method that does nothing and returns `value`, whatever it is called with."""
+
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return value
+
+    return method
+
+
 def _off_claims() -> None:
     from journal_bridge.delivery.bridge import Bridge
 
-    async def claim(self: Any, run_id: str) -> bool:
-        return True
-
-    async def release(self: Any, run_id: str) -> None:
-        return None
-
-    Bridge.claim, Bridge.release = claim, release  # type: ignore[method-assign]
+    # Every claim is granted; a release has nothing to give back.
+    Bridge.claim, Bridge.release = _answering(True), _answering(None)  # type: ignore[method-assign]
 
 
 def _off_owners() -> None:
     from journal_bridge.mapping.reader import ThreadOwners
 
-    async def owner_of(self: Any, sdk: Any, thread_id: str) -> None:
-        return None
-
-    ThreadOwners.owner_of = owner_of  # type: ignore[method-assign]
+    ThreadOwners.owner_of = _answering(None)  # type: ignore[method-assign]
 
 
 def _off_writes() -> None:
     from journal_bridge.delivery.queue import DeliveryQueue
 
-    async def dropped(self: Any, records: Any) -> None:
-        return None
-
-    async def dropped_one(self: Any, record: Any) -> None:
-        return None
-
-    DeliveryQueue.write, DeliveryQueue.put = dropped, dropped_one  # type: ignore[method-assign]
+    # Records and the single record are dropped.
+    DeliveryQueue.write, DeliveryQueue.put = _answering(None), _answering(None)  # type: ignore[method-assign]
 
 
 # Each part of the plugin: how this module's `app` switches it off in the server,

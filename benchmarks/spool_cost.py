@@ -45,6 +45,8 @@ from journal_bridge.delivery.frame_spool import FrameSpool, worth_spooling
 from journal_bridge.host.sse import Frame, SSEFrames
 from journal_bridge.mapping.capture_setting import EVENTS_PATH_MODES, Capture
 from journal_bridge.mapping.reader import ClientStream
+from tests.harness.bench import servers as bench_servers
+from tests.harness.bench.servers import quiet_dev_server
 from tests.harness.server_process import PROJECT_ROOT
 
 ON = "auto+frames"
@@ -58,20 +60,14 @@ def start_server(capture: str, pace: float, *args: Any, **kwargs: Any):
     `auto` is `auto` with it off, whatever the default."""
     spool = {"auto": "off", ON: "on"}.get(capture)
     if spool is None:
-        return _start_server(capture, pace, *args, **kwargs)
-    quiet = bridge.quiet_dev_server
+        return bench_servers.start_server(capture, pace, *args, **kwargs)
 
     def with_spool(*, env: dict[str, str], **rest: Any):
-        return quiet(env={**env, "JOURNAL_BRIDGE_FRAME_SPOOL": spool}, **rest)
+        return quiet_dev_server(env={**env, "JOURNAL_BRIDGE_FRAME_SPOOL": spool}, **rest)
 
-    bridge.quiet_dev_server = with_spool
-    try:
-        return _start_server("auto", pace, *args, **kwargs)
-    finally:
-        bridge.quiet_dev_server = quiet
+    return bench_servers.start_server("auto", pace, *args, launch=with_spool, **kwargs)
 
 
-_start_server = bridge.start_server
 _print_loop_threads = bridge.print_loop_threads
 
 
@@ -169,7 +165,7 @@ async def paired_cost(args: argparse.Namespace) -> None:
         env = {"JOURNAL_BRIDGE_CAPTURE": capture, "JOURNAL_BRIDGE_RECONCILE_INTERVAL": "0",
                "JOURNAL_BRIDGE_OFFLINE_SECONDS_PER_TOKEN": "0", "JOURNAL_BRIDGE_FRAME_SPOOL": "on",
                **collections.env}
-        return bridge.quiet_dev_server(env=env, http={"app": f"{app}:app"})
+        return quiet_dev_server(env=env, http={"app": f"{app}:app"})
 
     paired.start_paired = start_paired
     paired.FLOOR_HEADER = UNSPOOLED_HEADER  # the paired "floor" cells: the same server, runs not spooled
@@ -188,14 +184,13 @@ async def main(args: argparse.Namespace) -> None:
         await paired_cost(args)
         return
     bridge.CAPTURES = CAPTURES
-    bridge.start_server = start_server
     bridge.print_loop_threads = print_spool_cost
     bridge.print_probe("at the start")
     await bridge.matrix(
         "instant model (server CPU-bound)" if not args.pace else f"model paced at {args.pace * 1000:g} ms per token",
         args.pace, args.runs, args.threads, args.rounds, 0.0,
         clients=tuple(args.client or ("useStream", "values stream", "runs.wait")),
-        captures=CAPTURES, instances=args.instances,
+        captures=CAPTURES, instances=args.instances, start=start_server,
     )
     print()
     bridge.print_probe("at the end")

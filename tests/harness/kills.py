@@ -66,13 +66,19 @@ async def stream_viewed(client, thread_id: str, assistant_id: str, text: str, vi
         view.error = exc
 
 
-async def history(url: str, thread_id: str) -> list[dict[str, Any]]:
+async def journal_items(url: str, path: str) -> list[dict[str, Any]]:
+    """Up to 500 items of a journal listing at `path`; none where the thread or run is unknown (404)."""
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-        response = await http.get(f"/journal/threads/{thread_id}/messages", params={"limit": 500})
-        if response.status_code == 404:
-            return []
-        response.raise_for_status()
-        return response.json()["data"]
+        response = await http.get(path, params={"limit": 500})
+    if response.status_code == 404:
+        return []
+    response.raise_for_status()
+    body = response.json()
+    return body["data"] if isinstance(body, dict) else body
+
+
+async def history(url: str, thread_id: str) -> list[dict[str, Any]]:
+    return await journal_items(url, f"/journal/threads/{thread_id}/messages")
 
 
 async def until_history_is_branch(url: str, client, thread_ids: list[str], timeout: float = 180.0) -> dict[str, tuple]:
@@ -105,11 +111,5 @@ async def attempt_forks(url: str, thread_id: str) -> list[dict[str, Any]]:
     """The journal's `superseded_attempt` forks of the thread (their content)."""
     from journal_bridge.model.records import BRANCHES_RUN_ID
 
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-        response = await http.get(f"/journal/threads/{thread_id}/runs/{BRANCHES_RUN_ID}/events", params={"limit": 500})
-    if response.status_code == 404:
-        return []
-    response.raise_for_status()
-    body = response.json()
-    events = body["data"] if isinstance(body, dict) else body
+    events = await journal_items(url, f"/journal/threads/{thread_id}/runs/{BRANCHES_RUN_ID}/events")
     return [e["content"] for e in events if isinstance(e.get("content"), dict) and e["content"].get("attempt")]

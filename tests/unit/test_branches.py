@@ -95,9 +95,9 @@ async def test_every_abandoned_run_reads_as_the_branch_it_ends(store, run_id):
     assert [i["id"] for i in page["data"]] == ends[run_id]
 
 
-@pytest.mark.parametrize("limit", [1, 2, 3, 5])
-async def test_paging_either_way_over_forks_yields_the_branch_once(store, limit):
-    expected = await _seed(store)
+async def _paged_both_ways(store, limit: int) -> tuple[list[str], list[str]]:
+    """The ids of the thread's history read page by page from the newest back,
+    and from the start forward; every page backward holds 1 to `limit` items."""
     backward, before = [], None
     while True:
         page = await history.history_page(store, THREAD, limit=limit, before_seq=before)
@@ -113,7 +113,14 @@ async def test_paging_either_way_over_forks_yields_the_branch_once(store, limit)
         if not page["has_more"]:
             break
         after = page["next_after_seq"]
-    assert [i["id"] for i in backward] == [i["id"] for i in forward] == expected
+    return [i["id"] for i in backward], [i["id"] for i in forward]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5])
+async def test_paging_either_way_over_forks_yields_the_branch_once(store, limit):
+    expected = await _seed(store)
+    backward, forward = await _paged_both_ways(store, limit)
+    assert backward == forward == expected
 
 
 async def test_the_versions_at_each_fork_point_are_marked(store):
@@ -205,21 +212,8 @@ async def test_a_run_executed_again_shows_one_attempt(store, fork_at):
                 "q3": ["q1", "a1", "q2", "c2", "a2", "q3", "a3-again"],
                 "c2": ["q1", "a1", "q2", "c2", "a3-again"]}[fork_at]
     for limit in (500, 2):
-        backward, before = [], None
-        while True:
-            page = await history.history_page(store, THREAD, limit=limit, before_seq=before)
-            backward = page["data"] + backward
-            if not page["has_more"]:
-                break
-            before = page["next_before_seq"]
-        forward, after = [], 0
-        while True:
-            page = await history.history_page(store, THREAD, limit=limit, after_seq=after)
-            forward += page["data"]
-            if not page["has_more"]:
-                break
-            after = page["next_after_seq"]
-        assert [i["id"] for i in backward] == [i["id"] for i in forward] == expected
+        backward, forward = await _paged_both_ways(store, limit)
+        assert backward == forward == expected
     # A run executed again is no version anybody chose; the killed attempt's records stay in the journal.
     items = (await history.history_page(store, THREAD, limit=500))["data"]
     marked = [i["id"] for i in items if "branch" in i]

@@ -13,6 +13,7 @@ from httpx import ASGITransport, AsyncClient
 from journal_bridge.capture.intercept import RunObserverMiddleware
 from journal_bridge.capture.run_requests import RunPlan
 from journal_bridge.mapping.capture_setting import CaptureSetting
+from tests.harness.asgi import request_body
 
 THREAD = "00000000-0000-0000-0000-00000000000a"
 RUN = "00000000-0000-0000-0000-00000000000b"
@@ -25,12 +26,7 @@ class _Server:
         self.kwargs: dict = {}
 
     async def __call__(self, scope, receive, send) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body = await request_body(receive)
         if scope["method"] == "POST":
             payload = orjson.loads(body)
             self.kwargs = {"stream_mode": payload["stream_mode"], "resumable": payload["stream_resumable"]}

@@ -12,6 +12,7 @@ from journal_bridge.capture.stream_repair import StreamWatch, replay_scope
 from journal_bridge.host.sse import Frame
 from journal_bridge.mapping.capture_setting import CaptureSetting
 from journal_bridge.mapping.reader import ClientStream
+from tests.harness.asgi import request_body
 
 
 def _frame(event: str, frame_id: str | None) -> Frame:
@@ -96,12 +97,7 @@ class _Server:
         self.created: dict = {}
 
     async def __call__(self, scope, receive, send) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body = await request_body(receive)
         headers = dict(scope["headers"])
         if scope["method"] == "POST":
             self.created = orjson.loads(body)

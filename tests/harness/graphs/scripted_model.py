@@ -33,7 +33,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -41,9 +41,9 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
-from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
+from langchain_core.runnables import RunnableConfig, ensure_config
+
+from graphs.offline_model import OfflineChatModel
 
 SUMMARIZER_LOG_ENV = "JOURNAL_BRIDGE_TEST_SUMMARIZER_LOG"
 CALL_LOG_ENV = "JOURNAL_BRIDGE_TEST_MODEL_CALL_LOG"
@@ -82,14 +82,8 @@ class ScriptedToolModel(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"graph": self.graph}
 
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
-        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
+    # Tools are bound as the bundled offline model binds them: in OpenAI's format, under `tools`.
+    bind_tools = OfflineChatModel.bind_tools
 
     # --- entry points: note the call, then generate ---------------------------------
 
