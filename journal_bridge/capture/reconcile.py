@@ -69,7 +69,7 @@ from journal_bridge.capture.settled_log import SettledLog
 from journal_bridge.delivery.bridge import EVENTS_CAPTURE, Bridge
 from journal_bridge.host.modes import EVENTS_MODE, requested_modes
 from journal_bridge.host.run_objects import run_checkpoint
-from journal_bridge.host.sdk import SdkClient
+from journal_bridge.host.sdk import SdkClient, SdkOnDemand
 from journal_bridge.mapping.capture_setting import Capture
 from journal_bridge.mapping.reader import RunSource
 from journal_bridge.model.envelope import RUN_END, RUN_ERROR, RUN_START
@@ -134,8 +134,7 @@ class Reconciler:
         sweep_deleted: bool = True,
     ) -> None:
         self.bridge = bridge
-        self._client_factory = client_factory
-        self._client: SdkClient | None = None
+        self._sdk = SdkOnDemand(client_factory)
         self._store = store
         self.interval = interval
         self.state_path = state_path
@@ -208,11 +207,6 @@ class Reconciler:
                 self.stats["last_error"] = str(exc)
                 logger.warning("journal-bridge: reconcile pass failed: %s", exc)
             await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
-
-    def _sdk(self) -> SdkClient:
-        if self._client is None:
-            self._client = self._client_factory()
-        return self._client
 
     # -- one pass ------------------------------------------------------------------
 
@@ -616,7 +610,7 @@ class Reconciler:
             "runs_read_elsewhere": len(self._elsewhere),
             "threads_to_repair": len(self._repair),
         }
-        listings = getattr(self._client, "listings", None)
+        listings = getattr(self._sdk.made, "listings", None)
         if isinstance(listings, dict):
             # How the listings were answered: an in-process client reads the runtime.
             report["listings"] = dict(listings)

@@ -36,7 +36,7 @@ from pathlib import Path
 from journal_bridge.delivery.health import assess
 from journal_bridge.delivery.queue import DeliveryQueue, DeliveryStats
 from journal_bridge.host.outcome import CANCELLED, ERRORED, INTERRUPTED
-from journal_bridge.host.sdk import SdkClient
+from journal_bridge.host.sdk import SdkClient, SdkOnDemand
 from journal_bridge.mapping.capture_setting import EVENTS_PATH_MODES, Capture
 from journal_bridge.mapping.events_mapper import RunMapper
 from journal_bridge.mapping.client_stream import ClientStream
@@ -107,9 +107,9 @@ class Bridge:
         on_run_done: Callable[[str, str], Awaitable[None] | None] | None = None,
         default_owner: str | None = None,
     ) -> None:
-        self._client_factory = client_factory
+        self.sdk = SdkOnDemand(client_factory)
+        """The SDK client the bridge reads runs with."""
         self.default_owner = default_owner
-        self._client: SdkClient | None = None
         self._max_backoff = max_backoff
         self._join_retries = join_retries
         self._on_run_done = on_run_done
@@ -353,12 +353,6 @@ class Bridge:
     @property
     def active_runs(self) -> int:
         return len(self._followers)
-
-    def sdk(self) -> SdkClient:
-        """The SDK client the bridge reads runs with."""
-        if self._client is None:
-            self._client = self._client_factory()
-        return self._client
 
     async def _follow(self, thread_id: str, run_id: str, source: RunSource) -> None:
         try:

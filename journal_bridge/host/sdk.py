@@ -9,7 +9,7 @@ read as mappings.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         ThreadSortBy,
     )
 
-__all__ = ["SdkAssistants", "SdkClient", "SdkRuns", "SdkThreads"]
+__all__ = ["SdkAssistants", "SdkClient", "SdkOnDemand", "SdkRuns", "SdkThreads"]
 
 
 class SdkThreads(Protocol):
@@ -93,3 +93,17 @@ class SdkClient(Protocol):
 
     @property
     def assistants(self) -> SdkAssistants: ...
+
+
+class SdkOnDemand:
+    """A component's SDK client, made by its factory when first asked for: the
+    in-process client can be made only once the server's app is running."""
+
+    def __init__(self, factory: Callable[[], SdkClient]) -> None:
+        self._factory = factory
+        self.made: SdkClient | None = None
+
+    def __call__(self) -> SdkClient:
+        if self.made is None:
+            self.made = self._factory()
+        return self.made
