@@ -36,13 +36,10 @@ from collections.abc import Awaitable, Callable
 
 from starlette.types import Message, Receive, Scope, Send
 
+from journal_bridge.host.compat import JOIN_POLL_SECONDS
 from journal_bridge.host.sse import Frame
 
 __all__ = ["JOIN_POLL_SECONDS", "StreamWatch", "replay_run", "replay_scope"]
-
-JOIN_POLL_SECONDS = 0.5
-"""How long a runtime's join waits for a frame before it asks whether the run is over
-(langgraph-runtime-inmem 0.30-0.36, langgraph-runtime-pg 0.11)."""
 
 # A join that ends at such a poll ends about `JOIN_POLL_SECONDS` after it handed on
 # its last frame (its wait starts once the frame is sent; measured here, the gap

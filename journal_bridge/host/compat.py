@@ -30,6 +30,7 @@ import orjson
 from journal_bridge.model.errors import UnsupportedServer
 
 __all__ = [
+    "JOIN_POLL_SECONDS",
     "SUPPORTED_API",
     "SUPPORTED_INMEM",
     "UnsupportedServer",
@@ -269,6 +270,10 @@ def join_mode_matches(event: str, modes: list[str] | tuple[str, ...]) -> bool:
     base, bar, _ = event.partition("|")
     return bool(bar) and base in modes and joins_take_subgraph_events()
 
+
+JOIN_POLL_SECONDS = 0.5
+"""How long a runtime's run join waits for a frame before it asks whether the run
+is over, and ends if it is (langgraph-runtime-inmem 0.30-0.36, langgraph-runtime-pg 0.11)."""
 
 # The first langgraph-runtime-inmem whose joins send a subgraph's event
 # (`updates|sub:1`) with its mode (`updates`).
