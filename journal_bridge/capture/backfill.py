@@ -56,7 +56,7 @@ from journal_bridge.model import records
 from journal_bridge.model.envelope import RunEvent, make_event, stored_seq
 from journal_bridge.projection.branches import read_forks
 from journal_bridge.projection.history import ORDER_EVENT, ORDER_RUN_ID, anchor_of
-from journal_bridge.mapping.attempts import checkpoint_attempt, run_message_ids
+from journal_bridge.mapping.attempts import checkpoint_attempt, checkpoint_run, run_message_ids
 from journal_bridge.mapping.compactions import summary_text
 from journal_bridge.mapping.reader import OWNER_KEY, owned
 from journal_bridge.store import RunEventStore
@@ -230,7 +230,7 @@ class _Reconstruction:
         }
 
     def _run_id(self, state: Mapping[str, Any]) -> str:
-        return str((state.get("metadata") or {}).get("run_id") or BACKFILL_SOURCE)
+        return checkpoint_run(state) or BACKFILL_SOURCE
 
     def _message(self, message: dict[str, Any], state: Mapping[str, Any], previous: Mapping[str, Any] | None) -> None:
         event_type = _EVENT_TYPES.get(str(message.get("type")))

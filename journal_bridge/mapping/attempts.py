@@ -30,7 +30,7 @@ from journal_bridge.model.envelope import RunEvent
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["checkpoint_attempt", "frame_attempt", "run_message_ids", "superseding_fork"]
+__all__ = ["checkpoint_attempt", "checkpoint_run", "frame_attempt", "run_message_ids", "superseding_fork"]
 
 _PAGE = 100
 # Pages of checkpoints walked back from the head at most, looking for the run's first one.
@@ -54,7 +54,8 @@ def checkpoint_attempt(state: Mapping[str, Any]) -> int:
     return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt >= 1 else 1
 
 
-def _run_of(state: Mapping[str, Any]) -> str | None:
+def checkpoint_run(state: Mapping[str, Any]) -> str | None:
+    """The run that wrote a checkpoint, None when its metadata names none."""
     run_id = _metadata(state).get("run_id")
     return str(run_id) if run_id else None
 
@@ -72,7 +73,7 @@ def run_message_ids(chain: Iterable[Mapping[str, Any]], run_id: str) -> set[str]
     held: set[str] = set()
     found = False
     for state in chain:
-        if _run_of(state) == run_id:
+        if checkpoint_run(state) == run_id:
             found = True
             held |= _ids(state)
         elif found:
@@ -91,7 +92,7 @@ async def _chain(sdk: SdkClient, thread_id: str, run_id: str) -> list[Mapping[st
         if len(page) < _PAGE:
             break
         before = page[-1]["checkpoint"]
-        runs = [_run_of(s) for s in states]
+        runs = [checkpoint_run(s) for s in states]
         if run_id in runs and any(r != run_id for r in runs[runs.index(run_id):]):
             break  # the run's first checkpoint and the one before it are in
     by_id = {str((s.get("checkpoint") or {}).get("checkpoint_id")): s for s in states}
